@@ -1,0 +1,90 @@
+"""Discovery documents: RFC 8414 AS metadata, OpenID Connect discovery, RFC 9728 PRM.
+
+All absolute URLs come from ``MCP_OAUTH["BASE_URL"]`` / ``ISSUER``, never from
+the request's Host header (RFC 9700 §4.13). The issuer string is the same
+everywhere: AS metadata ``issuer``, PRM ``authorization_servers`` and the RFC
+9207 ``iss`` parameter.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import View
+from oauth2_provider.compat import login_not_required
+from oauth2_provider.settings import oauth2_settings
+from oauth2_provider.views import OAuthServerMetadataView
+from django.utils.decorators import method_decorator
+
+from ..models import ProtectedResource
+from ..resource_server.challenges import PRM_WELL_KNOWN
+from ..resources import InvalidResource
+from ..settings import mcp_oauth_settings
+
+
+def _json(data: dict) -> JsonResponse:
+    response = JsonResponse(data)
+    response["Access-Control-Allow-Origin"] = "*"
+    response["Cache-Control"] = "public, max-age=300"
+    return response
+
+
+class AuthorizationServerMetadataView(OAuthServerMetadataView):
+    """RFC 8414 §3 metadata (also served as OpenID Connect discovery, OIDC Discovery §4).
+
+    Served at ``/.well-known/oauth-authorization-server`` (root form and RFC 8414
+    §3.1 path-inserted form ``/.well-known/oauth-authorization-server/<issuer path>``),
+    ``/.well-known/openid-configuration[/<issuer path>]`` and
+    ``/<issuer path>/.well-known/openid-configuration``. Any other suffix is 404.
+    """
+
+    def get(self, request: HttpRequest, *args, issuer_path: str | None = None, **kwargs) -> HttpResponse:
+        if issuer_path is not None and issuer_path.strip("/") != mcp_oauth_settings.issuer_path:
+            raise Http404("No authorization server with that issuer.")
+        data = json.loads(super().get(request, *args, **kwargs).content)
+        data["issuer"] = mcp_oauth_settings.issuer
+        data["code_challenge_methods_supported"] = ["S256"]
+        data["authorization_response_iss_parameter_supported"] = True
+        data.setdefault("response_modes_supported", ["query"])
+        return _json(data)
+
+
+@method_decorator(login_not_required, name="dispatch")
+class ProtectedResourceMetadataView(View):
+    """RFC 9728 §3 metadata of one registered resource.
+
+    ``/.well-known/oauth-protected-resource/<path>`` describes the resource
+    ``BASE_URL/<path>`` (§3.1 path insertion); the root form describes the default
+    resource. Shape: ``{"resource", "authorization_servers", "scopes_supported",
+    "bearer_methods_supported": ["header"], "resource_name"?, "resource_documentation"?}``.
+    Unknown resources are 404.
+    """
+
+    def get(self, request: HttpRequest, resource_path: str | None = None) -> HttpResponse:
+        try:
+            if resource_path:
+                resource = ProtectedResource.objects.get_by_uri(mcp_oauth_settings.absolute("/" + resource_path))
+            else:
+                resource = ProtectedResource.objects.default()
+        except (ProtectedResource.DoesNotExist, InvalidResource):
+            raise Http404("No protected resource at that path.") from None
+        return _json(protected_resource_metadata(resource))
+
+
+def protected_resource_metadata(resource: ProtectedResource) -> dict:
+    """The RFC 9728 document of ``resource`` (see :class:`ProtectedResourceMetadataView`)."""
+    data = {
+        "resource": resource.uri,
+        "authorization_servers": [mcp_oauth_settings.issuer],
+        "scopes_supported": resource.scope_list or sorted(oauth2_settings.SCOPES),
+        "bearer_methods_supported": ["header"],
+    }
+    if resource.name:
+        data["resource_name"] = resource.name
+    if resource.documentation:
+        data["resource_documentation"] = resource.documentation
+    return data
+
+
+__all__ = ["AuthorizationServerMetadataView", "ProtectedResourceMetadataView", "PRM_WELL_KNOWN"]

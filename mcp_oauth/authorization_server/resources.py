@@ -1,0 +1,36 @@
+"""Resource indicators at the authorization server (RFC 8707 §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..models import ProtectedResource
+from ..resources import InvalidResource
+
+
+class InvalidTarget(Exception):
+    """RFC 8707 ``invalid_target``: the resource is invalid, unknown, or more than one was asked for."""
+
+
+def select_resource(values: Iterable[str]) -> ProtectedResource:
+    """The registered resource a request asks for.
+
+    :param values: the request's ``resource`` parameters; empty strings count as absent (OAuth 2.1 §3.1).
+    :returns: the matching enabled :class:`ProtectedResource`, or the default one when none was given
+        (a token is never unrestricted).
+    :raises InvalidTarget: a value that is not a resource URI, a URI we do not serve, more than one
+        resource (tokens are bound to one), or no default resource configured.
+    """
+    given = [value for value in values if value != ""]
+    if len(given) > 1:
+        raise InvalidTarget("Only one resource may be requested; a token is bound to one resource.")
+    try:
+        if given:
+            return ProtectedResource.objects.get_by_uri(given[0])
+        return ProtectedResource.objects.default()
+    except InvalidResource as exc:
+        raise InvalidTarget(f"The resource is not a valid resource indicator: {exc}.") from None
+    except ProtectedResource.DoesNotExist:
+        if given:
+            raise InvalidTarget("The resource is not served by this authorization server.") from None
+        raise InvalidTarget("No resource was given and no default resource is configured.") from None

@@ -1,0 +1,67 @@
+"""System checks (``manage.py check``): configuration that breaks or weakens the MCP profile."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+
+from .settings import DOT_SECURITY_KEYS, mcp_oauth_settings
+
+
+@register(Tags.security)
+def check_base_url(app_configs, **kwargs):
+    """E001 BASE_URL missing or malformed; W002 http on a non-loopback host; E003 issuer with a trailing slash."""
+    messages = []
+    base = mcp_oauth_settings.BASE_URL
+    if not base:
+        return [Error('MCP_OAUTH["BASE_URL"] is not set.', hint='Set it to the site\'s public origin, e.g. "https://mcp.example.com".', id="mcp_oauth.E001")]
+    parts = urlsplit(str(base))
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        messages.append(Error(f'MCP_OAUTH["BASE_URL"] {base!r} is not an http(s) origin.', id="mcp_oauth.E001"))
+    elif parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1", "::1"):
+        messages.append(
+            Warning(
+                f'MCP_OAUTH["BASE_URL"] {base!r} uses http on a non-loopback host.',
+                hint="OAuth 2.1 §1.5 and the MCP authorization spec require https for every endpoint but loopback.",
+                id="mcp_oauth.W002",
+            )
+        )
+    issuer = mcp_oauth_settings.ISSUER
+    if issuer and str(issuer).endswith("/"):
+        messages.append(Error('MCP_OAUTH["ISSUER"] must not end with "/".', id="mcp_oauth.E003"))
+    return messages
+
+
+@register(Tags.security)
+def check_dot_settings(app_configs, **kwargs):
+    """W010 a setting in OAUTH2_PROVIDER weakens a secure default of the MCP profile."""
+    site = getattr(settings, "OAUTH2_PROVIDER", {}) or {}
+    messages = []
+    for key, secure in DOT_SECURITY_KEYS.items():
+        if key in site and site[key] != secure:
+            messages.append(
+                Warning(
+                    f'OAUTH2_PROVIDER["{key}"] = {site[key]!r} weakens the MCP profile (secure value: {secure!r}).',
+                    hint="Remove it from OAUTH2_PROVIDER to get the secure default.",
+                    id="mcp_oauth.W010",
+                )
+            )
+    iss = site.get("OIDC_ISS_ENDPOINT")
+    if iss and mcp_oauth_settings.BASE_URL and iss.rstrip("/") != mcp_oauth_settings.issuer:
+        messages.append(
+            Error(
+                'OAUTH2_PROVIDER["OIDC_ISS_ENDPOINT"] differs from the MCP issuer.',
+                hint='Remove it; MCP_OAUTH["ISSUER"] (or BASE_URL) sets it.',
+                id="mcp_oauth.E011",
+            )
+        )
+    if site.get("ALLOWED_REDIRECT_URI_SCHEMES") and set(site["ALLOWED_REDIRECT_URI_SCHEMES"]) - {"http", "https"}:
+        messages.append(
+            Warning(
+                "OAUTH2_PROVIDER['ALLOWED_REDIRECT_URI_SCHEMES'] allows schemes besides http(s).",
+                id="mcp_oauth.W012",
+            )
+        )
+    return messages

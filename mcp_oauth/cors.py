@@ -1,0 +1,105 @@
+"""CORS for browser-based MCP clients (Fetch standard), on the endpoints that may have it.
+
+The well-known documents, token, revocation, registration and MCP endpoints
+answer preflights and expose the MCP headers; the authorization endpoint never
+gets CORS (RFC 9700 §2.6 / OAuth 2.1 §3.1: it is navigated to, not fetched).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from asgiref.sync import iscoroutinefunction
+from django.http import HttpRequest, HttpResponse
+
+from .settings import mcp_oauth_settings
+
+ALLOW_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID"
+EXPOSE_HEADERS = "WWW-Authenticate, Mcp-Session-Id, MCP-Protocol-Version"
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def origin_allowed(origin: str) -> bool:
+    """Whether a browser ``Origin`` may call the MCP endpoint (DNS-rebinding defence).
+
+    Allowed: the site's own origin (``BASE_URL``), ``ALLOWED_ORIGINS``, and with
+    ``ALLOW_LOOPBACK_ORIGINS`` any http(s) origin on a loopback host and port (a
+    rebinding page keeps its own, non-loopback origin). ``"*"`` in
+    ``ALLOWED_ORIGINS`` allows every origin.
+    """
+    origin = origin.strip().rstrip("/").lower()
+    if not origin or origin == "null":
+        return False
+    allowed = {o.rstrip("/").lower() for o in mcp_oauth_settings.ALLOWED_ORIGINS}
+    if "*" in allowed or origin in allowed or origin == mcp_oauth_settings.base_url.lower():
+        return True
+    if mcp_oauth_settings.ALLOW_LOOPBACK_ORIGINS:
+        try:
+            parts = urlsplit(origin)
+            parts.port  # noqa: B018 - validates the port
+        except ValueError:
+            return False
+        return parts.scheme in ("http", "https") and parts.hostname in LOOPBACK_HOSTS and not parts.path
+    return False
+
+
+def _decorate(view: Callable, methods: str, origin_check: Callable[[str], bool] | None) -> Callable:
+    """Wrap ``view``: answer preflights, add CORS headers to every response for an allowed origin."""
+
+    def allowed_origin(request: HttpRequest) -> str | None:
+        origin = request.headers.get("Origin")
+        if not origin:
+            return None
+        if origin_check is None:
+            return "*"
+        return origin if origin_check(origin) else None
+
+    def add_headers(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        value = allowed_origin(request)
+        if value:
+            response["Access-Control-Allow-Origin"] = value
+            response["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
+            if value != "*":
+                response["Vary"] = "Origin"
+        return response
+
+    def preflight(request: HttpRequest) -> HttpResponse:
+        response = HttpResponse(status=204)
+        if allowed_origin(request):
+            response["Access-Control-Allow-Methods"] = methods
+            response["Access-Control-Allow-Headers"] = ALLOW_HEADERS
+            response["Access-Control-Max-Age"] = "600"
+        return add_headers(request, response)
+
+    def is_preflight(request: HttpRequest) -> bool:
+        return request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers
+
+    if iscoroutinefunction(view):
+
+        @functools.wraps(view)
+        async def async_wrapper(request: HttpRequest, *args, **kwargs):
+            if is_preflight(request):
+                return preflight(request)
+            return add_headers(request, await view(request, *args, **kwargs))
+
+        return async_wrapper
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        if is_preflight(request):
+            return preflight(request)
+        return add_headers(request, view(request, *args, **kwargs))
+
+    return wrapper
+
+
+def public_cors(view: Callable, methods: str = "GET, POST, OPTIONS") -> Callable:
+    """CORS for credential-less public endpoints: any origin, no cookies (``*``)."""
+    return _decorate(view, methods, None)
+
+
+def mcp_cors(view: Callable, methods: str = "GET, POST, DELETE, OPTIONS") -> Callable:
+    """CORS for the MCP endpoint: only origins that pass :func:`origin_allowed`."""
+    return _decorate(view, methods, origin_allowed)

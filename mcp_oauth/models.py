@@ -1,0 +1,186 @@
+"""Our own tables. DOT's models are not swapped: our extras link to them one-to-one."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from oauth2_provider.settings import oauth2_settings
+
+from .resources import InvalidResource, canonicalize_resource
+
+# DOT's Application is swappable through OAUTH2_PROVIDER_APPLICATION_MODEL, which
+# DOT reads with a default; Django's migration machinery reads it without one
+# whenever a model points at Application. Give it the value DOT uses.
+if not hasattr(settings, "OAUTH2_PROVIDER_APPLICATION_MODEL"):
+    settings.OAUTH2_PROVIDER_APPLICATION_MODEL = oauth2_settings.APPLICATION_MODEL
+
+
+class ProtectedResourceQuerySet(models.QuerySet):
+    def enabled(self) -> ProtectedResourceQuerySet:
+        return self.filter(enabled=True)
+
+    def get_by_uri(self, uri: str) -> ProtectedResource:
+        """The enabled resource whose canonical URI equals the canonical form of ``uri``.
+
+        :raises InvalidResource: ``uri`` is not a valid resource URI.
+        :raises ProtectedResource.DoesNotExist: no enabled resource has that URI.
+        """
+        return self.enabled().get(uri=canonicalize_resource(uri))
+
+    def default(self) -> ProtectedResource:
+        """The default resource (tokens requested without ``resource`` are bound to it).
+
+        :raises ProtectedResource.DoesNotExist: none is marked default and enabled.
+        """
+        return self.enabled().get(is_default=True)
+
+
+class ProtectedResource(models.Model):
+    """A protected resource this site serves (RFC 9728 §2, RFC 8707 §2).
+
+    ``uri`` is the canonical resource identifier (see :mod:`mcp_oauth.resources`);
+    tokens are bound to it and accepted only by it. ``scopes`` are the scopes a
+    client needs for it: they are published in its metadata and sent in its
+    ``WWW-Authenticate`` challenges.
+    """
+
+    uri = models.CharField(
+        _("resource URI"),
+        max_length=255,
+        unique=True,
+        help_text=_("Canonical URI, e.g. https://mcp.example.com/mcp (no trailing slash, no fragment)."),
+    )
+    name = models.CharField(_("name"), max_length=200, blank=True)
+    scopes = models.CharField(
+        _("required scopes"), max_length=500, blank=True, help_text=_("Space-separated scope names.")
+    )
+    is_default = models.BooleanField(
+        _("default"), default=False, help_text=_("Tokens requested without a resource are bound to this one.")
+    )
+    enabled = models.BooleanField(_("enabled"), default=True)
+    documentation = models.URLField(_("documentation URL"), blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = ProtectedResourceQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("protected resource")
+        verbose_name_plural = _("protected resources")
+        ordering = ["uri"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"], condition=models.Q(is_default=True), name="mcp_oauth_one_default_resource"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.uri
+
+    @property
+    def scope_list(self) -> list[str]:
+        return self.scopes.split()
+
+    def clean(self) -> None:
+        try:
+            self.uri = canonicalize_resource(self.uri)
+        except InvalidResource as exc:
+            raise ValidationError({"uri": str(exc)}) from None
+        unknown = set(self.scope_list) - set(oauth2_settings.SCOPES)
+        if unknown:
+            raise ValidationError({"scopes": _("Unknown scopes: %s") % " ".join(sorted(unknown))})
+
+    def save(self, *args, **kwargs) -> None:
+        self.uri = canonicalize_resource(self.uri)
+        super().save(*args, **kwargs)
+
+
+class ClientProfile(models.Model):
+    """What we keep about an OAuth client beyond DOT's ``Application``.
+
+    ``metadata`` holds the client metadata accepted at registration (RFC 7591 §2),
+    echoed back in registration responses; ``client_secret_expires_at`` is 0 when
+    an issued secret does not expire (RFC 7591 §3.2.1).
+    """
+
+    application = models.OneToOneField(
+        oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="mcp_profile"
+    )
+    metadata = models.JSONField(_("registered metadata"), default=dict, blank=True)
+    client_uri = models.URLField(_("client URI"), max_length=500, blank=True)
+    logo_uri = models.URLField(_("logo URI"), max_length=500, blank=True)
+    client_secret_expires_at = models.PositiveBigIntegerField(default=0)
+    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("client profile")
+        verbose_name_plural = _("client profiles")
+
+    def __str__(self) -> str:
+        return f"profile of {self.application}"
+
+
+def new_session_id() -> str:
+    """A 256-bit random, visible-ASCII session id (MCP transport "Session Management")."""
+    return secrets.token_urlsafe(32)
+
+
+class McpSessionQuerySet(models.QuerySet):
+    def live(self) -> McpSessionQuerySet:
+        from .settings import mcp_oauth_settings
+
+        cutoff = timezone.now() - timezone.timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
+        return self.filter(ended_at__isnull=True, last_seen_at__gte=cutoff)
+
+
+class McpSession(models.Model):
+    """A Streamable HTTP session (``Mcp-Session-Id``), kept in the database.
+
+    Bound to the user and client of the token that initialised it: any other
+    principal presenting the id is answered 404, as for an unknown id.
+    """
+
+    id = models.CharField(primary_key=True, max_length=64, default=new_session_id, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.CASCADE, related_name="+")
+    application = models.ForeignKey(
+        oauth2_settings.APPLICATION_MODEL, null=True, on_delete=models.CASCADE, related_name="+"
+    )
+    resource = models.ForeignKey(ProtectedResource, on_delete=models.CASCADE, related_name="sessions")
+    protocol_version = models.CharField(max_length=20)
+    client_capabilities = models.JSONField(default=dict, blank=True)
+    client_info = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = McpSessionQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = _("MCP session")
+        verbose_name_plural = _("MCP sessions")
+
+    def __str__(self) -> str:
+        return f"session {self.id[:8]}… of {self.user}"
+
+
+class McpSessionEvent(models.Model):
+    """A server-to-client message waiting in a session's outbox.
+
+    The session's GET stream sends events in ``id`` order with the SSE event id
+    ``<session id>:<id>``, so a client that reconnects with ``Last-Event-ID``
+    receives what it missed (MCP transport "Resumability and Redelivery").
+    """
+
+    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="events")
+    message = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name = _("MCP session event")
+        verbose_name_plural = _("MCP session events")

@@ -1,0 +1,1 @@
+"""The resource-server side: metadata (RFC 9728), bearer authentication and challenges."""

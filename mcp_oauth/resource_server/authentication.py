@@ -1,0 +1,175 @@
+"""Bearer-token authentication for protected resources (OAuth 2.1 §5, RFC 6750, RFC 8707).
+
+:func:`authenticate_bearer` is the one place where an access token is checked:
+it is read only from the ``Authorization`` header, looked up by its hash, and
+accepted only when it is unexpired, bound exactly to the resource being served,
+belongs to an active user (or is a client-credentials token) and carries the
+required scopes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from oauth2_provider.models import get_access_token_model
+
+from ..models import ProtectedResource
+from .challenges import challenge_response
+
+
+@dataclass(frozen=True)
+class BearerPrincipal:
+    """Who a valid token speaks for.
+
+    ``user`` is None for a client-credentials token; ``scopes`` are the token's
+    granted scopes; ``resource`` is the resource the token is bound to (and that
+    was requested).
+    """
+
+    user: Any
+    application: Any
+    access_token: Any
+    scopes: frozenset[str]
+    resource: ProtectedResource
+
+    @property
+    def client_id(self) -> str | None:
+        return self.application.client_id if self.application is not None else None
+
+
+@dataclass
+class BearerChallenge(Exception):
+    """Authentication or authorization failed; :meth:`response` is what to send.
+
+    ``status`` is 401 (no, invalid, expired, revoked or foreign token) or 403
+    (``insufficient_scope``). ``scopes`` is the ``scope`` to advertise.
+    """
+
+    resource: ProtectedResource
+    status: int = 401
+    error: str | None = None
+    error_description: str | None = None
+    scopes: list[str] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.error_description or self.error or "authentication required")
+
+    def response(self) -> HttpResponse:
+        return challenge_response(
+            self.resource,
+            self.status,
+            error=self.error,
+            error_description=self.error_description,
+            scopes=self.scopes,
+        )
+
+
+def bearer_token_from_header(value: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value (scheme case-insensitive).
+
+    :returns: None when the header is absent or uses another scheme.
+    :raises ValueError: the Bearer credentials are malformed (empty, spaces, non-b64token characters).
+    """
+    if not value:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    token = token.strip()
+    # RFC 6750 §2.1 b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+    allowed = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
+    if not token or len(token) > 4096 or any(ch not in allowed for ch in token):
+        raise ValueError("malformed bearer token")
+    return token
+
+
+def authenticate_bearer(
+    request: HttpRequest, resource: ProtectedResource, required_scopes: Iterable[str] = ()
+) -> BearerPrincipal:
+    """Authenticate ``request`` for ``resource``.
+
+    :param required_scopes: scopes needed beyond the resource's own required scopes.
+    :returns: the :class:`BearerPrincipal` of a valid token.
+    :raises BearerChallenge: 401 without ``error`` when no token was sent;
+        401 ``invalid_request`` for a token in the query string (OAuth 2.1 §5.1.2:
+        not accepted there); 401 ``invalid_token`` for a malformed, unknown,
+        expired or revoked token, or one bound to another resource (RFC 8707,
+        MCP "Token Audience Binding"); 403 ``insufficient_scope`` when scopes are missing.
+    """
+    needed = list(dict.fromkeys([*resource.scope_list, *required_scopes]))
+    if "access_token" in request.GET:
+        raise BearerChallenge(
+            resource,
+            error="invalid_request",
+            error_description="Access tokens are accepted only in the Authorization header.",
+            scopes=needed,
+        )
+    try:
+        token = bearer_token_from_header(request.headers.get("Authorization"))
+    except ValueError:
+        raise BearerChallenge(
+            resource, error="invalid_token", error_description="The access token is malformed.", scopes=needed
+        ) from None
+    if token is None:
+        raise BearerChallenge(resource, scopes=needed)
+
+    checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()
+    access_token = (
+        get_access_token_model()
+        .objects.select_related("application", "user")
+        .filter(token_checksum=checksum)
+        .first()
+    )
+    if access_token is None:
+        raise BearerChallenge(
+            resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
+        )
+    if access_token.is_expired():
+        raise BearerChallenge(
+            resource, error="invalid_token", error_description="The access token has expired.", scopes=needed
+        )
+    if list(access_token.resource or []) != [resource.uri]:
+        raise BearerChallenge(
+            resource,
+            error="invalid_token",
+            error_description="The access token was not issued for this resource.",
+            scopes=needed,
+        )
+    user = access_token.user
+    if user is not None and not user.is_active:
+        raise BearerChallenge(
+            resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
+        )
+    application = access_token.application
+    if application is None or not application.is_usable(request):
+        raise BearerChallenge(
+            resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
+        )
+    granted = frozenset(access_token.scope.split())
+    missing = [scope for scope in needed if scope not in granted]
+    if missing:
+        raise BearerChallenge(
+            resource,
+            status=403,
+            error="insufficient_scope",
+            error_description="The access token lacks the scopes: " + " ".join(missing),
+            scopes=list(dict.fromkeys([*sorted(granted), *needed])),
+        )
+    return BearerPrincipal(
+        user=user, application=application, access_token=access_token, scopes=granted, resource=resource
+    )
+
+
+def resolve_resource(resource_uri: str | None = None) -> ProtectedResource:
+    """The enabled resource with ``resource_uri``, or the default one when None.
+
+    :raises ProtectedResource.DoesNotExist: no such enabled resource.
+    :raises mcp_oauth.resources.InvalidResource: ``resource_uri`` is not a resource URI.
+    """
+    if resource_uri is None:
+        return ProtectedResource.objects.default()
+    return ProtectedResource.objects.get_by_uri(resource_uri)

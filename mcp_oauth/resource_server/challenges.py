@@ -1,0 +1,84 @@
+"""The one ``WWW-Authenticate: Bearer`` challenge builder (RFC 6750 §3, RFC 9728 §5.1).
+
+Used by the MCP endpoint, the DRF authentication class and the view decorator,
+so every protected response of the site advertises the same metadata URL and
+scopes (MCP 2025-11-25 "Protected Resource Metadata Discovery Requirements",
+"Scope Challenge Handling").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from django.http import HttpResponse
+
+from ..models import ProtectedResource
+from ..resources import resource_path
+from ..settings import mcp_oauth_settings
+
+PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
+
+def resource_metadata_url(resource: ProtectedResource) -> str:
+    """Absolute URL of ``resource``'s RFC 9728 metadata, in path-inserted form (§3.1).
+
+    ``https://host/mcp`` -> ``https://host/.well-known/oauth-protected-resource/mcp``.
+    """
+    return mcp_oauth_settings.absolute(PRM_WELL_KNOWN + resource_path(resource.uri))
+
+
+def _quote(value: str) -> str:
+    """RFC 7230 quoted-string body: backslash-escape ``"`` and ``\\``; drop CR/LF and other controls."""
+    value = "".join(ch for ch in str(value) if ch >= " " and ch != "\x7f")
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def bearer_challenge(
+    resource: ProtectedResource,
+    *,
+    error: str | None = None,
+    error_description: str | None = None,
+    scopes: Iterable[str] | None = None,
+) -> str:
+    """The ``WWW-Authenticate`` value for ``resource``.
+
+    Shape: ``Bearer resource_metadata="<url>", scope="<scopes>"`` followed by
+    ``error="…"`` and ``error_description="…"`` when given. ``scopes`` defaults to
+    the resource's required scopes; ``scope`` is omitted when there are none.
+    """
+    scope_list = list(resource.scope_list if scopes is None else scopes)
+    params = [("resource_metadata", resource_metadata_url(resource))]
+    if scope_list:
+        params.append(("scope", " ".join(dict.fromkeys(scope_list))))
+    if error:
+        params.append(("error", error))
+    if error_description:
+        params.append(("error_description", error_description))
+    return "Bearer " + ", ".join(f'{key}="{_quote(value)}"' for key, value in params)
+
+
+def challenge_response(
+    resource: ProtectedResource,
+    status: int = 401,
+    *,
+    error: str | None = None,
+    error_description: str | None = None,
+    scopes: Iterable[str] | None = None,
+) -> HttpResponse:
+    """A 401 or 403 response carrying :func:`bearer_challenge` and a JSON error body.
+
+    The body is ``{"error": …, "error_description": …}`` (empty object when no
+    error code applies, RFC 6750 §3.1: no code when no credentials were sent).
+    """
+    body = {}
+    if error:
+        body["error"] = error
+    if error_description:
+        body["error_description"] = error_description
+    response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
+    response["WWW-Authenticate"] = bearer_challenge(
+        resource, error=error, error_description=error_description, scopes=scopes
+    )
+    response["Cache-Control"] = "no-store"
+    return response

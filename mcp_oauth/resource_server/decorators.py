@@ -1,0 +1,62 @@
+"""Protect a site's own Django views with the same bearer checks as the MCP endpoint."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.http import Http404, HttpRequest, HttpResponse
+
+from ..models import ProtectedResource
+from .authentication import BearerChallenge, authenticate_bearer, resolve_resource
+
+
+def require_bearer(
+    view: Callable | None = None, *, scopes: Iterable[str] = (), resource: str | None = None
+) -> Callable:
+    """Decorate a view so it needs a valid access token for ``resource``.
+
+    Usage: ``@require_bearer`` or ``@require_bearer(scopes=["notes:write"], resource="https://host/api")``.
+    ``resource`` is a registered resource URI (default: the default resource).
+    On success ``request.mcp_principal`` is the :class:`~.authentication.BearerPrincipal`
+    and ``request.user`` its user. Failures answer 401/403 with the Bearer challenge
+    (see :func:`~.authentication.authenticate_bearer`); an unknown ``resource`` is 404.
+    Works on sync and async views.
+    """
+    required = tuple(scopes)
+
+    def check(request: HttpRequest) -> HttpResponse | None:
+        try:
+            protected = resolve_resource(resource)
+        except ProtectedResource.DoesNotExist:
+            raise Http404("No such protected resource.") from None
+        try:
+            principal = authenticate_bearer(request, protected, required)
+        except BearerChallenge as challenge:
+            return challenge.response()
+        request.mcp_principal = principal
+        if principal.user is not None:
+            request.user = principal.user
+        return None
+
+    def decorate(func: Callable) -> Callable:
+        if iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(request: HttpRequest, *args, **kwargs):
+                failure = await sync_to_async(check)(request)
+                return failure if failure is not None else await func(request, *args, **kwargs)
+
+            wrapper = async_wrapper
+        else:
+
+            @functools.wraps(func)
+            def wrapper(request: HttpRequest, *args, **kwargs):
+                failure = check(request)
+                return failure if failure is not None else func(request, *args, **kwargs)
+
+        wrapper.csrf_exempt = True  # bearer-authenticated: no ambient credentials to forge
+        return wrapper
+
+    return decorate(view) if view is not None else decorate

@@ -1,0 +1,105 @@
+"""Django REST framework integration: the same bearer checks and challenges as the MCP endpoint.
+
+Usage on a view::
+
+    class NotesView(APIView):
+        authentication_classes = [MCPBearerAuthentication]
+        permission_classes = [HasResourceScopes]
+        required_scopes = ["notes:read"]
+        mcp_resource = None  # or "https://host/api" for another registered resource
+"""
+
+from __future__ import annotations
+
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.permissions import BasePermission
+
+from ..models import ProtectedResource
+from .authentication import BearerChallenge, authenticate_bearer, resolve_resource
+from .challenges import bearer_challenge
+
+
+def _view_resource(view) -> ProtectedResource:
+    try:
+        return resolve_resource(getattr(view, "mcp_resource", None))
+    except ProtectedResource.DoesNotExist:
+        raise exceptions.NotFound("No such protected resource.") from None
+
+
+class InsufficientScope(exceptions.PermissionDenied):
+    """403 ``insufficient_scope``; DRF copies ``auth_header`` into ``WWW-Authenticate``."""
+
+    default_code = "insufficient_scope"
+
+    def __init__(self, challenge: BearerChallenge) -> None:
+        super().__init__(detail=challenge.error_description, code="insufficient_scope")
+        self.auth_header = bearer_challenge(
+            challenge.resource,
+            error=challenge.error,
+            error_description=challenge.error_description,
+            scopes=challenge.scopes,
+        )
+
+
+class InvalidBearer(exceptions.AuthenticationFailed):
+    """401 with the challenge of the failed token in ``WWW-Authenticate``."""
+
+    def __init__(self, challenge: BearerChallenge) -> None:
+        super().__init__(detail=challenge.error_description or "Authentication required.")
+        self.auth_header = bearer_challenge(
+            challenge.resource,
+            error=challenge.error,
+            error_description=challenge.error_description,
+            scopes=challenge.scopes,
+        )
+
+
+class MCPBearerAuthentication(BaseAuthentication):
+    """Authenticates ``Authorization: Bearer`` tokens bound to the view's resource.
+
+    Sets ``request.auth`` to the :class:`~.authentication.BearerPrincipal`. A token
+    without the resource's own scopes answers 403 ``insufficient_scope``;
+    ``view.required_scopes`` are checked by :class:`HasResourceScopes`.
+    """
+
+    def authenticate(self, request):
+        view = request.parser_context.get("view") if request.parser_context else None
+        resource = _view_resource(view)
+        try:
+            principal = authenticate_bearer(request._request, resource, ())
+        except BearerChallenge as challenge:
+            if challenge.error is None:
+                return None  # no credentials: let other authenticators try, then 401 via authenticate_header
+            if challenge.status == 403:
+                raise InsufficientScope(challenge) from None
+            raise InvalidBearer(challenge) from None
+        return (principal.user, principal)
+
+    def authenticate_header(self, request) -> str:
+        view = request.parser_context.get("view") if request.parser_context else None
+        return bearer_challenge(_view_resource(view))
+
+
+class HasResourceScopes(BasePermission):
+    """Requires an MCP bearer principal with the resource's scopes plus ``view.required_scopes``."""
+
+    def has_permission(self, request, view) -> bool:
+        resource = _view_resource(view)
+        principal = request.auth
+        if principal is None:
+            raise exceptions.NotAuthenticated()
+        needed = list(dict.fromkeys([*resource.scope_list, *getattr(view, "required_scopes", ())]))
+        granted = set(principal.scopes)
+        missing = [scope for scope in needed if scope not in granted]
+        if missing:
+            raise InsufficientScope(
+                BearerChallenge(
+                    resource,
+                    status=403,
+                    error="insufficient_scope",
+                    error_description="The access token lacks the scopes: " + " ".join(missing),
+                    scopes=list(dict.fromkeys([*sorted(granted), *needed])),
+                )
+            )
+        return True

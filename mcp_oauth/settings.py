@@ -1,0 +1,213 @@
+"""The ``MCP_OAUTH`` settings namespace, in the style of DRF's ``api_settings``.
+
+A site configures the app with one dict in its Django settings::
+
+    MCP_OAUTH = {
+        "BASE_URL": "https://mcp.example.com",
+    }
+
+Every key is optional except ``BASE_URL``; a missing key falls back to
+:data:`DEFAULTS`. Values are read through :data:`mcp_oauth_settings`, which
+reloads itself when a test changes ``MCP_OAUTH`` with ``override_settings``.
+
+Besides its own keys, the app makes django-oauth-toolkit (DOT) secure by
+default: :data:`DOT_SECURE_DEFAULTS` replaces DOT's own defaults for the keys it
+names, so a key that the site sets in ``OAUTH2_PROVIDER`` still wins (and
+``manage.py check`` warns when it weakens a default, see :mod:`mcp_oauth.checks`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+DEFAULTS: dict[str, Any] = {
+    # Canonical scheme://host[:port] of the site as clients see it, without a
+    # trailing slash, e.g. "https://mcp.example.com". Every absolute URL the app
+    # publishes (issuer, endpoints, resource identifiers, challenges) is built
+    # from it, never from the request's Host header (RFC 9700 §4.13).
+    "BASE_URL": None,
+    # RFC 8414 issuer identifier. None: BASE_URL. May carry a path
+    # ("https://host/tenant"); never a trailing slash.
+    "ISSUER": None,
+    # Path of the default protected resource (the MCP endpoint), relative to BASE_URL.
+    "MCP_PATH": "/mcp",
+    # Human-readable name and required scopes of the default protected resource
+    # (RFC 9728 resource_name; the scopes go into WWW-Authenticate challenges).
+    "DEFAULT_RESOURCE_NAME": "MCP server",
+    "DEFAULT_RESOURCE_SCOPES": ["mcp"],
+    # Extra origins (scheme://host[:port]) allowed to call the MCP endpoint from a
+    # browser. The site's own origin is always allowed.
+    "ALLOWED_ORIGINS": [],
+    # Also allow loopback origins (http://localhost:*, http://127.0.0.1:*,
+    # http://[::1]:*): a DNS-rebinding page never carries one of those.
+    "ALLOW_LOOPBACK_ORIGINS": True,
+    # Largest accepted MCP POST body, in bytes (larger: HTTP 413).
+    "MAX_REQUEST_BYTES": 1024 * 1024,
+    # An MCP session unused for this many seconds is gone (404 on its id).
+    "SESSION_IDLE_TIMEOUT_SECONDS": 24 * 3600,
+    # SSE: comment line sent this often to keep proxies from closing the stream (seconds).
+    "SSE_KEEPALIVE_SECONDS": 15.0,
+    # SSE GET stream: how often the session's outbox is read (seconds).
+    "SSE_POLL_INTERVAL_SECONDS": 0.25,
+    # serverInfo in the initialize result, and its instructions.
+    "SERVER_NAME": "django-mcp-authz",
+    "SERVER_VERSION": None,  # None: this package's version
+    "INSTRUCTIONS": None,
+    # Dotted path of the default ToolRegistry instance.
+    "TOOL_REGISTRY": "mcp_oauth.tools.registry",
+    # Module name looked for in every installed app at start-up (like admin.py),
+    # so apps can register their tools there.
+    "TOOLS_MODULE": "mcp_tools",
+    # Anonymous RFC 7591 registration is open to public clients
+    # (token_endpoint_auth_method "none"). True also lets anonymous callers
+    # register confidential clients.
+    "DCR_ALLOW_ANONYMOUS_CONFIDENTIAL": False,
+    # Template of the consent page (override it in your own templates/ dir).
+    "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
+}
+
+#: DOT settings the app turns on unless the site sets them itself in
+#: ``OAUTH2_PROVIDER``. Values that depend on MCP_OAUTH (the issuer) are added by
+#: :func:`apply_dot_defaults`.
+DOT_SECURE_DEFAULTS: dict[str, Any] = {
+    "OAUTH2_VALIDATOR_CLASS": "mcp_oauth.authorization_server.validator.MCPOAuth2Validator",
+    "SCOPES": {"mcp": "Use this site's MCP tools on your behalf"},
+    "DEFAULT_SCOPES": ["__all__"],
+    "PKCE_REQUIRED": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "REQUEST_APPROVAL_PROMPT": "force",
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https"],
+    "ALLOW_URI_WILDCARDS": False,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": (
+        "mcp_oauth.authorization_server.registration.AnonymousPublicClientPermission",
+    ),
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
+    "OIDC_RESPONSE_TYPES_SUPPORTED": ["code"],
+}
+
+#: The DOT keys whose weakening ``manage.py check`` reports, with the secure value.
+DOT_SECURITY_KEYS: dict[str, Any] = {
+    key: value
+    for key, value in DOT_SECURE_DEFAULTS.items()
+    if key.startswith("COMPLIANT_BCP_RFC9700_")
+    or key
+    in {
+        "PKCE_REQUIRED",
+        "REFRESH_TOKEN_REUSE_PROTECTION",
+        "ROTATE_REFRESH_TOKEN",
+        "ALLOW_URI_WILDCARDS",
+        "OAUTH2_VALIDATOR_CLASS",
+    }
+}
+
+
+class MCPOAuthSettings:
+    """Attribute access to ``settings.MCP_OAUTH`` with :data:`DEFAULTS` behind it.
+
+    Raises :class:`AttributeError` for a key that is not in :data:`DEFAULTS`.
+    """
+
+    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
+        self.defaults = defaults or DEFAULTS
+        self._cached: set[str] = set()
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        if not hasattr(self, "_user_settings"):
+            self._user_settings = getattr(settings, "MCP_OAUTH", {}) or {}
+        return self._user_settings
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_") or attr not in self.defaults:
+            raise AttributeError(f"Invalid MCP_OAUTH setting: {attr!r}")
+        value = self.user_settings.get(attr, self.defaults[attr])
+        self._cached.add(attr)
+        setattr(self, attr, value)
+        return value
+
+    def reload(self) -> None:
+        for attr in self._cached:
+            delattr(self, attr)
+        self._cached.clear()
+        if hasattr(self, "_user_settings"):
+            delattr(self, "_user_settings")
+
+    # Derived values -------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``BASE_URL`` without a trailing slash.
+
+        Raises :class:`django.core.exceptions.ImproperlyConfigured` when unset.
+        """
+        from django.core.exceptions import ImproperlyConfigured
+
+        if not self.BASE_URL:
+            raise ImproperlyConfigured('MCP_OAUTH["BASE_URL"] must be set, e.g. "https://mcp.example.com".')
+        return str(self.BASE_URL).rstrip("/")
+
+    @property
+    def issuer(self) -> str:
+        """The RFC 8414 ``issuer``: ``ISSUER`` or ``BASE_URL``, never with a trailing slash."""
+        return str(self.ISSUER or self.base_url).rstrip("/")
+
+    @property
+    def issuer_path(self) -> str:
+        """Path component of the issuer without slashes ("" for an origin-only issuer)."""
+        return urlsplit(self.issuer).path.strip("/")
+
+    def absolute(self, path: str) -> str:
+        """``BASE_URL`` + ``path`` (``path`` starts with "/")."""
+        return self.base_url + path
+
+
+mcp_oauth_settings = MCPOAuthSettings()
+
+
+def apply_dot_defaults() -> None:
+    """Install :data:`DOT_SECURE_DEFAULTS` (plus the issuer) as DOT's defaults.
+
+    DOT reads a key from ``OAUTH2_PROVIDER`` first and falls back to its
+    ``DEFAULTS`` dict; replacing entries of that dict makes our values the
+    defaults while leaving every key the site sets itself in its hands.
+    """
+    from oauth2_provider import settings as dot_settings
+
+    dot_settings.DEFAULTS.update(DOT_SECURE_DEFAULTS)
+    if mcp_oauth_settings.BASE_URL:
+        dot_settings.DEFAULTS["OIDC_ISS_ENDPOINT"] = mcp_oauth_settings.issuer
+    dot_settings.oauth2_settings.reload()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_OAUTH":
+        mcp_oauth_settings.reload()
+        apply_dot_defaults()
+    elif setting == "OAUTH2_PROVIDER":
+        from oauth2_provider.settings import oauth2_settings
+
+        oauth2_settings.reload()
+
+
+setting_changed.connect(_reload)

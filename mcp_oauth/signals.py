@@ -1,0 +1,56 @@
+"""Signals the app sends, and its own receivers.
+
+* :data:`mcp_session_started` — ``sender=McpSession, session=…`` after ``initialize``.
+* :data:`mcp_session_ended` — ``sender=McpSession, session=…`` after DELETE.
+* :data:`tool_called` — ``sender=Tool, tool=…, principal=…, is_error=bool`` after ``tools/call``.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+mcp_session_started = Signal()
+mcp_session_ended = Signal()
+tool_called = Signal()
+
+
+def sync_default_resource(**kwargs) -> None:
+    """After ``migrate``: make the default resource match ``BASE_URL`` + ``MCP_PATH``.
+
+    Creates it when missing, or moves the default flag and URI when ``BASE_URL``
+    changed (say another port). Does nothing when ``BASE_URL`` is unset.
+    """
+    from .settings import mcp_oauth_settings
+
+    if not mcp_oauth_settings.BASE_URL:
+        return
+    ensure_default_resource()
+
+
+def ensure_default_resource():
+    """Create or update the default :class:`~mcp_oauth.models.ProtectedResource`; return it."""
+    from django.db import transaction
+
+    from .models import ProtectedResource
+    from .resources import canonicalize_resource
+    from .settings import mcp_oauth_settings
+
+    uri = canonicalize_resource(mcp_oauth_settings.absolute(mcp_oauth_settings.MCP_PATH))
+    with transaction.atomic():
+        current = ProtectedResource.objects.filter(is_default=True).first()
+        if current is not None and current.uri == uri:
+            return current
+        ProtectedResource.objects.filter(is_default=True).update(is_default=False)
+        resource, created = ProtectedResource.objects.get_or_create(
+            uri=uri,
+            defaults={
+                "name": mcp_oauth_settings.DEFAULT_RESOURCE_NAME,
+                "scopes": " ".join(mcp_oauth_settings.DEFAULT_RESOURCE_SCOPES),
+                "is_default": True,
+            },
+        )
+        if not created:
+            resource.is_default = True
+            resource.enabled = True
+            resource.save(update_fields=["is_default", "enabled", "updated"])
+        return resource

@@ -1,0 +1,72 @@
+"""Shared fixtures: the default resource, users, clients and minted access tokens."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
+
+BASE_URL = "http://testserver"
+
+
+@pytest.fixture(autouse=True)
+def _base_url(settings):
+    """Tests talk to Django's test client, whose host is ``testserver``."""
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": BASE_URL}
+    settings.ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+    yield
+
+
+@pytest.fixture
+def resource(db, _base_url):
+    from mcp_oauth.signals import ensure_default_resource
+
+    return ensure_default_resource()
+
+
+@pytest.fixture
+def user(db, django_user_model):
+    return django_user_model.objects.create_user("alice", "alice@example.com", "correct horse battery")
+
+
+@pytest.fixture
+def other_user(db, django_user_model):
+    return django_user_model.objects.create_user("bob", "bob@example.com", "correct horse battery")
+
+
+@pytest.fixture
+def public_app(db):
+    Application = get_application_model()
+    return Application.objects.create(
+        name="Test client",
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1/callback https://client.example.com/cb",
+    )
+
+
+@pytest.fixture
+def mint_token(db):
+    """``mint_token(user, application, scope="mcp", resource=<uri or None>, expires_in=3600) -> raw token``.
+
+    Stores the token hashed, as the server does (COMPLIANT_BCP_RFC9700_TOKEN_STORAGE).
+    """
+
+    def mint(user, application, scope="mcp", resource=None, expires_in=3600):
+        AccessToken = get_access_token_model()
+        raw = secrets.token_urlsafe(32)
+        token = AccessToken(
+            user=user,
+            application=application,
+            scope=scope,
+            expires=timezone.now() + timedelta(seconds=expires_in),
+            resource=[resource] if resource else [],
+        )
+        set_token_value(token, raw)
+        token.save()
+        return raw
+
+    return mint
