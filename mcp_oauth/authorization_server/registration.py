@@ -33,6 +33,7 @@ ECHOED_STRING_FIELDS = ("client_name", "scope", "client_uri", "logo_uri", "tos_u
                         "software_id", "software_version", "application_type", "jwks_uri")
 URI_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "jwks_uri")
 AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
+GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
 
 
 class RegistrationError(Exception):
@@ -123,6 +124,15 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(contacts, list) or not all(isinstance(c, str) for c in contacts):
             raise RegistrationError("invalid_client_metadata", "contacts must be an array of strings.")
         accepted["contacts"] = contacts
+    grant_types = data.get("grant_types", ["authorization_code"])
+    if not isinstance(grant_types, list) or not all(isinstance(g, str) for g in grant_types):
+        raise RegistrationError("invalid_client_metadata", "grant_types must be an array of strings.")
+    refused = sorted(set(grant_types) - set(GRANT_TYPES))
+    if refused:
+        raise RegistrationError(
+            "invalid_client_metadata",
+            f"grant_types: {', '.join(refused)} not supported; use {', '.join(GRANT_TYPES)}.",
+        )
     if "response_types" in data:
         if data["response_types"] != ["code"]:
             raise RegistrationError("invalid_client_metadata", 'response_types: only ["code"] is supported.')

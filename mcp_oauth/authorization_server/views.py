@@ -174,6 +174,9 @@ class MCPAuthorizationView(AuthorizationView):
 
 
 def _no_store(response: HttpResponse) -> HttpResponse:
+    """``Cache-Control: no-store`` (OAuth 2.1 §3.2.3); JSON bodies labelled as JSON (oauthlib omits it on some errors)."""
+    if response.content[:1] == b"{" and not response.get("Content-Type", "").startswith("application/json"):
+        response["Content-Type"] = "application/json"
     response["Cache-Control"] = "no-store"
     response["Pragma"] = "no-cache"
     return response

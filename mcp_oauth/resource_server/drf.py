@@ -73,10 +73,14 @@ class MCPBearerAuthentication(BaseAuthentication):
                 return None  # no credentials: let other authenticators try, then 401 via authenticate_header
             if challenge.status == 403:
                 raise InsufficientScope(challenge) from None
-            raise InvalidBearer(challenge) from None
+            failure = InvalidBearer(challenge)
+            request._mcp_auth_header = failure.auth_header  # DRF asks authenticate_header() for the 401 header
+            raise failure from None
         return (principal.user, principal)
 
     def authenticate_header(self, request) -> str:
+        if getattr(request, "_mcp_auth_header", None):
+            return request._mcp_auth_header
         view = request.parser_context.get("view") if request.parser_context else None
         return bearer_challenge(_view_resource(view))
 

@@ -1,0 +1,120 @@
+"""RFC 7591 dynamic registration responses and refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from oauth2_provider.models import get_application_model
+
+from mcp_oauth.models import ClientProfile
+
+pytestmark = pytest.mark.django_db
+
+PUBLIC = {
+    "client_name": "Claude-like client",
+    "redirect_uris": ["http://127.0.0.1:33418/callback", "http://localhost/callback"],
+    "grant_types": ["authorization_code", "refresh_token"],
+    "response_types": ["code"],
+    "token_endpoint_auth_method": "none",
+    "scope": "mcp",
+    "client_uri": "https://client.example.com",
+    "logo_uri": "https://client.example.com/logo.png",
+    "application_type": "native",
+    "unknown_extension_member": {"ignored": True},
+}
+
+
+def register(client, body, **extra):
+    payload = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    return client.post("/oauth/register", payload, content_type="application/json", **extra)
+
+
+def test_public_registration_is_complete(client, resource):
+    response = register(client, PUBLIC)
+    assert response.status_code == 201, response.content
+    assert response["Cache-Control"] == "no-store"
+    data = response.json()
+    app = get_application_model().objects.get(client_id=data["client_id"])
+    assert data["client_id_issued_at"] == int(app.created.timestamp())
+    assert "client_secret" not in data and "client_secret_expires_at" not in data
+    assert data["token_endpoint_auth_method"] == "none"
+    for key in ("client_name", "scope", "client_uri", "logo_uri", "redirect_uris", "application_type"):
+        assert data[key] == PUBLIC[key]
+    assert "unknown_extension_member" not in data
+    assert data["registration_access_token"] and data["registration_client_uri"].startswith("http://testserver/")
+    assert app.client_type == "public" and app.registration_source == "dcr"
+    assert ClientProfile.objects.get(application=app).metadata["scope"] == "mcp"
+
+
+def test_confidential_registration_by_logged_in_user_gets_secret_expiry(client, user, resource):
+    client.force_login(user)
+    body = {**PUBLIC, "token_endpoint_auth_method": "client_secret_post"}
+    response = register(client, body, HTTP_AUTHORIZATION="Bearer not-used-for-session")
+    # session-authenticated confidential registration goes through DOT's CSRF-aware permission
+    assert response.status_code in (201, 401)
+    if response.status_code == 201:
+        data = response.json()
+        assert data["client_secret"] and data["client_secret_expires_at"] == 0
+        assert data["token_endpoint_auth_method"] == "client_secret_post"
+
+
+def test_anonymous_confidential_registration_is_refused_clearly(client, resource):
+    response = register(client, {**PUBLIC, "token_endpoint_auth_method": "client_secret_basic"})
+    assert response.status_code == 401
+    assert "public clients" in response.json()["error_description"]
+    assert not get_application_model().objects.exists()
+
+
+def test_anonymous_confidential_when_allowed(client, settings, resource):
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "DCR_ALLOW_ANONYMOUS_CONFIDENTIAL": True}
+    response = register(client, {**PUBLIC, "token_endpoint_auth_method": "client_secret_basic"})
+    assert response.status_code == 201
+    data = response.json()
+    assert data["client_secret"] and data["client_secret_expires_at"] == 0
+    assert data["token_endpoint_auth_method"] == "client_secret_basic"
+
+
+@pytest.mark.parametrize(
+    "redirect, field",
+    [
+        ("http://example.com/cb", "redirect_uris"),
+        ("javascript:alert(1)", "redirect_uris"),
+        (" JavaScript:alert(1)", "redirect_uris"),
+        ("data:text/html,hi", "redirect_uris"),
+        ("https://example.com/cb#frag", "redirect_uris"),
+        ("https://user@example.com/cb", "redirect_uris"),
+        ("myapp://callback", "redirect_uris"),
+        (42, "redirect_uris"),
+    ],
+)
+def test_bad_redirect_uris_are_refused_naming_the_field(client, resource, redirect, field):
+    response = register(client, {**PUBLIC, "redirect_uris": [redirect]})
+    assert response.status_code == 400
+    data = response.json()
+    assert data["error"] == "invalid_redirect_uri"
+    assert field in data["error_description"]
+    assert not get_application_model().objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ("not json", "JSON"),
+        ("[1, 2]", "JSON"),
+        ({**PUBLIC, "token_endpoint_auth_method": "private_key_jwt"}, "token_endpoint_auth_method"),
+        ({**PUBLIC, "scope": "mcp admin"}, "scope"),
+        ({**PUBLIC, "client_name": 7}, "client_name"),
+        ({**PUBLIC, "logo_uri": "http://example.com/x.png"}, "logo_uri"),
+        ({**PUBLIC, "response_types": ["token"]}, "response_types"),
+        ({**PUBLIC, "grant_types": ["implicit"]}, "grant_type"),
+        ({**PUBLIC, "redirect_uris": "http://127.0.0.1/cb"}, "redirect_uris"),
+    ],
+)
+def test_bad_metadata_is_refused_naming_the_field(client, resource, body, field):
+    response = register(client, body)
+    assert response.status_code == 400, response.content
+    data = response.json()
+    assert data["error"] in ("invalid_client_metadata", "invalid_redirect_uri")
+    assert field.lower() in data["error_description"].lower()
+    assert not get_application_model().objects.exists()
