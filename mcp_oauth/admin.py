@@ -2,6 +2,7 @@
 Application) and MCP sessions. No secret or token is ever displayed."""
 
 from django.contrib import admin
+from django.db import models
 from oauth2_provider.models import get_application_model
 
 from .models import ClientProfile, McpSession, ProtectedResource
@@ -19,6 +20,7 @@ class ClientProfileInline(admin.StackedInline):
     can_delete = False
     extra = 0
     readonly_fields = ("metadata", "last_used_at")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
 
 Application = get_application_model()

@@ -154,6 +154,9 @@ class McpSession(models.Model):
     protocol_version = models.CharField(max_length=20)
     client_capabilities = models.JSONField(default=dict, blank=True)
     client_info = models.JSONField(default=dict, blank=True)
+    # Minimum level of notifications/message set by logging/setLevel (MCP 2025-11-25
+    # "Logging"); blank: the client set none, every level is sent.
+    log_level = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
     ended_at = models.DateTimeField(null=True, blank=True)

@@ -12,6 +12,7 @@
 """
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -70,6 +71,12 @@ DATABASES = {
         os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=0
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory, so that the live ASGI server of the end-to-end tests
+    # (another thread) sees the test database; waits on locks instead of failing.
+    # One file per process, so concurrent test runs never share it.
+    DATABASES["default"]["TEST"] = {"NAME": os.path.join(tempfile.gettempdir(), f"mcp-authz-test-{os.getpid()}.sqlite3")}
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -1,0 +1,119 @@
+"""Benchmark: cost of the MCP endpoint's bearer check and JSON-RPC dispatch.
+
+Runs in one process against the reference project (Django test client, no network),
+on a throw-away SQLite database (or DATABASE_URL). Prints requests per second and
+per-request times for:
+
+  baseline   GET of the protected-resource metadata (no token, one query)
+  ping       POST /mcp ping with a bearer token (token lookup + session lookup)
+  tools/call POST /mcp tools/call whoami (plus the tool run through sync_to_async)
+
+and the ratio of each to the baseline. Usage:
+
+    .venv/bin/python bench/bench_mcp.py [--requests 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=500)
+    args = parser.parse_args()
+
+    tmp = tempfile.mkdtemp()
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/bench.sqlite3")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    os.environ.setdefault("MCP_BASE_URL", "http://testserver")
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver")
+    os.environ.setdefault("MCP_LOG_LEVEL", "WARNING")
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    call_command("migrate", verbosity=0, interactive=False)
+
+    import secrets
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+    from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
+
+    from mcp_oauth.signals import ensure_default_resource
+
+    resource = ensure_default_resource()
+    user = get_user_model().objects.create_user("bench", password="x")
+    Application = get_application_model()
+    app = Application.objects.create(
+        name="bench", client_type="public", authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/cb",
+    )
+    raw = secrets.token_urlsafe(32)
+    token = get_access_token_model()(user=user, application=app, scope="mcp",
+                                     expires=timezone.now() + timedelta(hours=1), resource=[resource.uri])
+    set_token_value(token, raw)
+    token.save()
+
+    client = Client()
+    headers = {
+        "HTTP_AUTHORIZATION": f"Bearer {raw}",
+        "HTTP_ACCEPT": "application/json, text/event-stream",
+        "HTTP_MCP_PROTOCOL_VERSION": "2025-11-25",
+    }
+    init = client.post("/mcp", json.dumps({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+    }), content_type="application/json", **headers)
+    assert init.status_code == 200, init.content
+    headers["HTTP_MCP_SESSION_ID"] = init["Mcp-Session-Id"]
+
+    def post(method, params=None):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}})
+        response = client.post("/mcp", body, content_type="application/json", **headers)
+        assert response.status_code == 200, response.content
+        b"".join(response.streaming_content) if response.streaming else response.content
+
+    cases = {
+        "baseline": lambda: client.get("/.well-known/oauth-protected-resource/mcp"),
+        "ping": lambda: post("ping"),
+        "tools/call": lambda: post("tools/call", {"name": "whoami", "arguments": {}}),
+    }
+    results = {}
+    for name, call in cases.items():
+        for _ in range(20):
+            call()  # warm-up
+        samples = []
+        for _ in range(args.requests):
+            start = time.perf_counter()
+            call()
+            samples.append(time.perf_counter() - start)
+        results[name] = samples
+
+    base = statistics.median(results["baseline"])
+    print(f"{'case':<12}{'req/s':>10}{'median ms':>12}{'p95 ms':>10}{'x baseline':>12}")
+    for name, samples in results.items():
+        median = statistics.median(samples)
+        p95 = sorted(samples)[int(len(samples) * 0.95) - 1]
+        print(f"{name:<12}{1 / statistics.mean(samples):>10.0f}{median * 1000:>12.2f}{p95 * 1000:>10.2f}{median / base:>12.2f}")
+
+
+if __name__ == "__main__":
+    main()

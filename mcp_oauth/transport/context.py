@@ -1,0 +1,206 @@
+"""What a tool receives about its call: :class:`ToolContext` (MCP 2025-11-25 "Tools", "Progress", "Logging").
+
+A tool declares a first parameter named ``ctx`` (or any parameter annotated
+``ToolContext``) and gets the principal of the bearer token, its MCP session,
+the Django request, and async helpers that send notifications to the client on
+the response stream of the ``tools/call`` POST.
+
+Notifications travel on that stream only while it exists: under ASGI the
+endpoint answers ``tools/call`` with ``text/event-stream`` and the helpers
+deliver; under WSGI (JSON responses) they are dropped silently
+(:attr:`ToolContext.streaming` tells which). Messages that must reach the client
+whatever happens go through the session outbox instead:
+:func:`mcp_oauth.transport.sessions.enqueue_session_message`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .jsonrpc import McpError
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+    from ..models import McpSession, ProtectedResource
+    from ..resource_server.authentication import BearerPrincipal
+
+logger = logging.getLogger("mcp_oauth.transport")
+
+#: RFC 5424 severities in increasing order (MCP 2025-11-25 "Logging" ``LoggingLevel``).
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+#: A coroutine function that puts one JSON-RPC message on the open response stream.
+MessageSink = Callable[[dict[str, Any]], Awaitable[None]]
+
+class PendingRequests:
+    """In-process waiters for the client's answers to server-to-client requests.
+
+    ``ToolContext.send_request`` registers ``(session id, request id)`` here and
+    awaits the future; the endpoint hands every JSON-RPC response the client
+    POSTs to :meth:`deliver`. The answer must reach the process that asked (one
+    ASGI process, or a load balancer that routes by ``Mcp-Session-Id``).
+    """
+
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, Any], asyncio.Future] = {}
+
+    def register(self, session_id: str, request_id: Any) -> asyncio.Future:
+        future = asyncio.get_running_loop().create_future()
+        self._waiters[(session_id, request_id)] = future
+        return future
+
+    def discard(self, session_id: str, request_id: Any) -> None:
+        self._waiters.pop((session_id, request_id), None)
+
+    def deliver(self, session_id: str, message: dict[str, Any]) -> bool:
+        """Resolve the waiter of ``message["id"]`` in ``session_id``; False when none waits here."""
+        future = self._waiters.pop((session_id, message.get("id")), None)
+        if future is None or future.done():
+            return False
+        future.get_loop().call_soon_threadsafe(_resolve, future, message)
+        return True
+
+
+def _resolve(future: asyncio.Future, message: dict[str, Any]) -> None:
+    if not future.done():
+        future.set_result(message)
+
+
+#: The process-wide :class:`PendingRequests`.
+pending_requests = PendingRequests()
+
+
+@dataclass
+class ToolContext:
+    """The call a tool is serving.
+
+    Attributes: ``principal`` (:class:`~mcp_oauth.resource_server.authentication.BearerPrincipal`),
+    ``session`` (:class:`~mcp_oauth.models.McpSession`), ``request`` (the Django
+    ``HttpRequest`` of the POST), ``request_id`` (JSON-RPC id of ``tools/call``),
+    ``protocol_version`` (negotiated), ``progress_token`` (from ``params._meta``, or
+    None), ``tool_name``. Shortcuts: ``user`` (None for client-credentials tokens),
+    ``application``, ``client_id``, ``scopes`` (frozenset granted to the token),
+    ``resource`` (:class:`~mcp_oauth.models.ProtectedResource`), ``client_capabilities``
+    (dict declared at ``initialize``).
+
+    Sync tools run in a worker thread; they call the async helpers through
+    ``asgiref.sync.async_to_sync(ctx.log)("info", "…")``.
+    """
+
+    principal: BearerPrincipal
+    session: McpSession
+    request: HttpRequest
+    request_id: int | str
+    protocol_version: str
+    tool_name: str = ""
+    progress_token: int | str | None = None
+    sink: MessageSink | None = field(default=None, repr=False)
+
+    @property
+    def user(self) -> Any:
+        return self.principal.user
+
+    @property
+    def application(self) -> Any:
+        return self.principal.application
+
+    @property
+    def client_id(self) -> str | None:
+        return self.principal.client_id
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        return self.principal.scopes
+
+    @property
+    def resource(self) -> ProtectedResource:
+        return self.principal.resource
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return dict(self.session.client_capabilities or {})
+
+    @property
+    def streaming(self) -> bool:
+        """True when notifications reach the client (the response is an SSE stream)."""
+        return self.sink is not None
+
+    async def send_notification(self, method: str, params: dict[str, Any] | None = None) -> bool:
+        """Send the notification ``method`` with ``params`` on this call's response stream.
+
+        :returns: True when sent, False when dropped (JSON response mode).
+        """
+        if self.sink is None:
+            return False
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.sink(message)
+        return True
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
+        """``notifications/progress`` for this call (MCP 2025-11-25 "Progress").
+
+        Sent only when the request carried ``_meta.progressToken``.
+        :returns: True when sent.
+        """
+        if self.progress_token is None:
+            return False
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        return await self.send_notification("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, logger_name: str | None = None) -> bool:
+        """``notifications/message`` (MCP 2025-11-25 "Logging"), if ``level`` reaches the session's level.
+
+        :param level: one of :data:`LOG_LEVELS`.
+        :param data: any JSON-serialisable value.
+        :raises ValueError: unknown ``level``.
+        :returns: True when sent.
+        """
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        minimum = self.session.log_level
+        if minimum in LOG_LEVELS and LOG_LEVELS.index(level) < LOG_LEVELS.index(minimum):
+            return False
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger_name:
+            params["logger"] = logger_name
+        return await self.send_notification("notifications/message", params)
+
+    async def send_request(
+        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Send a server-to-client request (``elicitation/create``, ``sampling/createMessage``, ``ping``)
+        on this call's response stream and wait for the client's answer.
+
+        :returns: the ``result`` object of the client's response.
+        :raises McpError: the client answered with a JSON-RPC error (its code and message).
+        :raises RuntimeError: not streaming (JSON response mode: the client cannot be asked).
+        :raises TimeoutError: no answer within ``timeout`` seconds.
+        """
+        if self.sink is None:
+            raise RuntimeError("server-to-client requests need a streaming (ASGI) tools/call response")
+        request_id = "srv-" + secrets.token_urlsafe(12)
+        future = pending_requests.register(self.session.pk, request_id)
+        try:
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            if params is not None:
+                message["params"] = params
+            await self.sink(message)
+            answer = await asyncio.wait_for(future, timeout)
+        finally:
+            pending_requests.discard(self.session.pk, request_id)
+        if "error" in answer:
+            error = answer["error"]
+            raise McpError(error.get("code", 0), str(error.get("message", "")), error.get("data"))
+        return answer.get("result") or {}

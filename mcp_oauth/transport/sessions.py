@@ -1,0 +1,169 @@
+"""MCP sessions kept in the database, and their server-to-client outbox.
+
+MCP 2025-11-25 "Transports" / "Session Management": the server assigns a session
+id in the ``Mcp-Session-Id`` header of the ``initialize`` response; the client
+sends it on every later request; a request without it gets HTTP 400, an unknown
+or terminated id HTTP 404, and DELETE ends the session. Here a session is also
+bound to the user, the OAuth client and the resource of the token that opened
+it: another principal presenting the id gets the same 404 as for an unknown id.
+
+Every state lives in the database, so any worker can serve any request of any
+session. Server-to-client messages that are not tied to one POST (completion
+notifications, list changes, messages sent from Celery) go into the session's
+outbox with :func:`enqueue_session_message`; the session's GET stream delivers
+them in ``id`` order with SSE event id ``"<id>"`` and resumes after
+``Last-Event-ID`` ("Resumability and Redelivery").
+
+All functions here are synchronous (ORM): call them with ``sync_to_async`` from
+async code.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..models import McpSession, McpSessionEvent
+from ..resource_server.authentication import BearerPrincipal
+from ..settings import mcp_oauth_settings
+
+__all__ = [
+    "SESSION_ID_RE",
+    "create_session",
+    "end_session",
+    "enqueue_session_message",
+    "find_session",
+    "is_session_live",
+    "read_outbox",
+    "set_log_level",
+    "touch_session",
+]
+
+#: What a session id we issue looks like (``secrets.token_urlsafe(32)``); anything else is unknown.
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+#: ``last_seen_at`` is written at most this often per session (seconds), to keep requests cheap.
+TOUCH_INTERVAL_SECONDS = 60
+
+
+def _touch_interval() -> timedelta:
+    timeout = float(mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
+    return timedelta(seconds=max(0.0, min(TOUCH_INTERVAL_SECONDS, timeout / 10)))
+
+
+def create_session(
+    principal: BearerPrincipal,
+    *,
+    protocol_version: str,
+    client_capabilities: dict[str, Any],
+    client_info: dict[str, Any],
+) -> McpSession:
+    """A new session bound to ``principal``'s user, client and resource."""
+    return McpSession.objects.create(
+        user=principal.user,
+        application=principal.application,
+        resource=principal.resource,
+        protocol_version=protocol_version,
+        client_capabilities=client_capabilities,
+        client_info=client_info,
+    )
+
+
+def find_session(session_id: str, principal: BearerPrincipal, *, touch: bool = True) -> McpSession | None:
+    """The live session ``session_id`` opened by the same user and client for the same resource.
+
+    :returns: None for a malformed, unknown, ended or idle-expired id, or one that
+        belongs to another user, client or resource (the caller answers 404 alike).
+    :param touch: refresh ``last_seen_at`` (at most once per :data:`TOUCH_INTERVAL_SECONDS`).
+    """
+    if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
+        return None
+    session = (
+        McpSession.objects.live()
+        .filter(
+            pk=session_id,
+            user=principal.user,
+            application=principal.application,
+            resource=principal.resource,
+        )
+        .first()
+    )
+    if session is not None and touch:
+        now = timezone.now()
+        if now - session.last_seen_at >= _touch_interval():
+            McpSession.objects.filter(pk=session.pk).update(last_seen_at=now)
+            session.last_seen_at = now
+    return session
+
+
+def touch_session(session_id: str) -> None:
+    """Mark the session as used now (an open GET stream keeps its session alive)."""
+    McpSession.objects.filter(pk=session_id, ended_at__isnull=True).update(last_seen_at=timezone.now())
+
+
+def end_session(session: McpSession) -> bool:
+    """Terminate ``session`` (``ended_at`` = now). :returns: False when it had already ended."""
+    now = timezone.now()
+    updated = McpSession.objects.filter(pk=session.pk, ended_at__isnull=True).update(ended_at=now)
+    session.ended_at = now
+    return bool(updated)
+
+
+def set_log_level(session: McpSession, level: str) -> None:
+    """Store the minimum log level of ``logging/setLevel``."""
+    McpSession.objects.filter(pk=session.pk).update(log_level=level)
+    session.log_level = level
+
+
+def is_session_live(session_id: str) -> bool:
+    """Whether the session exists, has not ended and has not idled out."""
+    return McpSession.objects.live().filter(pk=session_id).exists()
+
+
+def enqueue_session_message(session_id: str, message: dict[str, Any]) -> McpSessionEvent:
+    """Put a server-to-client JSON-RPC message in the session's outbox; return its row.
+
+    Safe to call from any process (a Celery worker, another app, a management
+    command): the outbox is a table, and every GET stream of the session reads
+    it. Inside a transaction, the message becomes visible when it commits.
+
+    :param message: a JSON-RPC notification (``{"jsonrpc": "2.0", "method": …,
+        "params"?: {…}}``) or request (with an ``id``); ``"jsonrpc"`` is added when
+        missing. Responses are refused: the GET stream carries no responses
+        (MCP 2025-11-25 "Listening for Messages from the Server").
+    :raises ValueError: ``message`` is not a JSON-RPC notification or request.
+    :raises McpSession.DoesNotExist: no live session has that id.
+    """
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str) or not message["method"]:
+        raise ValueError("a session message must be a JSON-RPC notification or request with a method")
+    if "result" in message or "error" in message:
+        raise ValueError("responses cannot be sent on the session stream")
+    if "params" in message and not isinstance(message["params"], dict):
+        raise ValueError('"params" must be an object')
+    message = {"jsonrpc": "2.0", **message}
+    if message["jsonrpc"] != "2.0":
+        raise ValueError('"jsonrpc" must be "2.0"')
+    with transaction.atomic():
+        session = McpSession.objects.live().filter(pk=session_id).only("pk").first()
+        if session is None:
+            raise McpSession.DoesNotExist(f"no live MCP session {session_id!r}")
+        return McpSessionEvent.objects.create(session=session, message=message)
+
+
+def read_outbox(session_id: str, after_id: int, limit: int = 100) -> tuple[list[tuple[int, dict[str, Any]]], bool]:
+    """The session's outbox rows with ``id > after_id`` (oldest first, at most ``limit``), and
+    whether the session is still live.
+    """
+    live = is_session_live(session_id)
+    if not live:
+        return [], False
+    rows = list(
+        McpSessionEvent.objects.filter(session_id=session_id, id__gt=after_id)
+        .order_by("id")
+        .values_list("id", "message")[:limit]
+    )
+    return rows, True

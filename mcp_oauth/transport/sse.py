@@ -1,0 +1,123 @@
+"""Server-Sent Events for the MCP endpoint (MCP 2025-11-25 "Transports": "Sending Messages to the
+Server", "Listening for Messages from the Server", "Resumability and Redelivery"; WHATWG HTML §9.2).
+
+Two kinds of stream, both async generators of ``bytes`` for a
+``StreamingHttpResponse`` (ASGI only):
+
+* :func:`request_stream` answers one POSTed request (``tools/call``): the
+  notifications and server-to-client requests the tool sends while it runs,
+  then its JSON-RPC response, then the stream closes. Event ids are
+  ``"r<nonce>-<n>"``: unique in the session and never mistaken for an outbox
+  id. Such a stream is not resumable; a disconnect does not cancel the tool
+  ("Disconnection SHOULD NOT be interpreted as the client cancelling its request").
+* :func:`outbox_stream` is the session's GET stream: it polls the session's
+  outbox (:mod:`~mcp_oauth.transport.sessions`) every ``SSE_POLL_INTERVAL_SECONDS``
+  and sends each row as an event with id ``"<row id>"``, in order, starting after
+  ``Last-Event-ID``; it ends when the session ends (DELETE, expiry) or the client goes.
+
+Both send a ``: keepalive`` comment after ``SSE_KEEPALIVE_SECONDS`` of silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from .jsonrpc import dumps
+from .sessions import read_outbox, touch_session
+
+logger = logging.getLogger("mcp_oauth.transport")
+
+KEEPALIVE = b": keepalive\n\n"
+
+
+def format_event(event_id: str | None, message: Any) -> bytes:
+    """One SSE ``message`` event carrying ``message`` as JSON (ids never contain CR/LF)."""
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: message\ndata: {dumps(message)}\n\n".encode()
+
+
+async def request_stream(
+    run: Callable[[Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[dict[str, Any] | None]],
+    *,
+    keepalive_seconds: float,
+    on_task: Callable[[asyncio.Task], None] | None = None,
+) -> AsyncIterator[bytes]:
+    """Stream the messages of one request.
+
+    :param run: ``await run(sink)`` performs the request, calling ``await sink(message)``
+        for every message to send before the response, and returns the final JSON-RPC
+        response (or None to close without one, e.g. after a cancellation).
+    :param on_task: called with the task running ``run`` (for cancellation bookkeeping).
+    """
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    async def sink(message: dict[str, Any]) -> None:
+        queue.put_nowait(("message", message))
+
+    task = asyncio.ensure_future(run(sink))
+    task.add_done_callback(lambda done: queue.put_nowait(("done", done)))
+    if on_task is not None:
+        on_task(task)
+    nonce = secrets.token_hex(6)
+    count = 0
+    while True:
+        try:
+            kind, item = await asyncio.wait_for(queue.get(), timeout=keepalive_seconds)
+        except TimeoutError:
+            yield KEEPALIVE
+            continue
+        if kind == "message":
+            count += 1
+            yield format_event(f"r{nonce}-{count}", item)
+            continue
+        if item.cancelled():
+            return
+        exc = item.exception()
+        if exc is not None:
+            logger.error("request stream task failed", exc_info=exc)
+            return
+        final = item.result()
+        if final is not None:
+            count += 1
+            yield format_event(f"r{nonce}-{count}", final)
+        return
+
+
+async def outbox_stream(
+    session_id: str,
+    after_id: int,
+    *,
+    poll_seconds: float,
+    keepalive_seconds: float,
+    batch: int = 100,
+) -> AsyncIterator[bytes]:
+    """Stream the session's outbox rows with ``id > after_id`` in id order, then new rows as they come."""
+    yield b": stream open\n\n"
+    last_id = after_id
+    last_sent = time.monotonic()
+    poll = sync_to_async(read_outbox, thread_sensitive=True)
+    touch = sync_to_async(touch_session, thread_sensitive=True)
+    while True:
+        rows, live = await poll(session_id, last_id, batch)
+        if not live:
+            return
+        for row_id, message in rows:
+            last_id = row_id
+            yield format_event(str(row_id), message)
+        now = time.monotonic()
+        if rows:
+            last_sent = now
+            if len(rows) == batch:
+                continue
+        elif now - last_sent >= keepalive_seconds:
+            await touch(session_id)
+            last_sent = now
+            yield KEEPALIVE
+        await asyncio.sleep(poll_seconds)

@@ -1,0 +1,25 @@
+"""Demo tools of the reference site (autodiscovered: every installed app's ``mcp_tools`` module)."""
+
+from __future__ import annotations
+
+from mcp_oauth.tools import ToolContext, tool
+
+
+@tool(scopes=["mcp"], title="Who am I?")
+def whoami(ctx: ToolContext) -> dict:
+    """Return the authenticated user, the OAuth client and the scopes granted to its token."""
+    return {
+        "user": ctx.user.get_username() if ctx.user is not None else None,
+        "client_id": ctx.client_id,
+        "client_name": ctx.application.name if ctx.application is not None else None,
+        "scopes": sorted(ctx.scopes),
+        "resource": ctx.resource.uri,
+    }
+
+
+@tool(scopes=["mcp"], title="Echo")
+async def echo(ctx: ToolContext, text: str, times: int = 1) -> str:
+    """Repeat ``text`` ``times`` times (1-10), separated by spaces."""
+    if not 1 <= times <= 10:
+        raise ValueError("times must be between 1 and 10")
+    return " ".join([text] * times)
