@@ -50,7 +50,15 @@ import jsonschema
 import mcp_types as types
 import pydantic_core
 from asgiref.sync import iscoroutinefunction, sync_to_async
-from pydantic import BaseModel, ConfigDict, Field, PydanticSchemaGenerationError, PydanticUserError, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticSchemaGenerationError,
+    PydanticUserError,
+    ValidationError,
+    create_model,
+)
 
 from .transport.context import ToolContext
 from .transport.jsonrpc import McpError

@@ -226,13 +226,20 @@ def test_post_accept_must_list_json_and_sse(client, token, accept):
     headers = {"Authorization": f"Bearer {token}"}
     if accept is not None:
         headers["Accept"] = accept
-    response = client.post("/mcp", json.dumps(request("initialize", INIT_PARAMS)), content_type="application/json", headers=headers)
+    body = json.dumps(request("initialize", INIT_PARAMS))
+    response = client.post("/mcp", body, content_type="application/json", headers=headers)
     assert response.status_code == 406
     assert error_of(response)["code"] == -32600
 
 
 @pytest.mark.parametrize(
-    "accept", ["*/*", "application/json, text/event-stream", "text/event-stream;q=0.9, application/json;q=1.0", "application/*, text/*"]
+    "accept",
+    [
+        "*/*",
+        "application/json, text/event-stream",
+        "text/event-stream;q=0.9, application/json;q=1.0",
+        "application/*, text/*",
+    ],
 )
 def test_post_accept_variants_that_are_enough(client, token, accept):
     response = post(client, request("initialize", INIT_PARAMS), token, Accept=accept)
@@ -263,7 +270,14 @@ def test_body_over_the_limit_is_413(client, token, settings):
 
 @pytest.mark.parametrize(
     "body",
-    [b"{", b"{'single': 'quotes'}", b"\xff\xfe\x00", b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}', b"[" * 100_000, b"1" * 5000],
+    [
+        b"{",
+        b"{'single': 'quotes'}",
+        b"\xff\xfe\x00",
+        b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}',
+        b"[" * 100_000,
+        b"1" * 5000,
+    ],
     ids=["truncated", "single-quotes", "not-utf8", "nan", "deep-nesting", "too-many-digits"],
 )
 def test_not_json_is_400_parse_error(client, token, body):
@@ -428,7 +442,13 @@ def test_initialize_creates_a_bound_session(client, token, user, public_app, res
 
 @pytest.mark.parametrize(
     ("offered", "negotiated"),
-    [("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2025-03-26", "2025-03-26"), ("2024-11-05", "2025-11-25"), ("2099-01-01", "2025-11-25")],
+    [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-03-26", "2025-03-26"),
+        ("2024-11-05", "2025-11-25"),
+        ("2099-01-01", "2025-11-25"),
+    ],
 )
 def test_version_negotiation(client, token, offered, negotiated):
     response = post(client, request("initialize", {**INIT_PARAMS, "protocolVersion": offered}), token)
@@ -466,6 +486,8 @@ def test_client_responses_and_unknown_notifications_are_202(client, token):
     for message in (
         {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1, {"x": 2}]}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"a": 1}, "reason": 5}},
         {"jsonrpc": "2.0", "id": "srv-1", "result": {}},
         {"jsonrpc": "2.0", "id": "srv-2", "error": {"code": -1, "message": "declined"}},
     ):
@@ -690,7 +712,10 @@ def test_invalid_arguments_are_32602_listing_the_fields(client, token):
 
 def test_tool_called_signal(client, token, user):
     calls = []
-    tool_called.connect(lambda **kw: calls.append((kw["tool"].name, kw["principal"].user, kw["is_error"])), weak=False, dispatch_uid="t-called")
+    def receiver(**kw):
+        calls.append((kw["tool"].name, kw["principal"].user, kw["is_error"]))
+
+    tool_called.connect(receiver, weak=False, dispatch_uid="t-called")
     try:
         session_id = initialize(client, token)
         call_tool(client, token, session_id, "add", {"a": 1})
@@ -987,7 +1012,8 @@ def test_cancelled_notification_stops_a_streaming_tool(token):
         aclient = AsyncClient()
         session_id = await async_initialize(aclient, token)
         headers = mcp_headers(token, session_id)
-        req = factory.post("/mcp", json.dumps(request("tools/call", {"name": "wait_forever"}, id=41)), content_type="application/json", headers=headers)
+        body = json.dumps(request("tools/call", {"name": "wait_forever"}, id=41))
+        req = factory.post("/mcp", body, content_type="application/json", headers=headers)
         response = await view(req)
         stream = response.streaming_content.__aiter__()
         reader = asyncio.ensure_future(stream.__anext__())
@@ -1008,6 +1034,83 @@ def test_cancelled_notification_stops_a_streaming_tool(token):
     status, chunk = asgi(go)
     assert status == 202
     assert chunk is None  # the stream closed without a response
+
+
+def test_server_to_client_request_is_answered_by_a_later_post(token, resource, other_user, public_app, mint_token):
+    """A tool asks the client (e.g. elicitation/create) on its stream; the client POSTs the answer."""
+    reg = ToolRegistry("ask")
+
+    async def ask(ctx: ToolContext) -> dict:
+        schema = {"type": "object", "properties": {}}
+        answer = await ctx.send_request("elicitation/create", {"mode": "form", "message": "Name?", "requestedSchema": schema})
+        return {"answer": answer}
+
+    reg.register(ask)
+    view = McpView.as_view(registry=reg)
+    intruder = mint_token(other_user, public_app, resource=resource.uri)
+
+    async def go():
+        from django.test import AsyncRequestFactory
+
+        factory = AsyncRequestFactory()
+        session_id = await async_initialize(AsyncClient(), token)
+        headers = mcp_headers(token, session_id)
+
+        def post_message(message, with_headers=headers):
+            return view(factory.post("/mcp", json.dumps(message), content_type="application/json", headers=with_headers))
+
+        response = await post_message(request("tools/call", {"name": "ask"}, id=5))
+        stream = response.streaming_content.__aiter__()
+        (asked,) = await read_events(stream, 1)
+        server_request = asked["data"]
+        # another principal cannot answer in this session's place
+        decline = {"jsonrpc": "2.0", "id": server_request["id"], "result": {"action": "decline"}}
+        intruding = await post_message(decline, mcp_headers(intruder, session_id))
+        assert intruding.status_code == 404
+        accept = {"jsonrpc": "2.0", "id": server_request["id"], "result": {"action": "accept", "content": {"name": "Zed"}}}
+        answered = await post_message(accept)
+        rest = parse_sse(b"".join([chunk async for chunk in stream]))
+        return server_request, answered.status_code, rest
+
+    server_request, status, rest = asgi(go)
+    assert server_request["method"] == "elicitation/create" and isinstance(server_request["id"], str)
+    assert status == 202
+    assert rest[-1]["data"]["result"]["structuredContent"] == {"answer": {"action": "accept", "content": {"name": "Zed"}}}
+
+
+@pytest.mark.parametrize("how", ["aclose", "cancel"])
+def test_a_client_leaving_the_stream_does_not_cancel_the_request(how):
+    """MCP "Sending Messages to the Server": disconnection is not cancellation; the request finishes."""
+    from mcp_oauth.transport.sse import request_stream
+
+    finished = []
+
+    async def go():
+        gate = asyncio.Event()
+
+        async def run(sink):
+            await sink({"jsonrpc": "2.0", "method": "notifications/first"})
+            await gate.wait()
+            finished.append(True)
+            return {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+        stream = request_stream(run, keepalive_seconds=60)
+        first = await stream.__anext__()
+        assert parse_sse(first)[0]["data"]["method"] == "notifications/first"
+        loop = asyncio.get_running_loop()
+        if how == "aclose":
+            loop.call_soon(gate.set)  # runs only once the stream is already closing
+            await stream.aclose()
+        else:  # what Django's ASGI handler does when the client disconnects
+            reader = asyncio.ensure_future(stream.__anext__())
+            await asyncio.sleep(0)
+            reader.cancel()
+            loop.call_soon(gate.set)
+            with pytest.raises(asyncio.CancelledError):
+                await reader
+        return list(finished)
+
+    assert asgi(go) == [True]
 
 
 # --- the official MCP Python SDK against uvicorn ----------------------------------------------

@@ -38,7 +38,15 @@ from ..settings import mcp_oauth_settings
 from ..signals import mcp_session_started, tool_called
 from ..tools import InvalidArguments, Tool, ToolRegistry
 from .context import ToolContext
-from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, McpError, error_message, result_message
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    REQUEST_CANCELLED,
+    McpError,
+    error_message,
+    is_valid_id,
+    result_message,
+)
 from .sessions import create_session, set_log_level
 
 logger = logging.getLogger("mcp_oauth.transport")
@@ -266,6 +274,8 @@ async def _send_tool_called(tool: Tool, principal: BearerPrincipal, *, is_error:
 
 def cancel_request(session_id: str, request_id: Any) -> bool:
     """Cancel the tool running for ``request_id`` of ``session_id`` in this process (if any)."""
+    if not is_valid_id(request_id):
+        return False
     entry = running_requests.get((session_id, request_id))
     if entry is None:
         return False

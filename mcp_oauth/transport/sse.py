@@ -8,8 +8,10 @@ Two kinds of stream, both async generators of ``bytes`` for a
   notifications and server-to-client requests the tool sends while it runs,
   then its JSON-RPC response, then the stream closes. Event ids are
   ``"r<nonce>-<n>"``: unique in the session and never mistaken for an outbox
-  id. Such a stream is not resumable; a disconnect does not cancel the tool
-  ("Disconnection SHOULD NOT be interpreted as the client cancelling its request").
+  id. Such a stream is not resumable (a GET with one of its ids as
+  ``Last-Event-ID`` is refused with 400, so a client gives up quickly). A
+  disconnect does not cancel the tool ("Disconnection SHOULD NOT be interpreted
+  as the client cancelling its request"): the stream waits for it and drops its output.
 * :func:`outbox_stream` is the session's GET stream: it polls the session's
   outbox (:mod:`~mcp_oauth.transport.sessions`) every ``SSE_POLL_INTERVAL_SECONDS``
   and sends each row as an event with id ``"<row id>"``, in order, starting after
@@ -67,27 +69,39 @@ async def request_stream(
         on_task(task)
     nonce = secrets.token_hex(6)
     count = 0
-    while True:
-        try:
-            kind, item = await asyncio.wait_for(queue.get(), timeout=keepalive_seconds)
-        except TimeoutError:
-            yield KEEPALIVE
-            continue
-        if kind == "message":
-            count += 1
-            yield format_event(f"r{nonce}-{count}", item)
-            continue
-        if item.cancelled():
+    try:
+        while True:
+            try:
+                kind, item = await asyncio.wait_for(queue.get(), timeout=keepalive_seconds)
+            except TimeoutError:
+                yield KEEPALIVE
+                continue
+            if kind == "message":
+                count += 1
+                yield format_event(f"r{nonce}-{count}", item)
+                continue
+            if item.cancelled():
+                return
+            exc = item.exception()
+            if exc is not None:
+                logger.error("request stream task failed", exc_info=exc)
+                return
+            final = item.result()
+            if final is not None:
+                count += 1
+                yield format_event(f"r{nonce}-{count}", final)
             return
-        exc = item.exception()
-        if exc is not None:
-            logger.error("request stream task failed", exc_info=exc)
-            return
-        final = item.result()
-        if final is not None:
-            count += 1
-            yield format_event(f"r{nonce}-{count}", final)
-        return
+    finally:
+        if not task.done():
+            # The client went away (or stopped reading). That is not a cancellation
+            # (only notifications/cancelled is): let the request finish inside this
+            # request's context, where its thread-sensitive ORM calls still work,
+            # and drop what it would have sent.
+            logger.info("client left a request stream; letting the request finish")
+            try:
+                await asyncio.shield(task)
+            except BaseException:  # noqa: BLE001 - its outcome has nowhere to go
+                pass
 
 
 async def outbox_stream(

@@ -238,7 +238,9 @@ class McpView:
         except JsonRpcError as exc:
             return error_response(exc)
 
-    async def require_session(self, request: HttpRequest, principal: BearerPrincipal, request_id: Any = None) -> McpSession:
+    async def require_session(
+        self, request: HttpRequest, principal: BearerPrincipal, request_id: Any = None
+    ) -> McpSession:
         """The live session named by ``Mcp-Session-Id`` and owned by ``principal``.
 
         :raises JsonRpcError: 400 without the header; 404 for any id that is not a live
@@ -247,7 +249,10 @@ class McpView:
         session_id = request.headers.get(SESSION_HEADER)
         if not session_id or not session_id.strip():
             raise JsonRpcError(
-                INVALID_REQUEST, f"Bad Request: {SESSION_HEADER} header is required", http_status=400, request_id=request_id
+                INVALID_REQUEST,
+                f"Bad Request: {SESSION_HEADER} header is required",
+                http_status=400,
+                request_id=request_id,
             )
         session = await sync_to_async(find_session)(session_id.strip(), principal)
         if session is None:
@@ -261,10 +266,14 @@ class McpView:
     async def post(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
         if not accepts_json_and_sse(request):
             raise JsonRpcError(
-                INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream", http_status=406
+                INVALID_REQUEST,
+                "Not Acceptable: Accept must list application/json and text/event-stream",
+                http_status=406,
             )
         if request.content_type != "application/json":
-            raise JsonRpcError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json", http_status=415)
+            raise JsonRpcError(
+                INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json", http_status=415
+            )
         incoming = parse_message(read_body(request))
         if incoming.kind == "request":
             return await self.handle_request(request, principal, incoming)
@@ -277,7 +286,9 @@ class McpView:
             pending_requests.deliver(session.pk, incoming.raw)
         return HttpResponse(status=202)
 
-    async def handle_request(self, request: HttpRequest, principal: BearerPrincipal, incoming: Incoming) -> HttpResponse:
+    async def handle_request(
+        self, request: HttpRequest, principal: BearerPrincipal, incoming: Incoming
+    ) -> HttpResponse:
         message_id = incoming.id
         method = incoming.method or ""
         if method not in dispatch.METHODS:
