@@ -65,3 +65,20 @@ def check_dot_settings(app_configs, **kwargs):
             )
         )
     return messages
+
+
+@register()
+def check_tool_registry(app_configs, **kwargs):
+    """E020 ``TOOL_REGISTRY`` does not import, or is not a ToolRegistry."""
+    from django.utils.module_loading import import_string
+
+    from .tools import ToolRegistry
+
+    path = mcp_oauth_settings.TOOL_REGISTRY
+    try:
+        registry = import_string(path) if isinstance(path, str) else path
+    except ImportError as exc:
+        return [Error(f'MCP_OAUTH["TOOL_REGISTRY"] {path!r} cannot be imported: {exc}', id="mcp_oauth.E020")]
+    if not isinstance(registry, ToolRegistry):
+        return [Error(f'MCP_OAUTH["TOOL_REGISTRY"] {path!r} is not a ToolRegistry.', id="mcp_oauth.E020")]
+    return []

@@ -175,7 +175,7 @@ class McpSessionEvent(models.Model):
     """A server-to-client message waiting in a session's outbox.
 
     The session's GET stream sends events in ``id`` order with the SSE event id
-    ``<session id>:<id>``, so a client that reconnects with ``Last-Event-ID``
+    ``<id>``, so a client that reconnects with ``Last-Event-ID``
     receives what it missed (MCP transport "Resumability and Redelivery").
     """
 

@@ -24,6 +24,7 @@ from .authorization_server.views import (
     MCPTokenView,
 )
 from .cors import public_cors
+from .text import refuse_unstorable_params
 from .settings import mcp_oauth_settings
 from .transport.views import mcp_endpoint
 
@@ -41,10 +42,10 @@ well_known_urlpatterns = [
 ]
 
 oauth_urlpatterns = [
-    path("authorize", MCPAuthorizationView.as_view(), name="authorize"),
-    path("token", public_cors(MCPTokenView.as_view(), "POST, OPTIONS"), name="token"),
-    path("revoke", public_cors(MCPRevokeTokenView.as_view(), "POST, OPTIONS"), name="revoke-token"),
-    path("introspect", MCPIntrospectTokenView.as_view(), name="introspect"),
+    path("authorize", refuse_unstorable_params(MCPAuthorizationView.as_view()), name="authorize"),
+    path("token", public_cors(refuse_unstorable_params(MCPTokenView.as_view()), "POST, OPTIONS"), name="token"),
+    path("revoke", public_cors(refuse_unstorable_params(MCPRevokeTokenView.as_view()), "POST, OPTIONS"), name="revoke-token"),
+    path("introspect", refuse_unstorable_params(MCPIntrospectTokenView.as_view()), name="introspect"),
     path("register", public_cors(MCPRegistrationView.as_view(), "POST, OPTIONS"), name="dcr-register"),
     path(
         "register/<str:client_id>",

@@ -17,6 +17,7 @@ def _base_url(settings):
     """Tests talk to Django's test client, whose host is ``testserver``."""
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": BASE_URL}
     settings.ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast test users
     yield
 
 

@@ -42,6 +42,21 @@ def run_asgi_server(app, port: int) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        close_thread_connections()
+
+
+def close_thread_connections() -> None:
+    """Close the database connections that served the live server.
+
+    Sync code under ASGI runs in asgiref's thread-sensitive executor; its
+    connections would otherwise stay open and block dropping the test database.
+    """
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
 
 
 class FormParser(HTMLParser):

@@ -82,3 +82,9 @@ def test_canonical_resource(raw, canonical):
 def test_invalid_resources(raw):
     with pytest.raises(InvalidResource):
         canonicalize_resource(raw)
+
+
+@pytest.mark.parametrize("path", ["no.such.module.registry", "mcp_oauth.settings.DEFAULTS"])
+def test_bad_tool_registry_is_an_error(settings, path):
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_REGISTRY": path}
+    assert "mcp_oauth.E020" in check_ids()

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -79,7 +77,6 @@ async def slow_steps(ctx: ToolContext, steps: int = 3) -> str:
 
 @pytest.fixture(autouse=True)
 def _registry(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast users
     settings.MCP_OAUTH = {
         **settings.MCP_OAUTH,
         "TOOL_REGISTRY": "tests.test_transport.REGISTRY",
@@ -1119,32 +1116,16 @@ def test_a_client_leaving_the_stream_does_not_cancel_the_request(how):
 @pytest.fixture
 def uvicorn_server(transactional_db, settings):
     """The reference project under uvicorn on a free loopback port, with this module's tools."""
-    import socket
-
-    import uvicorn
-
     from mcp_oauth.signals import ensure_default_resource
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": base, "SSE_POLL_INTERVAL_SECONDS": 0.05}
-    resource = ensure_default_resource()
     from project.asgi import application
 
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
+    from .live import free_port, run_asgi_server
+
+    port = free_port()
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": f"http://127.0.0.1:{port}", "SSE_POLL_INTERVAL_SECONDS": 0.05}
+    resource = ensure_default_resource()
+    with run_asgi_server(application, port) as base:
         yield base, resource
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.mark.e2e

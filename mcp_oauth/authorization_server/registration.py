@@ -26,6 +26,7 @@ from oauth2_provider.views import DynamicClientRegistrationView
 
 from ..models import ClientProfile
 from ..settings import mcp_oauth_settings
+from ..text import storable
 from .views import is_loopback_host
 
 #: Client metadata (RFC 7591 §2) that is stored and echoed back when accepted.
@@ -62,6 +63,8 @@ def parse_body(request: HttpRequest) -> dict[str, Any]:
         raise RegistrationError("invalid_client_metadata", "The request body must be a JSON object.") from None
     if not isinstance(data, dict):
         raise RegistrationError("invalid_client_metadata", "The request body must be a JSON object.")
+    if not storable(data):
+        raise RegistrationError("invalid_client_metadata", "Client metadata must be text without NUL characters.")
     return data
 
 

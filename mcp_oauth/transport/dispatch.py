@@ -47,6 +47,7 @@ from .jsonrpc import (
     is_valid_id,
     result_message,
 )
+from ..text import storable
 from .sessions import create_session, set_log_level
 
 logger = logging.getLogger("mcp_oauth.transport")
@@ -127,16 +128,6 @@ def serialize(method: str, version: str, result: types.Result) -> dict[str, Any]
     return mcp_methods.serialize_server_result(method, version, dumped)
 
 
-def _storable(value: Any) -> bool:
-    """JSON that every database can store (PostgreSQL refuses NUL and lone surrogates in jsonb)."""
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-        text.encode("utf-8")
-    except (ValueError, UnicodeEncodeError):
-        return False
-    return "\x00" not in text
-
-
 # --- handlers ---------------------------------------------------------------------------
 
 
@@ -151,7 +142,7 @@ async def initialize(call: Call) -> tuple[dict[str, Any], McpSession]:
     version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
     capabilities = call.params.get("capabilities") or {}
     client_info = call.params.get("clientInfo") or {}
-    if not (_storable(capabilities) and _storable(client_info)):
+    if not (storable(capabilities) and storable(client_info)):
         raise McpError(INVALID_PARAMS, "Invalid params for initialize: capabilities or clientInfo hold invalid text")
     session = await sync_to_async(create_session)(
         call.principal, protocol_version=version, client_capabilities=capabilities, client_info=client_info

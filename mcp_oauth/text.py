@@ -1,0 +1,59 @@
+"""Text that every database can store.
+
+PostgreSQL refuses NUL characters in text and jsonb, and no encoder accepts lone
+surrogates; a parameter carrying either would turn into a database error (a 500).
+The endpoints refuse such input up front with the error their spec names.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+
+def storable(value: Any) -> bool:
+    """True when every string (and key) in ``value`` has no NUL and encodes as UTF-8."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return False
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+def request_params_storable(request: HttpRequest) -> bool:
+    """Whether the query string and form parameters of ``request`` are :func:`storable`."""
+    params = [request.GET.lists()]
+    if request.method == "POST" and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        params.append(request.POST.lists())
+    return all(storable(list(items)) for items in params)
+
+
+def refuse_unstorable_params(view: Callable) -> Callable:
+    """Answer 400 ``invalid_request`` (RFC 6749 §5.2) to parameters that are not storable text."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request_params_storable(request):
+            response = JsonResponse(
+                {"error": "invalid_request", "error_description": "Parameters must be text without NUL characters."},
+                status=400,
+            )
+            response["Cache-Control"] = "no-store"
+            return response
+        return view(request, *args, **kwargs)
+
+    return wrapper
