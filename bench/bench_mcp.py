@@ -96,6 +96,13 @@ def main() -> None:
         "ping": lambda: post("ping"),
         "tools/call": lambda: post("tools/call", {"name": "whoami", "arguments": {}}),
     }
+    if os.environ.get("BENCH_PROFILE"):
+        import cProfile
+        import pstats
+
+        cProfile.runctx("for _ in range(200): cases[os.environ['BENCH_PROFILE']]()", globals(), locals(), "/tmp/bench.prof")
+        pstats.Stats("/tmp/bench.prof").sort_stats("cumulative").print_stats(25)
+        return
     results = {}
     for name, call in cases.items():
         for _ in range(20):

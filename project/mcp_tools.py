@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_oauth.tools import ToolContext, tool
+from mcp_oauth.tools import ToolContext, ToolError, tool
 
 
 @tool(scopes=["mcp"], title="Who am I?")
@@ -21,5 +21,5 @@ def whoami(ctx: ToolContext) -> dict:
 async def echo(ctx: ToolContext, text: str, times: int = 1) -> str:
     """Repeat ``text`` ``times`` times (1-10), separated by spaces."""
     if not 1 <= times <= 10:
-        raise ValueError("times must be between 1 and 10")
+        raise ToolError("times must be between 1 and 10")
     return " ".join([text] * times)
