@@ -13,11 +13,12 @@ from oauth2_provider.settings import oauth2_settings
 
 from .resources import InvalidResource, canonicalize_resource
 
-# DOT's Application is swappable through OAUTH2_PROVIDER_APPLICATION_MODEL, which
-# DOT reads with a default; Django's migration machinery reads it without one
-# whenever a model points at Application. Give it the value DOT uses.
-if not hasattr(settings, "OAUTH2_PROVIDER_APPLICATION_MODEL"):
-    settings.OAUTH2_PROVIDER_APPLICATION_MODEL = oauth2_settings.APPLICATION_MODEL
+# DOT's models are swappable through OAUTH2_PROVIDER_<NAME>_MODEL settings, which
+# DOT reads with a default; Django's migration machinery reads them without one
+# whenever a model points at them. Give them the values DOT uses.
+for _name in ("APPLICATION", "ACCESS_TOKEN"):
+    if not hasattr(settings, f"OAUTH2_PROVIDER_{_name}_MODEL"):
+        setattr(settings, f"OAUTH2_PROVIDER_{_name}_MODEL", getattr(oauth2_settings, f"{_name}_MODEL"))
 
 
 class ProtectedResourceQuerySet(models.QuerySet):
@@ -187,3 +188,25 @@ class McpSessionEvent(models.Model):
         ordering = ["id"]
         verbose_name = _("MCP session event")
         verbose_name_plural = _("MCP session events")
+
+
+class RedeemedAuthorizationCode(models.Model):
+    """An authorization code that was exchanged, kept to detect its replay (OAuth 2.1 §4.1.3, RFC 9700 §4.2.4).
+
+    Only the code's SHA-256 is stored. When the code is presented again with the
+    right PKCE verifier, the tokens it produced are revoked (``access_token`` and
+    the refresh-token family ``token_family``).
+    """
+
+    code_checksum = models.CharField(max_length=64, unique=True)
+    application = models.ForeignKey(oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+")
+    code_challenge = models.CharField(max_length=128, blank=True)
+    access_token = models.ForeignKey(
+        oauth2_settings.ACCESS_TOKEN_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    token_family = models.UUIDField(null=True, blank=True)
+    redeemed_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name = _("redeemed authorization code")
+        verbose_name_plural = _("redeemed authorization codes")

@@ -3,6 +3,8 @@
 * :data:`mcp_session_started` — ``sender=McpSession, session=…`` after ``initialize``.
 * :data:`mcp_session_ended` — ``sender=McpSession, session=…`` after DELETE.
 * :data:`tool_called` — ``sender=Tool, tool=…, principal=…, is_error=bool`` after ``tools/call``.
+* :data:`authorization_code_replayed` — ``sender=RedeemedAuthorizationCode, redeemed=…, application=…``
+  when a used code came back with its verifier and its tokens were revoked.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from django.dispatch import Signal
 mcp_session_started = Signal()
 mcp_session_ended = Signal()
 tool_called = Signal()
+authorization_code_replayed = Signal()
 
 
 def sync_default_resource(**kwargs) -> None:

@@ -172,11 +172,52 @@ def test_wrong_verifier_is_invalid_grant(logged_in, public_app):
     assert response.status_code == 400 and response.json()["error"] == "invalid_grant"
 
 
-def test_code_is_single_use_and_replay_is_refused(logged_in, public_app):
+def _mcp_status(client, token):
+    return client.post(
+        "/mcp", "{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
+    ).status_code
+
+
+def test_code_replay_is_refused_and_revokes_what_it_issued(logged_in, public_app):
+    from mcp_oauth.signals import authorization_code_replayed
+
+    seen = []
+    authorization_code_replayed.connect(lambda **kw: seen.append(kw), weak=False, dispatch_uid="test-replay")
+    try:
+        code, verifier, _ = get_code(logged_in, public_app)
+        first = token_request(logged_in, public_app, code, verifier).json()
+        assert _mcp_status(logged_in, first["access_token"]) != 401
+        replay = token_request(logged_in, public_app, code, verifier)
+        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+        # the tokens issued from the code are dead
+        assert _mcp_status(logged_in, first["access_token"]) == 401
+        refresh = logged_in.post(
+            "/oauth/token",
+            {"grant_type": "refresh_token", "refresh_token": first["refresh_token"], "client_id": public_app.client_id},
+        )
+        assert refresh.status_code == 400
+        assert len(seen) == 1
+    finally:
+        authorization_code_replayed.disconnect(dispatch_uid="test-replay")
+
+
+def test_code_replay_with_wrong_verifier_revokes_nothing(logged_in, public_app):
     code, verifier, _ = get_code(logged_in, public_app)
-    assert token_request(logged_in, public_app, code, verifier).status_code == 200
-    replay = token_request(logged_in, public_app, code, verifier)
+    first = token_request(logged_in, public_app, code, verifier).json()
+    replay = token_request(logged_in, public_app, code, "w" * 50)
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+    assert _mcp_status(logged_in, first["access_token"]) != 401
+
+
+def test_redeemed_code_is_stored_hashed(logged_in, public_app):
+    from mcp_oauth.models import RedeemedAuthorizationCode
+
+    code, verifier, _ = get_code(logged_in, public_app)
+    token_request(logged_in, public_app, code, verifier)
+    stored = RedeemedAuthorizationCode.objects.get()
+    assert stored.code_checksum != code and len(stored.code_checksum) == 64
+    assert stored.access_token is not None and stored.token_family is not None
 
 
 def test_unknown_redirect_uri_is_not_redirected(logged_in, public_app):
