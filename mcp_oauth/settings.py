@@ -66,6 +66,8 @@ DEFAULTS: dict[str, Any] = {
     # (token_endpoint_auth_method "none"). True also lets anonymous callers
     # register confidential clients.
     "DCR_ALLOW_ANONYMOUS_CONFIDENTIAL": False,
+    # How long a redeemed authorization code is remembered to detect its replay (seconds).
+    "REDEEMED_CODE_RETENTION_SECONDS": 24 * 3600,
     # Template of the consent page (override it in your own templates/ dir).
     "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
 }
