@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.settings import oauth2_settings
 
-from .resources import InvalidResource, canonicalize_resource
+from ..resources import InvalidResource, canonicalize_resource
 
 # DOT's models are swappable through OAUTH2_PROVIDER_<NAME>_MODEL settings, which
 # DOT reads with a default; Django's migration machinery reads them without one
@@ -133,7 +133,7 @@ def new_session_id() -> str:
 
 class McpSessionQuerySet(models.QuerySet):
     def live(self) -> McpSessionQuerySet:
-        from .settings import mcp_oauth_settings
+        from ..settings import mcp_oauth_settings
 
         cutoff = timezone.now() - timezone.timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
         return self.filter(ended_at__isnull=True, last_seen_at__gte=cutoff)

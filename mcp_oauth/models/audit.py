@@ -1,0 +1,48 @@
+"""The audit log: security events, never a token or a secret."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class AuditEvent(models.Model):
+    """One security event (see :mod:`mcp_oauth.audit` for the kinds and how to record one).
+
+    ``client_id`` is kept as text so the event survives the client's deletion;
+    ``detail`` is a small JSON object of non-secret facts (hosts, reasons, counts).
+    """
+
+    class Kind(models.TextChoices):
+        CONSENT_GRANTED = "consent.granted", _("consent granted")
+        CONSENT_DENIED = "consent.denied", _("consent denied")
+        TOKEN_ISSUED = "token.issued", _("token issued")
+        TOKEN_REFRESHED = "token.refreshed", _("token refreshed")
+        TOKEN_REVOKED = "token.revoked", _("token revoked")
+        REFRESH_TOKEN_REUSE = "token.refresh_reuse", _("refresh token reuse detected")
+        CODE_REPLAY = "code.replay", _("authorization code replayed")
+        INVALID_RESOURCE = "resource.invalid", _("invalid resource requested")
+        CLIENT_REGISTERED = "client.registered", _("client registered dynamically")
+        CIMD_FETCH_FAILED = "cimd.fetch_failed", _("client metadata document fetch failed")
+        CIMD_SSRF_REFUSED = "cimd.ssrf_refused", _("client metadata document address refused")
+        TRUST_DENIED = "trust.denied", _("trust policy denied a client")
+        IDENTITY_MISMATCH = "identity.mismatch", _("identity mismatch")
+
+    kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices, db_index=True)
+    created_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    client_id = models.CharField(_("client ID"), max_length=255, blank=True, db_index=True)
+    ip_address = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
+    detail = models.JSONField(_("detail"), default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("audit event")
+        verbose_name_plural = _("audit events")
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} at {self.created_at:%Y-%m-%d %H:%M:%S}"
