@@ -82,3 +82,31 @@ def check_tool_registry(app_configs, **kwargs):
     if not isinstance(registry, ToolRegistry):
         return [Error(f'MCP_OAUTH["TOOL_REGISTRY"] {path!r} is not a ToolRegistry.', id="mcp_oauth.E020")]
     return []
+
+
+@register()
+def check_login_url(app_configs, **kwargs):
+    """W030 ``LOGIN_URL`` resolves to no view: users could not log in to approve clients."""
+    from django.shortcuts import resolve_url
+    from django.urls import NoReverseMatch, Resolver404, resolve
+
+    try:
+        url = resolve_url(settings.LOGIN_URL)
+    except NoReverseMatch:
+        url = None
+    if url and "://" not in url:
+        try:
+            resolve(url.split("?")[0])
+            return []
+        except Resolver404:
+            pass
+    elif url:
+        return []  # an external login page
+    return [
+        Warning(
+            f"LOGIN_URL {settings.LOGIN_URL!r} does not resolve to a view; the authorization endpoint sends users there.",
+            hint='Add path("accounts/", include("django.contrib.auth.urls")) and a registration/login.html template, '
+            "or point LOGIN_URL at your login view.",
+            id="mcp_oauth.W030",
+        )
+    ]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import Field
+
 from mcp_oauth.tools import ToolContext, ToolError, tool
 
 
@@ -18,8 +22,8 @@ def whoami(ctx: ToolContext) -> dict:
 
 
 @tool(scopes=["mcp"], title="Echo")
-async def echo(ctx: ToolContext, text: str, times: int = 1) -> str:
+async def echo(ctx: ToolContext, text: str, times: Annotated[int, Field(ge=1, le=10)] = 1) -> str:
     """Repeat ``text`` ``times`` times (1-10), separated by spaces."""
-    if not 1 <= times <= 10:
-        raise ToolError("times must be between 1 and 10")
+    if not text.strip():
+        raise ToolError("text must not be empty")
     return " ".join([text] * times)

@@ -88,3 +88,8 @@ def test_invalid_resources(raw):
 def test_bad_tool_registry_is_an_error(settings, path):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_REGISTRY": path}
     assert "mcp_oauth.E020" in check_ids()
+
+
+def test_unresolvable_login_url_warns(settings):
+    settings.LOGIN_URL = "/nowhere/login/"
+    assert "mcp_oauth.W030" in check_ids()

@@ -68,14 +68,16 @@ def challenge_response(
 ) -> HttpResponse:
     """A 401 or 403 response carrying :func:`bearer_challenge` and a JSON error body.
 
-    The body is ``{"error": …, "error_description": …}`` (empty object when no
-    error code applies, RFC 6750 §3.1: no code when no credentials were sent).
+    The body is ``{"error": …, "error_description": …}``; without credentials there
+    is no ``error`` code (RFC 6750 §3.1), only a description for people reading it.
     """
     body = {}
     if error:
         body["error"] = error
-    if error_description:
-        body["error_description"] = error_description
+    body["error_description"] = error_description or (
+        "This resource needs an OAuth access token in the Authorization header; "
+        "the WWW-Authenticate header says where to get one."
+    )
     response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
     response["WWW-Authenticate"] = bearer_challenge(
         resource, error=error, error_description=error_description, scopes=scopes
