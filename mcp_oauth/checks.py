@@ -110,3 +110,12 @@ def check_login_url(app_configs, **kwargs):
             id="mcp_oauth.W030",
         )
     ]
+
+
+@register(Tags.security)
+def check_trust_and_throttling(app_configs, **kwargs):
+    """E030 unknown TRUST_MODE; W031 trust permission classes left out of OAUTH2_PROVIDER; E032 bad THROTTLE_RATES."""
+    from .throttling import check_settings as throttling_messages
+    from .trust import check_settings as trust_messages
+
+    return [*trust_messages(), *throttling_messages()]

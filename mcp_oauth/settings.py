@@ -70,6 +70,54 @@ DEFAULTS: dict[str, Any] = {
     "REDEEMED_CODE_RETENTION_SECONDS": 24 * 3600,
     # Template of the consent page (override it in your own templates/ dir).
     "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
+    # --- Client ID Metadata Documents (mcp_oauth.cimd; the DOT side is CIMD_* in OAUTH2_PROVIDER) ---
+    # How long an authorization or token request waits for the first fetch of a client's
+    # metadata document, or for the revalidation of an expired one (seconds). Past it the
+    # request is refused (temporarily_unavailable) and the fetch goes on in the background.
+    "CIMD_FETCH_WAIT_SECONDS": 10.0,
+    # How often a waiting request looks at the database for the fetch's outcome (seconds).
+    "CIMD_WAIT_POLL_SECONDS": 0.05,
+    # How long one fetch owns a client_id (the cross-process single-flight lease, seconds);
+    # longer than CIMD_FETCH_TIMEOUT_SECONDS. A crashed fetch frees the URL after it.
+    "CIMD_FETCH_LEASE_SECONDS": 30,
+    # Freshness lifetime of a document served without Cache-Control max-age or Expires
+    # (seconds; clamped to CIMD_METADATA_MIN/MAX_AGE_SECONDS like any other lifetime).
+    "CIMD_DEFAULT_MAX_AGE_SECONDS": 3600,
+    # A fresh document is revalidated in the background (conditional request) once it is
+    # in this last fraction of its lifetime.
+    "CIMD_REFRESH_AHEAD_FRACTION": 0.2,
+    # When revalidating an expired document fails, the last valid one is still used for
+    # this long after it expired (RFC 5861 stale-if-error, seconds); then the client is refused.
+    "CIMD_STALE_IF_ERROR_SECONDS": 3600,
+    # CA bundle (PEM file) the fetcher trusts instead of the system's; None: system CAs.
+    "CIMD_CA_FILE": None,
+    # TESTS ONLY: let the fetcher connect to loopback addresses (127.0.0.0/8, ::1), so a
+    # test can serve documents from a local HTTPS server. Never set it in production.
+    "CIMD_ALLOW_LOOPBACK_FOR_TESTS": False,
+    # --- trust policy (mcp_oauth.trust; rules are TrustRule rows, managed in the admin) ---
+    # What happens to a CIMD or dynamically registered client no trust rule speaks about:
+    # "open" (any https client may be authorized; the consent page calls it unknown),
+    # "allowlist" (refused unless a rule allows it) or "review" (it may register, but
+    # nobody can authorize it until an administrator allows it). Clients registered in
+    # the admin are trusted unless a rule says otherwise.
+    "TRUST_MODE": "open",
+    # --- throttling (mcp_oauth.throttling) ---
+    # Requests per client IP, per endpoint: "<n>/<second|minute|hour|day>", or None for no
+    # limit. A site's dict is merged over these defaults. Over the limit: HTTP 429 with
+    # Retry-After (seconds).
+    "THROTTLE_RATES": {"register": "30/hour", "authorize": "60/minute", "token": "120/minute"},
+    # Django cache alias holding the counters (use a shared cache, e.g. Redis, with many processes).
+    "THROTTLE_CACHE": "default",
+    # Dotted path of a callable (request, scope) -> str naming the caller; None: REMOTE_ADDR.
+    # Behind a proxy, make REMOTE_ADDR the client's address (uvicorn --proxy-headers, …) or set this.
+    "THROTTLE_KEY_FUNCTION": None,
+    # --- dynamic-registration hygiene (mcp_oauth.tasks.prune_dynamic_clients) ---
+    # A dynamically registered client that never obtained a token is deleted this many days
+    # after it registered (None: never).
+    "DCR_PRUNE_UNUSED_AFTER_DAYS": 1,
+    # A dynamically registered client whose tokens have all been expired (and whose refresh
+    # tokens are all revoked or expired) for this many days is deleted (None: never).
+    "DCR_PRUNE_AFTER_DAYS": 30,
 }
 
 #: DOT settings the app turns on unless the site sets them itself in
@@ -77,6 +125,9 @@ DEFAULTS: dict[str, Any] = {
 #: :func:`apply_dot_defaults`.
 DOT_SECURE_DEFAULTS: dict[str, Any] = {
     "OAUTH2_VALIDATOR_CLASS": "mcp_oauth.authorization_server.validator.MCPOAuth2Validator",
+    "OAUTH2_SERVER_CLASS": "mcp_oauth.authorization_server.server.MCPServer",
+    # A refresh token unused for 30 days expires (rotation renews it): RFC 9700 §4.14.2.
+    "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
     "SCOPES": {"mcp": "Use this site's MCP tools on your behalf"},
     "DEFAULT_SCOPES": ["__all__"],
     "PKCE_REQUIRED": True,
@@ -98,10 +149,17 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    # Client ID Metadata Documents: on, fetched by the SSRF-safe fetcher, 5 KB cap (CIMD draft §6.6).
+    "CIMD_ENABLED": True,
+    "CIMD_METADATA_FETCHER": "mcp_oauth.cimd.fetcher.SafeMetadataFetcher",
+    "CIMD_MAX_DOCUMENT_SIZE": 5 * 1024,
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": (
+        "mcp_oauth.trust.TrustPolicyDCRPermission",  # the trust policy (TrustRule, TRUST_MODE)
         "mcp_oauth.authorization_server.registration.AnonymousPublicClientPermission",
     ),
+    # The trust policy decides which client_id hosts may be fetched and registered.
+    "CIMD_REGISTRATION_PERMISSION_CLASSES": ("mcp_oauth.trust.TrustPolicyCIMDPermission",),
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
     "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
     "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],

@@ -7,15 +7,27 @@ e.g. hourly::
 
     CELERY_BEAT_SCHEDULE = {
         "mcp-oauth-cleanup": {"task": "mcp_oauth.tasks.cleanup", "schedule": 3600},
+        "mcp-oauth-prune-dcr": {"task": "mcp_oauth.tasks.prune_dynamic_clients", "schedule": 3600},
     }
+
+``mcp_oauth.tasks.prune_dynamic_clients`` deletes dynamically registered clients (RFC 7591)
+nobody uses: see its docstring for the rules.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from celery import shared_task
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
+
+log = logging.getLogger(__name__)
+
+# The CIMD fetch/refresh tasks live in mcp_oauth.cimd.tasks; importing them here registers
+# them with workers that autodiscover this module.
+from .cimd import tasks as cimd_tasks  # noqa: E402,F401
 
 
 @shared_task(name="mcp_oauth.tasks.cleanup", ignore_result=True)
@@ -35,3 +47,92 @@ def cleanup() -> dict[str, int]:
     code_cutoff = now - timedelta(seconds=mcp_oauth_settings.REDEEMED_CODE_RETENTION_SECONDS)
     codes, _ = RedeemedAuthorizationCode.objects.filter(redeemed_at__lt=code_cutoff).delete()
     return {"sessions": sessions, "redeemed_codes": codes}
+
+
+def prunable_dynamic_clients(now=None):
+    """The dynamically registered applications :func:`prune_dynamic_clients` would delete, as a queryset.
+
+    An application registered through RFC 7591 (``registration_source == "dcr"``) is prunable when
+    it has no authorization code still pending and either
+
+    * it **never obtained a token** (no access or refresh token besides its RFC 7592 registration
+      access token, ``ClientProfile.last_used_at`` unset) and registered more than
+      ``DCR_PRUNE_UNUSED_AFTER_DAYS`` days ago; or
+    * **all its tokens have been expired** for ``DCR_PRUNE_AFTER_DAYS`` days: it registered and was
+      last used (token issued or refreshed) before that, no access token expires later than that,
+      and no refresh token can still be used (every one revoked, or orphaned, or past
+      ``REFRESH_TOKEN_EXPIRE_SECONDS``).
+
+    The second rule also takes a never-used client once it is that old. A setting of ``None``
+    switches its rule off. Applications registered in the admin or through
+    Client ID Metadata Documents are never pruned.
+    """
+    from oauth2_provider.models import (
+        get_access_token_model,
+        get_application_model,
+        get_grant_model,
+        get_refresh_token_model,
+    )
+    from oauth2_provider.settings import oauth2_settings
+
+    from .settings import mcp_oauth_settings
+
+    Application = get_application_model()
+    AccessToken = get_access_token_model()
+    RefreshToken = get_refresh_token_model()
+    now = now or timezone.now()
+    registration_scope = oauth2_settings.DCR_REGISTRATION_SCOPE
+    user_tokens = AccessToken.objects.filter(application=OuterRef("pk")).exclude(scope=registration_scope)
+    any_refresh = RefreshToken.objects.filter(application=OuterRef("pk"))
+    pending_code = get_grant_model().objects.filter(application=OuterRef("pk"), expires__gt=now)
+    base = Application.objects.filter(registration_source=Application.RegistrationSource.DCR).exclude(
+        Exists(pending_code)
+    )
+    rules = Q(pk__in=[])
+
+    unused_days = mcp_oauth_settings.DCR_PRUNE_UNUSED_AFTER_DAYS
+    if unused_days is not None:
+        cutoff = now - timedelta(days=unused_days)
+        rules |= Q(
+            ~Exists(user_tokens),
+            ~Exists(any_refresh),
+            Q(mcp_profile__isnull=True) | Q(mcp_profile__last_used_at__isnull=True),
+            created__lt=cutoff,
+        )
+
+    expired_days = mcp_oauth_settings.DCR_PRUNE_AFTER_DAYS
+    if expired_days is not None:
+        cutoff = now - timedelta(days=expired_days)
+        live_access = user_tokens.filter(expires__gte=cutoff)
+        usable_refresh = any_refresh.filter(revoked__isnull=True, access_token__isnull=False)
+        refresh_lifetime = oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS
+        if refresh_lifetime:
+            seconds = refresh_lifetime.total_seconds() if isinstance(refresh_lifetime, timedelta) else float(refresh_lifetime)
+            # DOT: a refresh token dies REFRESH_TOKEN_EXPIRE_SECONDS after its access token expires.
+            usable_refresh = usable_refresh.filter(access_token__expires__gte=cutoff - timedelta(seconds=seconds))
+        rules |= Q(
+            ~Exists(live_access),
+            ~Exists(usable_refresh),
+            Q(mcp_profile__isnull=True) | Q(mcp_profile__last_used_at__isnull=True) | Q(mcp_profile__last_used_at__lt=cutoff),
+            created__lt=cutoff,
+        )
+    return base.filter(rules)
+
+
+@shared_task(name="mcp_oauth.tasks.prune_dynamic_clients", ignore_result=True)
+def prune_dynamic_clients() -> dict[str, int]:
+    """Delete the applications :func:`prunable_dynamic_clients` selects, with their tokens and consents.
+
+    :returns: ``{"clients": n}`` — applications deleted.
+    """
+    from oauth2_provider.models import get_application_model
+
+    Application = get_application_model()
+    pks = list(prunable_dynamic_clients().values_list("pk", flat=True)[:10000])
+    if not pks:
+        return {"clients": 0}
+    # Selected again in the delete, so a client that got a token meanwhile survives.
+    _, per_model = prunable_dynamic_clients().filter(pk__in=pks).delete()
+    count = per_model.get(Application._meta.label, 0)
+    log.info("Pruned %d unused dynamically registered clients.", count)
+    return {"clients": count}

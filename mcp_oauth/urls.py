@@ -9,14 +9,12 @@
 """
 
 from django.urls import include, path, re_path
-from oauth2_provider.views import (
-    DynamicClientRegistrationManagementView,
-)
-
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_http_methods
 import re
 
 from .authorization_server.metadata import AuthorizationServerMetadataView, ProtectedResourceMetadataView
-from .authorization_server.registration import MCPRegistrationView
+from .authorization_server.registration import MCPRegistrationManagementView, MCPRegistrationView
 from .authorization_server.views import (
     MCPAuthorizationView,
     MCPIntrospectTokenView,
@@ -25,11 +23,17 @@ from .authorization_server.views import (
 )
 from .cors import public_cors
 from .text import refuse_unstorable_params
+from .authorization_server.guards import guard_oauth_form
 from .settings import mcp_oauth_settings
 from .transport.views import mcp_endpoint
 
-as_metadata = public_cors(AuthorizationServerMetadataView.as_view(), "GET, OPTIONS")
-prm = public_cors(ProtectedResourceMetadataView.as_view(), "GET, OPTIONS")
+# GET-only documents: CSRF-exempt so other methods get 405, not a CSRF page.
+as_metadata = public_cors(csrf_exempt(AuthorizationServerMetadataView.as_view()), "GET, OPTIONS")
+prm = public_cors(csrf_exempt(ProtectedResourceMetadataView.as_view()), "GET, OPTIONS")
+# GET and POST only (405 otherwise, before any CSRF check); CSRF still guards the consent POST.
+authorization_endpoint = csrf_exempt(
+    require_http_methods(["GET", "HEAD", "POST"])(csrf_protect(refuse_unstorable_params(MCPAuthorizationView.as_view())))
+)
 
 well_known_urlpatterns = [
     path(".well-known/oauth-authorization-server", as_metadata),
@@ -42,14 +46,14 @@ well_known_urlpatterns = [
 ]
 
 oauth_urlpatterns = [
-    path("authorize", refuse_unstorable_params(MCPAuthorizationView.as_view()), name="authorize"),
-    path("token", public_cors(refuse_unstorable_params(MCPTokenView.as_view()), "POST, OPTIONS"), name="token"),
-    path("revoke", public_cors(refuse_unstorable_params(MCPRevokeTokenView.as_view()), "POST, OPTIONS"), name="revoke-token"),
-    path("introspect", refuse_unstorable_params(MCPIntrospectTokenView.as_view()), name="introspect"),
+    path("authorize", authorization_endpoint, name="authorize"),
+    path("token", public_cors(guard_oauth_form(MCPTokenView.as_view()), "POST, OPTIONS"), name="token"),
+    path("revoke", public_cors(guard_oauth_form(MCPRevokeTokenView.as_view()), "POST, OPTIONS"), name="revoke-token"),
+    path("introspect", guard_oauth_form(MCPIntrospectTokenView.as_view()), name="introspect"),
     path("register", public_cors(MCPRegistrationView.as_view(), "POST, OPTIONS"), name="dcr-register"),
     path(
         "register/<str:client_id>",
-        public_cors(DynamicClientRegistrationManagementView.as_view(), "GET, PUT, DELETE, OPTIONS"),
+        public_cors(MCPRegistrationManagementView.as_view(), "GET, PUT, DELETE, OPTIONS"),
         name="dcr-register-management",
     ),
     path(".well-known/oauth-authorization-server", as_metadata, name="oauth-server-metadata"),

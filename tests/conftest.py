@@ -18,6 +18,10 @@ def _base_url(settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": BASE_URL}
     settings.ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast test users
+    from django.core.cache import caches
+
+    for cache in caches.all():  # throttle counters and CIMD back-offs must not leak between tests
+        cache.clear()
     yield
 
 

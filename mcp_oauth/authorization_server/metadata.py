@@ -46,6 +46,9 @@ class AuthorizationServerMetadataView(OAuthServerMetadataView):
         data["issuer"] = mcp_oauth_settings.issuer
         data["code_challenge_methods_supported"] = ["S256"]
         data["authorization_response_iss_parameter_supported"] = True
+        confidential = [m for m in data.get("token_endpoint_auth_methods_supported", []) if m != "none"]
+        if "introspection_endpoint" in data:  # RFC 7662 §2.1: callers authenticate
+            data["introspection_endpoint_auth_methods_supported"] = confidential
         data.setdefault("response_modes_supported", ["query"])
         return _json(data)
 

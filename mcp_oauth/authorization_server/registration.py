@@ -9,6 +9,11 @@
   RFC 8252 §7.3; loopback ones then match on any port).
 * Anonymous registration is open to public clients only, unless
   ``DCR_ALLOW_ANONYMOUS_CONFIDENTIAL`` says otherwise.
+* The trust policy applies (:class:`mcp_oauth.trust.TrustPolicyDCRPermission`, first of
+  the default ``DCR_REGISTRATION_PERMISSION_CLASSES``): a denied registration gets
+  403 ``access_denied``.
+* Throttled under the ``register`` scope (429 ``slow_down`` with ``Retry-After``, see
+  :mod:`mcp_oauth.throttling`); every accepted registration is audited (``client.registered``).
 """
 
 from __future__ import annotations
@@ -17,14 +22,18 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from oauth2_provider.dcr import IsAuthenticatedDCRPermission
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
-from oauth2_provider.views import DynamicClientRegistrationView
+from oauth2_provider.views import DynamicClientRegistrationManagementView, DynamicClientRegistrationView
 
-from ..models import ClientProfile
+from .. import throttling, trust
+from ..audit import record
+from ..models import AuditEvent, ClientProfile
 from ..settings import mcp_oauth_settings
 from ..text import storable
 from .views import is_loopback_host
@@ -35,6 +44,8 @@ ECHOED_STRING_FIELDS = ("client_name", "scope", "client_uri", "logo_uri", "tos_u
 URI_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "jwks_uri")
 AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
+#: Longest accepted values (the columns they are stored in); other strings: 2000.
+MAX_LENGTHS = {"client_name": 255, "client_uri": 500, "logo_uri": 500, "tos_uri": 2000, "policy_uri": 2000}
 
 
 class RegistrationError(Exception):
@@ -59,7 +70,7 @@ def parse_body(request: HttpRequest) -> dict[str, Any]:
     """
     try:
         data = json.loads(request.body or b"")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise RegistrationError("invalid_client_metadata", "The request body must be a JSON object.") from None
     if not isinstance(data, dict):
         raise RegistrationError("invalid_client_metadata", "The request body must be a JSON object.")
@@ -116,8 +127,15 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
                 raise RegistrationError("invalid_client_metadata", f"{name} must be a string.")
             accepted[name] = data[name]
     for name in URI_FIELDS:
-        if name in accepted and urlsplit(accepted[name]).scheme != "https":
-            raise RegistrationError("invalid_client_metadata", f"{name} must be an https URL.")
+        if name in accepted:
+            try:
+                URLValidator(schemes=["https"])(accepted[name])
+            except ValidationError:
+                raise RegistrationError("invalid_client_metadata", f"{name} must be an https URL.") from None
+    for name, value in accepted.items():
+        limit = MAX_LENGTHS.get(name, 2000)
+        if isinstance(value, str) and len(value) > limit:
+            raise RegistrationError("invalid_client_metadata", f"{name} is longer than {limit} characters.")
     if "scope" in accepted:
         unknown = sorted(set(accepted["scope"].split()) - set(oauth2_settings.SCOPES))
         if unknown:
@@ -166,12 +184,19 @@ class MCPRegistrationView(DynamicClientRegistrationView):
     """``POST /oauth/register`` (RFC 7591 §3); see the module docstring."""
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        limited = throttling.throttled(request, "register")
+        if limited is not None:
+            return limited
         try:
             accepted = validate_metadata(parse_body(request))
         except RegistrationError as exc:
             return _error(exc.error, exc.description)
         for permission_class in oauth2_settings.DCR_REGISTRATION_PERMISSION_CLASSES or ():
-            if not permission_class().has_permission(request):
+            permission = permission_class()
+            if not permission.has_permission(request):
+                denial = getattr(permission, "denial", None)  # (error, description, status)
+                if denial:
+                    return _error(*denial)
                 return _error(
                     "access_denied",
                     "Anonymous registration is open to public clients only "
@@ -191,11 +216,95 @@ class MCPRegistrationView(DynamicClientRegistrationView):
                 client_uri=accepted.get("client_uri", ""),
                 logo_uri=accepted.get("logo_uri", ""),
             )
+        verdict = trust.evaluate_application(application)
+        record(
+            AuditEvent.Kind.CLIENT_REGISTERED,
+            request=request,
+            client_id=application.client_id,
+            detail={
+                "client_name": application.name,
+                "client_type": application.client_type,
+                "token_endpoint_auth_method": accepted.get("token_endpoint_auth_method"),
+                **verdict.as_detail(),
+            },
+        )
         body.update(accepted)
         body["client_id_issued_at"] = int(application.created.timestamp())
+        body["registration_client_uri"] = registration_client_uri(application)
         if "client_secret" in body:
             body["client_secret_expires_at"] = profile.client_secret_expires_at
         result = JsonResponse(body, status=201)
         result["Cache-Control"] = "no-store"
         result["Pragma"] = "no-cache"
         return result
+
+
+def registration_client_uri(application) -> str:
+    """RFC 7592 §3 client configuration URL, built from ``BASE_URL`` (never the Host header)."""
+    from django.urls import reverse
+
+    return mcp_oauth_settings.absolute(
+        reverse("oauth2_provider:dcr-register-management", kwargs={"client_id": application.client_id})
+    )
+
+
+class MCPRegistrationManagementView(DynamicClientRegistrationManagementView):
+    """RFC 7592 client configuration endpoint (GET/PUT/DELETE ``/oauth/register/<client_id>``).
+
+    A PUT goes through the same checks as a registration (:func:`validate_metadata`: https or
+    loopback redirect URIs, supported grant types and auth methods, no NUL, lengths), so a
+    client cannot rewrite itself into something registration refuses. Answers carry the same
+    complete metadata as registration (RFC 7591 §3.2.1) and ``Cache-Control: no-store``.
+    """
+
+    def _complete(self, response: HttpResponse, accepted: dict[str, Any] | None = None) -> HttpResponse:
+        if response.status_code == 200 and response.get("Content-Type", "").startswith("application/json"):
+            body = json.loads(response.content)
+            application = get_application_model().objects.filter(client_id=body.get("client_id")).first()
+            if application is not None:
+                profile, _ = ClientProfile.objects.get_or_create(application=application)
+                if accepted is not None:
+                    profile.metadata = accepted
+                    profile.client_uri = accepted.get("client_uri", "")
+                    profile.logo_uri = accepted.get("logo_uri", "")
+                    profile.save(update_fields=["metadata", "client_uri", "logo_uri"])
+                body.update(profile.metadata)
+                body["client_id_issued_at"] = int(application.created.timestamp())
+                body["registration_client_uri"] = registration_client_uri(application)
+                response = JsonResponse(body, status=200)
+        response["Cache-Control"] = "no-store"
+        response["Pragma"] = "no-cache"
+        return response
+
+    def get(self, request: HttpRequest, client_id: str, *args, **kwargs) -> HttpResponse:
+        return self._complete(super().get(request, client_id, *args, **kwargs))
+
+    def put(self, request: HttpRequest, client_id: str, *args, **kwargs) -> HttpResponse:
+        try:
+            data = parse_body(request)
+            accepted = validate_metadata(data)
+        except RegistrationError as exc:
+            return _error(exc.error, exc.description)
+        # The trust policy applies to the new redirect URIs as to a registration (403 access_denied),
+        # once the registration access token is verified (DOT checks it again below).
+        authenticated = self._authenticate_registration_request(request, client_id)
+        if not isinstance(authenticated, HttpResponse):
+            verdict = trust.evaluate(client_id=client_id, redirect_uris=data.get("redirect_uris") or [],
+                                     registration_source=authenticated.application.registration_source)
+            if verdict.decision == trust.DENIED:
+                trust.record_denial(verdict, request=request, client_id=client_id, stage="registration update")
+                return _error("access_denied", "This server's client policy does not accept these redirect URIs.", 403)
+        if accepted["token_endpoint_auth_method"] != "none" and not mcp_oauth_settings.DCR_ALLOW_ANONYMOUS_CONFIDENTIAL:
+            application = get_application_model().objects.filter(client_id=client_id).first()
+            if application is None or application.client_type != "confidential":
+                return _error(
+                    "invalid_client_metadata",
+                    "token_endpoint_auth_method: a public client cannot become confidential.",
+                )
+        with transaction.atomic():
+            return self._complete(super().put(request, client_id, *args, **kwargs), accepted)
+
+    def delete(self, request: HttpRequest, client_id: str, *args, **kwargs) -> HttpResponse:
+        response = super().delete(request, client_id, *args, **kwargs)
+        response["Cache-Control"] = "no-store"
+        return response

@@ -8,6 +8,13 @@
   is refused (``invalid_grant``) and, when the replay carries the right PKCE
   verifier, the tokens the code produced are revoked. A replay with a wrong
   verifier revokes nothing, so a guessed code cannot be used to log users out.
+* Trust policy (:mod:`mcp_oauth.trust`): a grant to a client that is denied or held
+  for review is refused with ``invalid_client`` (RFC 6749 §5.2), whatever the grant
+  type, so blocking a client also stops its refresh tokens.
+* Audit (:mod:`mcp_oauth.audit`): ``token.issued``, ``token.refreshed``,
+  ``token.revoked``, ``token.refresh_reuse``, ``resource.invalid`` and (through the
+  :data:`~mcp_oauth.signals.authorization_code_replayed` signal) ``code.replay``.
+  ``ClientProfile.last_used_at`` is set when a token is issued or refreshed.
 """
 
 from __future__ import annotations
@@ -16,12 +23,20 @@ import base64
 import hashlib
 import secrets
 
+from datetime import timedelta
+
+from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
-from ..models import RedeemedAuthorizationCode
+from .. import trust
+from ..cimd.validator import CIMDValidatorMixin
+from ..audit import record
+from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
+from .redirects import redirect_uri_registered
 from .resources import InvalidTarget, select_resource
 
 
@@ -33,8 +48,14 @@ def _s256(verifier: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode("ascii", "replace")).digest()).rstrip(b"=").decode()
 
 
-class MCPOAuth2Validator(OAuth2Validator):
+class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
     """``OAUTH2_VALIDATOR_CLASS`` of the MCP profile (installed by default)."""
+
+    def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs) -> bool:
+        """Exact string match with a registered URI, loopback ports aside (:mod:`.redirects`)."""
+        return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs) and (
+            redirect_uri_registered(redirect_uri, request.client.redirect_uris.split())
+        )
 
     # --- resources -----------------------------------------------------------------
 
@@ -53,6 +74,9 @@ class MCPOAuth2Validator(OAuth2Validator):
         try:
             request.resource = [select_resource(requested).uri] if requested else []
         except InvalidTarget as exc:
+            # Audited by save_bearer_token once its transaction is rolled back.
+            request._mcp_invalid_resource = {"endpoint": "token", "grant_type": request.grant_type,
+                                             "resource": requested, "description": str(exc)}
             raise errors.CustomOAuth2Error(error="invalid_target", description=str(exc), request=request) from None
         # DOT: narrowing against the grant / refresh token, inheritance when omitted.
         super()._check_and_set_request_resource(request)
@@ -89,7 +113,9 @@ class MCPOAuth2Validator(OAuth2Validator):
                 access_token.revoke()
         if redeemed.token_family is not None:
             get_refresh_token_model().revoke_family(redeemed.token_family)
-        authorization_code_replayed.send(sender=RedeemedAuthorizationCode, redeemed=redeemed, application=client)
+        authorization_code_replayed.send(
+            sender=RedeemedAuthorizationCode, redeemed=redeemed, application=client, request=request
+        )
 
     def _create_access_token(self, expires, request, token, source_refresh_token=None):
         access_token = super()._create_access_token(expires, request, token, source_refresh_token=source_refresh_token)
@@ -110,3 +136,108 @@ class MCPOAuth2Validator(OAuth2Validator):
             access_token=getattr(request, "_mcp_access_token", None),
             token_family=getattr(request, "_mcp_token_family", None),
         )
+
+    # --- trust policy -------------------------------------------------------------------
+
+    def _load_application(self, client_id, request):
+        client = super()._load_application(client_id, request)
+        # Token requests only: revocation and introspection stay open to a blocked client,
+        # and the authorization view applies the policy itself (with an error page).
+        if client is None or not getattr(request, "grant_type", None):
+            return client
+        verdict = trust.evaluate_application(client)
+        if verdict.allowed:
+            return client
+        if not getattr(request, "_mcp_trust_recorded", False):
+            trust.record_denial(verdict, request=request, client_id=client.client_id, stage="token")
+            request._mcp_trust_recorded = True
+        request.client = None
+        raise trust.UntrustedClientTokenError(description=verdict.user_message, request=request)
+
+    # --- audit ------------------------------------------------------------------------
+
+    def save_bearer_token(self, token, request, *args, **kwargs):
+        try:
+            result = super().save_bearer_token(token, request, *args, **kwargs)
+        except errors.OAuth2Error:
+            invalid = getattr(request, "_mcp_invalid_resource", None)
+            if invalid is not None:
+                record(AuditEvent.Kind.INVALID_RESOURCE, request=request,
+                       client_id=getattr(request.client, "client_id", "") or "", detail=invalid)
+            raise
+        client = request.client
+        refreshed = request.grant_type == "refresh_token"
+        user = request.user if getattr(request.user, "pk", None) else None
+        record(
+            AuditEvent.Kind.TOKEN_REFRESHED if refreshed else AuditEvent.Kind.TOKEN_ISSUED,
+            request=request,
+            user=user,
+            client_id=client.client_id,
+            detail={
+                "grant_type": request.grant_type,
+                "scope": token.get("scope", ""),
+                "resource": list(getattr(request, "resource", None) or []),
+                "expires_in": token.get("expires_in"),
+                "refresh_token_issued": "refresh_token" in token,
+            },
+        )
+        now = timezone.now()
+        if not ClientProfile.objects.filter(application=client).update(last_used_at=now):
+            ClientProfile.objects.get_or_create(application=client, defaults={"last_used_at": now})
+        return result
+
+    def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
+        reuse = self._is_refresh_reuse(refresh_token)
+        valid = super().validate_refresh_token(refresh_token, client, request, *args, **kwargs)
+        if not valid and reuse is not None:
+            record(
+                AuditEvent.Kind.REFRESH_TOKEN_REUSE,
+                request=request,
+                user=reuse.user,
+                client_id=getattr(reuse.application, "client_id", ""),
+                detail={
+                    "presented_by": getattr(client, "client_id", None),
+                    "revoked_at": reuse.revoked.isoformat(),
+                    "family_revoked": bool(oauth2_settings.REFRESH_TOKEN_REUSE_PROTECTION and reuse.token_family),
+                },
+            )
+        return valid
+
+    @staticmethod
+    def _is_refresh_reuse(refresh_token: str):
+        """The revoked refresh token ``refresh_token`` names when presenting it is a reuse, else None.
+
+        Mirrors DOT's rule (RFC 9700 §4.14.2): a revoked token is reused when it was revoked
+        before the grace period or never superseded by a rotation.
+        """
+        RefreshToken = get_refresh_token_model()
+        rows = RefreshToken.objects.filter(token_checksum=_checksum(refresh_token)).select_related("application", "user")
+        if rows.filter(revoked__isnull=True).exists():
+            return None
+        rt = rows.order_by("-revoked").first()
+        if rt is None:
+            return None
+        grace_expired = rt.revoked <= timezone.now() - timedelta(seconds=oauth2_settings.REFRESH_TOKEN_GRACE_PERIOD_SECONDS)
+        superseded = get_access_token_model().objects.filter(source_refresh_token=rt).exists()
+        return rt if (grace_expired or not superseded) else None
+
+    def revoke_token(self, token, token_type_hint, request, *args, **kwargs):
+        application_pk = getattr(request.client, "pk", None)
+        checksum = _checksum(token)
+        found = None
+        if application_pk is not None:
+            for model, kind in ((get_access_token_model(), "access_token"), (get_refresh_token_model(), "refresh_token")):
+                row = model.objects.filter(token_checksum=checksum, application_id=application_pk).first()
+                if row is not None and (kind == "access_token" or row.revoked is None):
+                    found = (row, kind)
+                    break
+        super().revoke_token(token, token_type_hint, request, *args, **kwargs)
+        if found is not None:
+            row, kind = found
+            record(
+                AuditEvent.Kind.TOKEN_REVOKED,
+                request=request,
+                user=row.user,
+                client_id=request.client.client_id,
+                detail={"via": "revocation_endpoint", "token_type": kind, "token_id": row.pk},
+            )

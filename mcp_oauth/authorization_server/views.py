@@ -6,26 +6,37 @@
 * Resource: only registered resources, canonicalised; none means the default
   resource (RFC 8707 §2, MCP "Resource Parameter Implementation").
 * RFC 9207 ``iss`` on error redirects too, not only on success.
-* Consent page: client, client_id host, redirect host, loopback warning,
-  scopes and resource; not frameable, no referrer (RFC 9700 §4.16, §4.2.4).
+* Consent page: client, client_id host, redirect host, loopback warning, trust
+  verdict, scopes and resource; not frameable, no referrer (RFC 9700 §4.16, §4.2.4).
+* Trust policy (:mod:`mcp_oauth.trust`): a client that is denied or held for review
+  gets an error page (``access_denied``, 403), never a redirect; the token endpoint
+  refuses its grants in the validator.
+* Audit (:mod:`mcp_oauth.audit`): consent granted / denied, invalid ``resource``,
+  trust-policy refusals.
+* Throttling (:mod:`mcp_oauth.throttling`): scopes ``authorize`` and ``token``.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from urllib.parse import urlsplit
 
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
-from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.views import AuthorizationView, IntrospectTokenView, RevokeTokenView, TokenView
 from oauth2_provider.views.mixins import OAuthLibMixin
 
-from ..models import ProtectedResource
+from .. import throttling, trust
+from ..audit import record
+from ..models import AuditEvent, Consent, ProtectedResource
 from ..settings import mcp_oauth_settings
+from .consent import ConsentTransactionMixin
 from .resources import InvalidTarget, select_resource
 
 UI_SECURITY_HEADERS = {
@@ -48,11 +59,15 @@ def is_loopback_host(host: str | None) -> bool:
         return False
 
 
-def describe_client(application) -> dict:
+def describe_client(application, verdict: trust.Verdict | None = None) -> dict:
     """What the consent page says about a client (MCP "Client ID Metadata Documents" security, CIMD §8.5).
 
-    Returns ``{"name", "client_id_host", "registration_source", "redirect_hosts", "all_loopback"}``.
+    Returns ``{"name", "client_id_host", "registration_source", "redirect_hosts", "all_loopback",
+    "trust"}``; ``trust`` is the :mod:`mcp_oauth.trust` verdict (``trusted`` or ``unknown`` on a
+    consent page), evaluated when ``verdict`` is not given.
     """
+    if verdict is None:
+        verdict = trust.evaluate_application(application)
     redirect_uris = application.redirect_uris.split()
     hosts = [urlsplit(uri).hostname or uri for uri in redirect_uris]
     client_id_host = None
@@ -64,6 +79,7 @@ def describe_client(application) -> dict:
         "registration_source": application.registration_source,
         "redirect_hosts": list(dict.fromkeys(hosts)),
         "all_loopback": bool(redirect_uris) and all(is_loopback_host(urlsplit(u).hostname) for u in redirect_uris),
+        "trust": verdict.decision,
     }
 
 
@@ -83,6 +99,23 @@ def _target_error(description: str, credentials: dict) -> OAuthToolkitError:
     )
 
 
+def _record_invalid_resource(request: HttpRequest, client_id: str, values, description: str) -> None:
+    record(
+        AuditEvent.Kind.INVALID_RESOURCE,
+        request=request,
+        client_id=client_id or "",
+        detail={"endpoint": "authorization", "resource": list(values), "description": description},
+    )
+
+
+def _untrusted(verdict: trust.Verdict) -> FatalClientError:
+    """The error page a client that is not allowed gets (``access_denied``, 403; never redirected)."""
+    return FatalClientError(error=trust.UntrustedClientAuthorizationError(description=verdict.user_message))
+
+
+CODE_CHALLENGE_RE = re.compile(r"^[A-Za-z0-9\-._~]{43,128}\Z")
+
+
 def check_pkce(params, credentials: dict) -> None:
     """Refuse anything but exactly one ``code_challenge`` with ``code_challenge_method=S256``.
 
@@ -93,6 +126,8 @@ def check_pkce(params, credentials: dict) -> None:
             raise _request_error(f"Duplicate {name} parameter.", credentials)
     if not params.get("code_challenge"):
         raise _request_error("code_challenge is required (PKCE with S256).", credentials)
+    if not CODE_CHALLENGE_RE.match(params.get("code_challenge")):
+        raise _request_error("code_challenge must be 43-128 characters of [A-Za-z0-9-._~] (RFC 7636 §4.2).", credentials)
     method = params.get("code_challenge_method")
     if not method:
         raise _request_error("code_challenge_method is required and must be S256.", credentials)
@@ -101,25 +136,84 @@ def check_pkce(params, credentials: dict) -> None:
 
 
 @method_decorator(never_cache, name="dispatch")
-class MCPAuthorizationView(AuthorizationView):
+class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
     """RFC 6749 §4.1.1 authorization endpoint of the MCP profile (see the module docstring)."""
 
     def get_template_names(self) -> list[str]:
         return [mcp_oauth_settings.CONSENT_TEMPLATE]
 
     def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        response = super().dispatch(request, *args, **kwargs)
+        response = self.throttled_response(request) or super().dispatch(request, *args, **kwargs)
         for header, value in UI_SECURITY_HEADERS.items():
             response[header] = value
         return response
 
+    def throttled_response(self, request: HttpRequest) -> HttpResponse | None:
+        """429 ``temporarily_unavailable`` when the caller is over the ``authorize`` rate (see :mod:`mcp_oauth.throttling`).
+
+        A browser (``Accept: text/html``) gets the error page, other callers JSON; both carry
+        ``Retry-After``. Never a redirect: the request has not been validated.
+        """
+        retry_after = throttling.check(request, "authorize")
+        if retry_after is None:
+            return None
+        if "text/html" not in request.META.get("HTTP_ACCEPT", ""):
+            return throttling.json_response(retry_after, "temporarily_unavailable")
+        error = {"error": "temporarily_unavailable", "description": "Too many requests. Please wait a moment and try again."}
+        response = TemplateResponse(request, self.get_template_names(), {"error": error}, status=429)
+        response["Retry-After"] = str(retry_after)
+        return response
+
+    def check_trust(self, request: HttpRequest, application=None, client_id: str = "") -> trust.Verdict | None:
+        """Apply the trust policy (:mod:`mcp_oauth.trust`) to the client of this authorization request.
+
+        Evaluates the stored ``application`` when given, else the CIMD ``client_id`` URL alone (a
+        client not fetched yet: a denied host is refused before DOT fetches anything). Returns the
+        verdict, or None when there is nothing to evaluate (no application and not a CIMD URL:
+        DOT answers ``invalid_client``).
+
+        :raises FatalClientError: ``access_denied`` (HTTP 403, error page, no redirect) when the
+            client is denied or held for review; a ``trust.denied`` audit event is written.
+        """
+        from oauth2_provider.cimd import is_cimd_client_id
+        from oauth2_provider.settings import oauth2_settings
+
+        if application is not None:
+            verdict = trust.evaluate_application(application)
+            client_id = application.client_id
+        elif oauth2_settings.CIMD_ENABLED and is_cimd_client_id(client_id):
+            verdict = trust.evaluate(client_id=client_id, registration_source=trust.CIMD)
+        else:
+            return None
+        if not verdict.allowed:
+            trust.record_denial(verdict, request=request, client_id=client_id, stage="authorization")
+            raise _untrusted(verdict)
+        return verdict
+
     def validate_authorization_request(self, request: HttpRequest):
+        from oauth2_provider.models import get_application_model
+
+        Application = get_application_model()
+        client_ids = request.GET.getlist("client_id")
+        client_id = client_ids[0] if len(client_ids) == 1 else ""
+        try:
+            application = Application.objects.filter(client_id=client_id).first() if client_id else None
+        except ValueError:  # a client_id the database cannot represent: DOT refuses it
+            application = None
+        verdict = self.check_trust(request, application=application, client_id=client_id)
         scopes, credentials = super().validate_authorization_request(request)
+        if application is None:
+            # First sight of a CIMD client: DOT has just fetched and stored it; judge it whole
+            # (its redirect hosts are known now).
+            application = Application.objects.filter(client_id=credentials.get("client_id")).first()
+            verdict = self.check_trust(request, application=application) if application is not None else verdict
+        self.mcp_trust = verdict
         # The client and redirect URI are validated now, so errors may be redirected.
         check_pkce(request.GET, credentials)
         try:
             resource = select_resource(request.GET.getlist("resource"))
         except InvalidTarget as exc:
+            _record_invalid_resource(request, credentials.get("client_id"), request.GET.getlist("resource"), str(exc))
             raise _target_error(str(exc), credentials) from None
         request.GET = request.GET.copy()
         request.GET.setlist("resource", [resource.uri])
@@ -137,6 +231,8 @@ class MCPAuthorizationView(AuthorizationView):
         try:
             if not application or not application.redirect_uri_allowed(credentials["redirect_uri"] or ""):
                 raise OAuthToolkitError(error=oauth_errors.InvalidClientIdError())
+            # The policy may have changed since the page was shown: even "Cancel" must not redirect.
+            self.check_trust(self.request, application=application)
             # The hidden fields can be tampered with: check PKCE and resource again.
             data = form.data.copy()
             if form.cleaned_data.get("allow"):
@@ -144,13 +240,54 @@ class MCPAuthorizationView(AuthorizationView):
             try:
                 resource = select_resource(form.cleaned_data.get("resource", "").split())
             except InvalidTarget as exc:
+                _record_invalid_resource(
+                    self.request, application.client_id, form.cleaned_data.get("resource", "").split(), str(exc)
+                )
                 raise _target_error(str(exc), credentials) from None
         except OAuthToolkitError as error:
             if isinstance(error.oauthlib_error, oauth_errors.FatalClientError):
-                return self.render_to_response({"error": error.oauthlib_error}, status=400)
+                return self.render_to_response(
+                    {"error": error.oauthlib_error}, status=error.oauthlib_error.status_code or 400
+                )
             return self.error_response(error, application)
         form.cleaned_data["resource"] = resource.uri
-        return super().form_valid(form)
+        response = super().form_valid(form)
+        self._record_consent(application, response, allow=bool(form.cleaned_data.get("allow")),
+                             scopes=form.cleaned_data.get("scope") or "", resource=resource.uri)
+        return response
+
+    def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        response = super().get(request, *args, **kwargs)
+        if response.status_code in (301, 302, 303) and request.user.is_authenticated:
+            # Approved without the consent page (an application with skip_authorization).
+            from oauth2_provider.models import get_application_model
+
+            application = get_application_model().objects.filter(client_id=request.GET.get("client_id")).first()
+            if application is not None:
+                self._record_consent(application, response, allow=True, scopes=request.GET.get("scope") or "",
+                                     resource=getattr(getattr(self, "mcp_resource", None), "uri", None),
+                                     automatic=True)
+        return response
+
+    def _record_consent(self, application, response, *, allow: bool, scopes: str, resource: str | None,
+                        automatic: bool = False) -> None:
+        """Audit the user's answer and keep the :class:`~mcp_oauth.models.Consent` up to date.
+
+        Only answers that reached the client count: a redirect carrying ``code`` (granted) or
+        ``error=access_denied`` (declined).
+        """
+        from urllib.parse import parse_qs
+
+        location = response.get("Location") or ""
+        query = parse_qs(urlsplit(location).query)
+        detail = {"scope": scopes, "resource": resource, "redirect_host": urlsplit(location).hostname}
+        if allow and "code" in query:
+            if automatic:
+                detail["automatic"] = True
+            Consent.record_grant(self.request.user, application, scopes.split(), resource)
+            record(AuditEvent.Kind.CONSENT_GRANTED, request=self.request, client_id=application.client_id, detail=detail)
+        elif not allow and query.get("error") == ["access_denied"]:
+            record(AuditEvent.Kind.CONSENT_DENIED, request=self.request, client_id=application.client_id, detail=detail)
 
     def error_response(self, error, application, **kwargs):
         redirect, response = OAuthLibMixin.error_response(self, error, **kwargs)
@@ -163,7 +300,7 @@ class MCPAuthorizationView(AuthorizationView):
         context = super().get_context_data(**kwargs)
         application = kwargs.get("application")
         if application is not None:
-            context["client"] = describe_client(application)
+            context["client"] = describe_client(application, getattr(self, "mcp_trust", None))
         resource = getattr(self, "mcp_resource", None)
         if resource is None and kwargs.get("resource"):
             resource = ProtectedResource.objects.filter(uri=kwargs["resource"]).first()
@@ -183,16 +320,36 @@ def _no_store(response: HttpResponse) -> HttpResponse:
 
 
 class MCPTokenView(TokenView):
-    """RFC 6749 §3.2 token endpoint; every answer, error or not, is ``Cache-Control: no-store`` (OAuth 2.1 §3.2.3)."""
+    """RFC 6749 §3.2 token endpoint; every answer, error or not, is ``Cache-Control: no-store`` (OAuth 2.1 §3.2.3).
+
+    Throttled under the ``token`` scope (429 ``slow_down`` with ``Retry-After``, see :mod:`mcp_oauth.throttling`);
+    tokens issued, refreshed and revoked are audited by the request validator.
+    """
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if request.POST.get("grant_type") == "urn:ietf:params:oauth:grant-type:device_code" and not request.POST.get(
-            "device_code"
-        ):
-            from django.http import JsonResponse
+        limited = throttling.throttled(request, "token")
+        if limited is not None:
+            return _no_store(limited)
+        from django.core.exceptions import ObjectDoesNotExist
+        from django.http import JsonResponse
 
-            return _no_store(JsonResponse({"error": "invalid_request", "error_description": "device_code is required"}, status=400))
-        return _no_store(super().post(request, *args, **kwargs))
+        if not request.POST.get("grant_type"):
+            return _no_store(JsonResponse(
+                {"error": "invalid_request", "error_description": "grant_type is required."}, status=400
+            ))
+        if request.POST.get("grant_type") == "urn:ietf:params:oauth:grant-type:device_code":
+            # DOT routes this grant before oauthlib; the MCP profile does not offer it.
+            return _no_store(JsonResponse(
+                {"error": "unsupported_grant_type", "error_description": "The device grant is not supported."}, status=400
+            ))
+        try:
+            return _no_store(super().post(request, *args, **kwargs))
+        except ObjectDoesNotExist:
+            # A concurrent request consumed the same code or refresh token between
+            # DOT's validation and its issuance (RFC 6749 §5.2: invalid_grant).
+            return _no_store(JsonResponse(
+                {"error": "invalid_grant", "error_description": "The grant was already used."}, status=400
+            ))
 
 
 class MCPRevokeTokenView(RevokeTokenView):

@@ -1,6 +1,8 @@
 """Models of the app, one module per subject; all importable from ``mcp_oauth.models``."""
 
 from .audit import AuditEvent
+from .cimd import ClientMetadataDocument
+from .consent import Consent, revoke_client_tokens
 from .core import (
     ClientProfile,
     McpSession,
@@ -9,13 +11,18 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
+from .trust import TrustRule
 
 __all__ = [
     "AuditEvent",
+    "ClientMetadataDocument",
     "ClientProfile",
+    "Consent",
     "McpSession",
     "McpSessionEvent",
     "ProtectedResource",
     "RedeemedAuthorizationCode",
+    "TrustRule",
     "new_session_id",
+    "revoke_client_tokens",
 ]

@@ -1,0 +1,48 @@
+"""The oauthlib server of the MCP profile: only the grants OAuth 2.1 keeps.
+
+Authorization code (with PKCE), refresh token and client credentials. The
+implicit and password grants and the device grant are not offered at all, so a
+request for them is answered ``unsupported_response_type`` /
+``unsupported_grant_type`` (RFC 6749 §4.1.2.1, §5.2; OAuth 2.1 §1.6, §10;
+RFC 9700 §2.1.2, §2.4) instead of being routed to a handler and refused later.
+Installed as DOT's ``OAUTH2_SERVER_CLASS`` by default.
+"""
+
+from __future__ import annotations
+
+from oauthlib.oauth2.rfc6749.endpoints import (
+    AuthorizationEndpoint,
+    IntrospectEndpoint,
+    ResourceEndpoint,
+    RevocationEndpoint,
+    TokenEndpoint,
+)
+from oauthlib.oauth2.rfc6749.grant_types import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant
+from oauthlib.oauth2.rfc6749.tokens import BearerToken
+
+
+class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, ResourceEndpoint, RevocationEndpoint):
+    """Same constructor as ``oauthlib.oauth2.Server``; extra keyword arguments (DOT's device-flow ones) are ignored."""
+
+    def __init__(self, request_validator, token_expires_in=None, token_generator=None, refresh_token_generator=None,
+                 *args, **kwargs):
+        self.auth_grant = AuthorizationCodeGrant(request_validator)
+        self.credentials_grant = ClientCredentialsGrant(request_validator)
+        self.refresh_grant = RefreshTokenGrant(request_validator)
+        self.bearer = BearerToken(request_validator, token_generator, token_expires_in, refresh_token_generator)
+        AuthorizationEndpoint.__init__(
+            self, default_response_type="code", response_types={"code": self.auth_grant}, default_token_type=self.bearer
+        )
+        TokenEndpoint.__init__(
+            self,
+            default_grant_type="authorization_code",  # its handler answers unsupported_grant_type to unknown types
+            grant_types={
+                "authorization_code": self.auth_grant,
+                "client_credentials": self.credentials_grant,
+                "refresh_token": self.refresh_grant,
+            },
+            default_token_type=self.bearer,
+        )
+        ResourceEndpoint.__init__(self, default_token="Bearer", token_types={"Bearer": self.bearer})
+        RevocationEndpoint.__init__(self, request_validator)
+        IntrospectEndpoint.__init__(self, request_validator)

@@ -1,0 +1,125 @@
+"""Registration hygiene: the Celery task that prunes dynamically registered clients nobody uses."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+    set_token_value,
+)
+from oauth2_provider.settings import oauth2_settings
+
+from mcp_oauth.models import ClientProfile, Consent
+from mcp_oauth.tasks import cleanup, prunable_dynamic_clients, prune_dynamic_clients
+
+pytestmark = pytest.mark.django_db
+
+Application = get_application_model()
+AccessToken = get_access_token_model()
+RefreshToken = get_refresh_token_model()
+DAY = timedelta(days=1)
+
+
+def app(source="dcr", age=timedelta(days=60), last_used=None):
+    application = Application.objects.create(
+        name=f"{source} client", client_type="public", authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/cb", registration_source=source,
+    )
+    Application.objects.filter(pk=application.pk).update(created=timezone.now() - age)
+    if last_used is not None:
+        ClientProfile.objects.create(application=application, last_used_at=timezone.now() - last_used)
+    return application
+
+
+def access_token(application, user=None, expired_for=None, scope="mcp"):
+    token = AccessToken(user=user, application=application, scope=scope,
+                        expires=timezone.now() - expired_for if expired_for is not None else timezone.now() + DAY)
+    set_token_value(token, secrets.token_urlsafe(32))
+    token.save()
+    return token
+
+
+def refresh_token(application, user, access, revoked=None):
+    token = RefreshToken(user=user, application=application, access_token=access, revoked=revoked)
+    set_token_value(token, secrets.token_urlsafe(32))
+    token.save()
+    return token
+
+
+def pruned(*apps):
+    prunable = set(prunable_dynamic_clients().values_list("pk", flat=True))
+    return [a.pk in prunable for a in apps]
+
+
+def test_never_used_client_is_pruned_after_a_day(user):
+    old = app(age=2 * DAY)
+    fresh = app(age=timedelta(hours=2))  # may be in the middle of its first authorization
+    registration_only = app(age=2 * DAY)
+    access_token(registration_only, scope=oauth2_settings.DCR_REGISTRATION_SCOPE)  # RFC 7592 token: not a use
+    assert pruned(old, fresh, registration_only) == [True, False, True]
+    assert prune_dynamic_clients.delay().get() == {"clients": 2}
+    assert list(Application.objects.all()) == [fresh]
+
+
+def test_client_with_a_pending_code_is_kept(user):
+    waiting = app(age=2 * DAY)
+    get_grant_model().objects.create(
+        user=user, application=waiting, code=secrets.token_urlsafe(16), expires=timezone.now() + timedelta(minutes=1),
+        redirect_uri="http://127.0.0.1/cb", scope="mcp", code_challenge="x" * 43, code_challenge_method="S256",
+    )
+    assert pruned(waiting) == [False]
+
+
+def test_client_whose_tokens_all_expired_long_ago_is_pruned(user):
+    stale = app(last_used=timedelta(days=40))
+    access_token(stale, user, expired_for=timedelta(days=35))
+    refresh_token(stale, user, None, revoked=timezone.now() - timedelta(days=35))  # rotated out / revoked
+    recent = app(last_used=timedelta(days=40))
+    access_token(recent, user, expired_for=timedelta(days=5))  # expired, but not for 30 days
+    live = app(last_used=timedelta(days=40))
+    access_token(live, user)
+    used_lately = app(last_used=timedelta(days=3))  # its tokens were cleaned away, but it was used lately
+    assert pruned(stale, recent, live, used_lately) == [True, False, False, False]
+
+
+def test_a_usable_refresh_token_keeps_a_client(user, settings):
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "REFRESH_TOKEN_EXPIRE_SECONDS": None}
+    holder = app(last_used=timedelta(days=40))
+    refresh_token(holder, user, access_token(holder, user, expired_for=timedelta(days=35)))
+    assert pruned(holder) == [False]  # refresh tokens never expire: it can still refresh
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "REFRESH_TOKEN_EXPIRE_SECONDS": 3 * 24 * 3600}
+    assert pruned(holder) == [True]  # its refresh token died 32 days ago
+
+
+def test_admin_and_cimd_clients_are_never_pruned():
+    manual = app(source="manual")
+    cimd = app(source="cimd")
+    assert pruned(manual, cimd) == [False, False]
+
+
+def test_rules_can_be_switched_off(settings, user):
+    never_used = app(age=10 * DAY)
+    stale = app(last_used=timedelta(days=40))
+    access_token(stale, user, expired_for=timedelta(days=35))
+    assert pruned(never_used, stale) == [True, True]
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "DCR_PRUNE_UNUSED_AFTER_DAYS": None}
+    assert pruned(never_used, stale) == [False, True]  # (after 30 days the second rule would take it)
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "DCR_PRUNE_UNUSED_AFTER_DAYS": None, "DCR_PRUNE_AFTER_DAYS": None}
+    assert pruned(never_used, stale) == [False, False]
+    assert prune_dynamic_clients.delay().get() == {"clients": 0}
+
+
+def test_pruning_takes_tokens_and_consents_with_it(user):
+    stale = app(last_used=timedelta(days=40))
+    access_token(stale, user, expired_for=timedelta(days=35))
+    Consent.objects.create(user=user, application=stale, scope="mcp")
+    assert prune_dynamic_clients.delay().get() == {"clients": 1}
+    assert not AccessToken.objects.exists() and not Consent.objects.exists()
+    assert cleanup.delay().get() == {"sessions": 0, "redeemed_codes": 0}  # the other task is still there
