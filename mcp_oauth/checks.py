@@ -119,3 +119,17 @@ def check_trust_and_throttling(app_configs, **kwargs):
     from .trust import check_settings as trust_messages
 
     return [*trust_messages(), *throttling_messages()]
+
+
+@register(Tags.security)
+def check_cimd_test_setting(app_configs, **kwargs):
+    """E040 ``CIMD_ALLOW_LOOPBACK_FOR_TESTS`` is on outside DEBUG: the fetcher could be aimed at this host."""
+    if mcp_oauth_settings.CIMD_ALLOW_LOOPBACK_FOR_TESTS and not settings.DEBUG:
+        return [
+            Error(
+                'MCP_OAUTH["CIMD_ALLOW_LOOPBACK_FOR_TESTS"] is on with DEBUG off.',
+                hint="It lets client metadata documents be fetched from loopback addresses; it is for tests only.",
+                id="mcp_oauth.E040",
+            )
+        ]
+    return []

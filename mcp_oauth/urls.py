@@ -8,13 +8,21 @@
 * the MCP endpoint at ``MCP_OAUTH["MCP_PATH"]`` (``/mcp``; ``/mcp/`` is served too, never redirected).
 """
 
+import re
+
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods
-import re
 
-from .authorization_server.metadata import AuthorizationServerMetadataView, ProtectedResourceMetadataView
-from .authorization_server.registration import MCPRegistrationManagementView, MCPRegistrationView
+from .authorization_server.guards import guard_oauth_form
+from .authorization_server.metadata import (
+    AuthorizationServerMetadataView,
+    ProtectedResourceMetadataView,
+)
+from .authorization_server.registration import (
+    MCPRegistrationManagementView,
+    MCPRegistrationView,
+)
 from .authorization_server.views import (
     MCPAuthorizationView,
     MCPIntrospectTokenView,
@@ -22,9 +30,8 @@ from .authorization_server.views import (
     MCPTokenView,
 )
 from .cors import public_cors
-from .text import refuse_unstorable_params
-from .authorization_server.guards import guard_oauth_form
 from .settings import mcp_oauth_settings
+from .text import refuse_unstorable_params
 from .transport.views import mcp_endpoint
 
 # GET-only documents: CSRF-exempt so other methods get 405, not a CSRF page.

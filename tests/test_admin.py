@@ -8,7 +8,6 @@ from datetime import timedelta
 from urllib.parse import urlencode
 
 import pytest
-from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model, set_token_value
@@ -24,12 +23,6 @@ Application = get_application_model()
 AccessToken = get_access_token_model()
 RefreshToken = get_refresh_token_model()
 CIMD_URL = "https://tools.example.com/client.json"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    cache.clear()
-    yield
 
 
 @pytest.fixture

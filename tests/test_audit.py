@@ -10,7 +10,6 @@ from types import SimpleNamespace
 from urllib.parse import urlencode
 
 import pytest
-from django.core.cache import cache
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
 from mcp_oauth.audit import MAX_DETAIL_STRING, audit_event, record
@@ -22,12 +21,6 @@ pytestmark = pytest.mark.django_db
 
 Kind = AuditEvent.Kind
 RESOURCE = "http://testserver/mcp"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    cache.clear()
-    yield
 
 
 @pytest.fixture

@@ -11,44 +11,32 @@ from __future__ import annotations
 
 import pytest
 from django.utils import timezone
-from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
-from mcp.shared.auth import OAuthClientMetadata
+from mcp.client.auth import OAuthClientProvider
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.models import ClientMetadataDocument
 
 from .https_server import cimd_dns, cimd_env, egress_guard, wait_until  # noqa: F401 - fixtures
 from .live import HeadlessBrowser, free_port
-from .test_e2e_python_sdk import PASSWORD, USERNAME, MemoryStorage, assert_whoami, live, run, session_run, with_browser  # noqa: F401
+from .test_e2e_python_sdk import (  # noqa: F401 - live is a fixture
+    PASSWORD,
+    USERNAME,
+    MemoryStorage,
+    assert_whoami,
+    client_metadata,
+    live,
+    make_provider,
+    run,
+    session_run,
+    with_browser,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def cimd_provider(live, storage, browser, client_metadata_url: str, redirect_uri: str) -> OAuthClientProvider:
-    pending: dict[str, str] = {}
-
-    async def redirect_handler(url: str) -> None:
-        pending["url"] = url
-
-    async def callback_handler() -> AuthorizationCodeResult:
-        params = await browser.authorize(pending.pop("url"))
-        assert "code" in params, params
-        return AuthorizationCodeResult(code=params["code"], state=params.get("state"), iss=params.get("iss"))
-
-    return OAuthClientProvider(
-        server_url=live.mcp_url,
-        client_metadata=OAuthClientMetadata(
-            client_name="e2e CIMD client",
-            redirect_uris=[redirect_uri],
-            grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"],
-            token_endpoint_auth_method="none",
-        ),
-        storage=storage,
-        redirect_handler=redirect_handler,
-        callback_handler=callback_handler,
-        client_metadata_url=client_metadata_url,
-    )
+    metadata = client_metadata(live.port, client_name="e2e CIMD client", redirect_uri=redirect_uri)
+    return make_provider(live, storage, browser, metadata=metadata, client_metadata_url=client_metadata_url)
 
 
 def test_sdk_with_client_metadata_url_then_document_change(live, cimd_env):

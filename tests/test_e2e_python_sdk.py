@@ -75,17 +75,24 @@ def live(settings):
         yield Live(base=base, port=port)
 
 
-def client_metadata(port: int) -> OAuthClientMetadata:
+def client_metadata(port: int, client_name: str = "e2e Python SDK client", redirect_uri: str | None = None) -> OAuthClientMetadata:
     return OAuthClientMetadata(
-        client_name="e2e Python SDK client",
-        redirect_uris=[REDIRECT_URI.format(port=free_port())],
+        client_name=client_name,
+        redirect_uris=[redirect_uri or REDIRECT_URI.format(port=free_port())],
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         token_endpoint_auth_method="none",
     )
 
 
-def make_provider(live: Live, storage: MemoryStorage, browser: HeadlessBrowser) -> OAuthClientProvider:
+def make_provider(
+    live: Live,
+    storage: MemoryStorage,
+    browser: HeadlessBrowser,
+    metadata: OAuthClientMetadata | None = None,
+    client_metadata_url: str | None = None,
+) -> OAuthClientProvider:
+    """An SDK OAuth provider whose user agent is ``browser`` (login + consent, headless)."""
     pending: dict[str, str] = {}
 
     async def redirect_handler(url: str) -> None:
@@ -98,10 +105,11 @@ def make_provider(live: Live, storage: MemoryStorage, browser: HeadlessBrowser) 
 
     return OAuthClientProvider(
         server_url=live.mcp_url,
-        client_metadata=client_metadata(live.port),
+        client_metadata=metadata or client_metadata(live.port),
         storage=storage,
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
+        client_metadata_url=client_metadata_url,
     )
 
 

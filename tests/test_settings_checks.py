@@ -93,3 +93,9 @@ def test_bad_tool_registry_is_an_error(settings, path):
 def test_unresolvable_login_url_warns(settings):
     settings.LOGIN_URL = "/nowhere/login/"
     assert "mcp_oauth.W030" in check_ids()
+
+
+def test_cimd_loopback_test_setting_in_production_is_an_error(settings):
+    settings.DEBUG = False
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "CIMD_ALLOW_LOOPBACK_FOR_TESTS": True}
+    assert "mcp_oauth.E040" in check_ids()

@@ -20,7 +20,6 @@ models and serialised to that version's wire shape
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass
 from importlib import metadata
