@@ -1,0 +1,51 @@
+"""The Celery tasks on a real worker with a real broker (Redis on 127.0.0.1:6379), not eagerly.
+
+Skipped when no Redis answers there; the embedded default (eager tasks) is covered elsewhere.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from mcp_oauth.models import McpSession, RedeemedAuthorizationCode
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BROKER = "redis://127.0.0.1:6379/15"
+
+
+@pytest.fixture
+def worker():
+    redis = pytest.importorskip("redis")
+    try:
+        redis.Redis.from_url(BROKER, socket_connect_timeout=1).ping()
+    except Exception as exc:  # noqa: BLE001 - any connection problem means: no broker here
+        pytest.skip(f"no Redis broker at {BROKER}: {exc}")
+    from celery.contrib.testing.worker import start_worker
+
+    from project.celery import app
+
+    previous = {key: app.conf[key] for key in ("broker_url", "result_backend", "task_always_eager")}
+    app.conf.update(broker_url=BROKER, result_backend=BROKER, task_always_eager=False)
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+            yield app
+    finally:
+        app.conf.update(previous)
+
+
+def test_cleanup_runs_on_a_real_worker(worker, resource, user, public_app):
+    from mcp_oauth.tasks import cleanup
+
+    live = McpSession.objects.create(user=user, application=public_app, resource=resource, protocol_version="2025-11-25")
+    McpSession.objects.create(user=user, application=public_app, resource=resource, protocol_version="2025-11-25",
+                              ended_at=timezone.now())
+    RedeemedAuthorizationCode.objects.create(code_checksum="c" * 64, application=public_app,
+                                             redeemed_at=timezone.now() - timedelta(days=3))
+    result = cleanup.apply_async(ignore_result=False)
+    assert result.get(timeout=30) == {"sessions": 1, "redeemed_codes": 1}
+    assert list(McpSession.objects.all()) == [live]
+    assert not RedeemedAuthorizationCode.objects.exists()
