@@ -24,28 +24,27 @@ def worker():
         redis.Redis.from_url(BROKER, socket_connect_timeout=1).ping()
     except Exception as exc:  # noqa: BLE001 - any connection problem means: no broker here
         pytest.skip(f"no Redis broker at {BROKER}: {exc}")
+    from celery import Celery
     from celery.contrib.testing.worker import start_worker
 
-    from project.celery import app
-
-    previous = {key: app.conf[key] for key in ("broker_url", "result_backend", "task_always_eager")}
+    # A Celery app of its own: the project's app is eager in tests and caches its backend.
+    app = Celery("mcp-authz-worker-test", set_as_current=False)
+    app.config_from_object("django.conf:settings", namespace="CELERY")
     app.conf.update(broker_url=BROKER, result_backend=BROKER, task_always_eager=False)
-    try:
-        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
-            yield app
-    finally:
-        app.conf.update(previous)
+    import mcp_oauth.tasks  # noqa: F401 - registers the shared tasks
+
+    app.finalize()
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+        yield app
 
 
 def test_cleanup_runs_on_a_real_worker(worker, resource, user, public_app):
-    from mcp_oauth.tasks import cleanup
-
     live = McpSession.objects.create(user=user, application=public_app, resource=resource, protocol_version="2025-11-25")
     McpSession.objects.create(user=user, application=public_app, resource=resource, protocol_version="2025-11-25",
                               ended_at=timezone.now())
     RedeemedAuthorizationCode.objects.create(code_checksum="c" * 64, application=public_app,
                                              redeemed_at=timezone.now() - timedelta(days=3))
-    result = cleanup.apply_async(ignore_result=False)
+    result = worker.tasks["mcp_oauth.tasks.cleanup"].apply_async(ignore_result=False)
     assert result.get(timeout=30) == {"sessions": 1, "redeemed_codes": 1}
     assert list(McpSession.objects.all()) == [live]
     assert not RedeemedAuthorizationCode.objects.exists()
