@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "oauth2_provider",
     "mcp_oauth",
+    "elicitation",
     "project",
 ]
 

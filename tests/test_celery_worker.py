@@ -33,9 +33,17 @@ def worker():
     app.conf.update(broker_url=BROKER, result_backend=BROKER, task_always_eager=False)
     import mcp_oauth.tasks  # noqa: F401 - registers the shared tasks
 
+    from celery import _state
+
     app.finalize()
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
-        yield app
+    current, default = _state.get_current_app(), _state.default_app
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+            yield app
+    finally:
+        # start_worker makes its app the current and default one; give the project's back.
+        _state.set_default_app(default)
+        current.set_current()
 
 
 def test_cleanup_runs_on_a_real_worker(worker, resource, user, public_app):
