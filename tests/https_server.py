@@ -386,7 +386,7 @@ class CIMDEnv:
 
     def document(self, client_id: str, **members: Any) -> dict:
         """A valid CIMD document for ``client_id``; ``members`` override or add (``None`` removes)."""
-        document = {
+        base = {
             "client_id": client_id,
             "client_name": "Test CIMD client",
             "redirect_uris": ["http://127.0.0.1/callback"],
@@ -394,12 +394,7 @@ class CIMDEnv:
             "response_types": ["code"],
             "token_endpoint_auth_method": "none",
         }
-        for name, value in members.items():
-            if value is None:
-                document.pop(name, None)
-            else:
-                document[name] = value
-        return document
+        return with_members(base, **members)
 
     def publish(self, path: str = "/client.json", host: str = "client.cimd.test", max_age: int | None = 3600,
                 **members: Any) -> str:
@@ -455,3 +450,14 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: f
             return True
         time.sleep(interval)
     return predicate()
+
+
+def with_members(document: dict, **members: Any) -> dict:
+    """``document`` with ``members`` set (a ``None`` value removes the member)."""
+    document = dict(document)
+    for name, value in members.items():
+        if value is None:
+            document.pop(name, None)
+        else:
+            document[name] = value
+    return document

@@ -11,17 +11,13 @@ from mcp_oauth.cimd.errors import AddressRefused, InvalidClientIdURL, InvalidDoc
 from mcp_oauth.cimd.fetcher import freshness_lifetime, vet_address
 from mcp_oauth.cimd.validation import redirect_uri_allowed, validate_client_id_url, validate_document
 
+from .https_server import with_members
+
 CID = "https://client.example.com/oauth/metadata.json"
 
 
 def doc(**members):
-    document = {"client_id": CID, "client_name": "Example", "redirect_uris": ["http://127.0.0.1/callback"]}
-    for name, value in members.items():
-        if value is None:
-            document.pop(name, None)
-        else:
-            document[name] = value
-    return document
+    return with_members({"client_id": CID, "client_name": "Example", "redirect_uris": ["http://127.0.0.1/callback"]}, **members)
 
 
 # --- client_id URLs ------------------------------------------------------------------------

@@ -20,9 +20,7 @@ def bearer(token):
 def test_no_token_gets_bare_challenge(client, resource, path):
     response = client.get(path)
     assert response.status_code == 401
-    assert response["WWW-Authenticate"] == f'Bearer resource_metadata="{PRM}", scope="mcp"' or response[
-        "WWW-Authenticate"
-    ] == f'Bearer resource_metadata="{PRM}", scope="mcp profile"'
+    assert response["WWW-Authenticate"] == f'Bearer resource_metadata="{PRM}", scope="mcp"'
 
 
 def test_exact_challenge_of_decorator(client, resource):

@@ -23,7 +23,7 @@ from urllib.parse import unquote_plus
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from ..text import storable
+from ..text import request_params_storable, storable
 
 #: Parameters that may repeat (RFC 8707 §2).
 REPEATABLE = frozenset({"resource"})
@@ -68,8 +68,8 @@ def guard_oauth_form(view: Callable) -> Callable:
                 for key, values in params.lists():
                     if len(values) > 1 and key not in REPEATABLE:
                         return oauth_error("invalid_request", f"The parameter {key} is repeated.")
-                if not storable(list(params.lists())):
-                    return oauth_error("invalid_request", "Parameters must be text without NUL characters.")
+            if not request_params_storable(request):
+                return oauth_error("invalid_request", "Parameters must be text without NUL characters.")
             if not check_basic_credentials(request.headers.get("Authorization")):
                 return oauth_error("invalid_client", "The client credentials are malformed.", status=401)
         return view(request, *args, **kwargs)
