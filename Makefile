@@ -23,6 +23,7 @@ migrate: install
 
 run: migrate
 	$(PY) manage.py ensure_demo_user --superuser
+	$(PY) manage.py ensure_demo_provider
 	@echo ""
 	@echo "  MCP server:  http://$(HOST):$(PORT)/mcp"
 	@echo "  Log in as:   $(DEMO_USERNAME) / $(DEMO_PASSWORD)   (admin: http://$(HOST):$(PORT)/admin/)"

@@ -34,6 +34,7 @@ from mcp_oauth.tools import McpError, ToolContext, ToolError
 
 from .form import ElicitationSchema, InvalidElicitationContent, InvalidElicitationSchema
 from .models import Elicitation
+from .url import REQUEST_ID_PREFIX, _stored_answer
 
 __all__ = [
     "ElicitationError",
@@ -98,7 +99,8 @@ async def _finish(row: Elicitation, status: str, *, content: dict | None = None,
     row.content = content
     row.error = error[:500]
     row.completed_at = timezone.now()
-    await row.asave(update_fields=["status", "content", "error", "completed_at"])
+    row.client_answer = None
+    await row.asave(update_fields=["status", "content", "error", "completed_at", "client_answer"])
 
 
 async def elicit_form(
@@ -156,7 +158,13 @@ async def elicit_form(
         del params["mode"]
 
     try:
-        answer = await ctx.send_request("elicitation/create", params, timeout=timeout)
+        answer = await ctx.send_request(
+            "elicitation/create",
+            params,
+            timeout=timeout,
+            request_id=REQUEST_ID_PREFIX + row.elicitation_id,
+            poll=_stored_answer(row.pk),
+        )
     except TimeoutError:
         await _finish(row, Elicitation.Status.EXPIRED, error="no answer in time")
         raise ElicitationTimeout("You did not answer the question in time.") from None

@@ -3,8 +3,11 @@ from django.utils.translation import gettext_lazy as _
 
 
 class ElicitationConfig(AppConfig):
-    """The elicitation app: the :class:`~elicitation.models.Elicitation` log and the tool-facing API."""
+    """The elicitation app: form and URL modes, third-party connections, the secure input page."""
 
     name = "elicitation"
     verbose_name = _("MCP elicitation")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks, signals  # noqa: F401  (register checks and receivers)

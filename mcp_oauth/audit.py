@@ -23,6 +23,11 @@ Where each kind is written:
 ``trust.denied``          the trust policy refused a registration, fetch, authorization or grant
 ``cimd.fetch_failed``,    written by the Client ID Metadata Document fetcher
 ``cimd.ssrf_refused``
+``identity.mismatch``     (``elicitation`` app) a user opened or finished another user's URL elicitation
+``elicitation.completed`` (``elicitation`` app) a URL elicitation finished (start page, callback, hook)
+``connection.created``    (``elicitation`` app) a third-party account was connected
+``connection.revoked``    (``elicitation`` app) a connection was revoked (user, admin, refused refresh)
+``secret.stored``         (``elicitation`` app) the secure input page stored a value (never the value)
 ========================  ===============================================================
 """
 

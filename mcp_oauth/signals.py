@@ -5,6 +5,11 @@
 * :data:`tool_called` — ``sender=Tool, tool=…, principal=…, is_error=bool`` after ``tools/call``.
 * :data:`authorization_code_replayed` — ``sender=RedeemedAuthorizationCode, redeemed=…, application=…``
   when a used code came back with its verifier and its tokens were revoked.
+* :data:`client_response_received` — ``sender=McpSession, session=…, message=…`` when the
+  client POSTs a JSON-RPC response (or error) that no request of *this process* waits for:
+  it answers a request another worker sent, or one sent through the session outbox. A
+  receiver that knows the id stores the answer where the asker looks (the ``elicitation``
+  app records answers to its ``elicitation/create`` requests this way).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ mcp_session_started = Signal()
 mcp_session_ended = Signal()
 tool_called = Signal()
 authorization_code_replayed = Signal()
+client_response_received = Signal()
 
 
 def sync_default_resource(**kwargs) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import requests
+from asgiref.sync import sync_to_async
 from pydantic import Field
 
 from elicitation.api import elicit_form
 from elicitation.form import ElicitationSchema
+from elicitation.url import elicit_url, require_connection
 from mcp_oauth.tools import ToolContext, ToolError, tool
 
 
@@ -56,3 +59,55 @@ async def ask_name(ctx: ToolContext) -> str:
     if answer.content.get("age") is not None:
         greeting += f" You are {answer.content['age']}."
     return greeting
+
+
+@tool(scopes=["mcp"], title="My demo-provider profile", annotations={"readOnlyHint": True})
+async def demo_profile(ctx: ToolContext) -> dict:
+    """Read your profile at the demo third-party provider, with the connection this site keeps for you.
+
+    Without a connection the call ends with JSON-RPC error -32042 and a link: open it, connect
+    your account there, then call the tool again. (Clients without URL-mode elicitation get a
+    tool error naming the site's connections page.)
+    """
+    account = await require_connection(ctx, "demo", ["profile"])
+    url = account.provider.userinfo_endpoint
+    if not url:
+        raise ToolError("The demo provider has no profile endpoint configured.")
+
+    def fetch() -> requests.Response:
+        return requests.get(
+            url, headers={"Authorization": account.authorization_header, "Accept": "application/json"},
+            timeout=10, allow_redirects=False,
+        )
+
+    try:
+        response = await sync_to_async(fetch, thread_sensitive=False)()
+    except requests.RequestException:
+        raise ToolError(f"{account.provider.name} could not be reached.") from None
+    if response.status_code != 200:
+        raise ToolError(f"{account.provider.name} refused the request (HTTP {response.status_code}).")
+    try:
+        profile = response.json()
+    except ValueError:
+        raise ToolError(f"{account.provider.name} did not answer with JSON.") from None
+    return {"provider": account.provider.name, "account": account.account_label, "profile": profile}
+
+
+@tool(scopes=["mcp"], title="Store my demo API key")
+async def set_api_key(ctx: ToolContext) -> str:
+    """Store a (demo) API key: you type it on this site's secure page, never in the chat.
+
+    Sends a URL-mode elicitation during the call and waits (up to 10 minutes) until you saved or cancelled.
+    """
+    result = await elicit_url(
+        ctx,
+        "Enter your Demo API key on this site's secure page (it never goes through your MCP client).",
+        kind="secret",
+        secret_name="demo_api_key",
+        wait_seconds=600,
+    )
+    if result.action != "accept":
+        return "You did not open the page; nothing was stored."
+    if not result.completed:
+        return "Nothing was stored (the page was cancelled or not finished in time)."
+    return "Your API key is stored, encrypted on the server. It never went through your MCP client."

@@ -9,6 +9,7 @@
 | MCP_BASE_URL | http://127.0.0.1:$PORT |
 | DATABASE_URL | sqlite:///db.sqlite3 (e.g. postgres://user@127.0.0.1:5432/test) |
 | CELERY_BROKER_URL | unset: tasks run eagerly in-process |
+| ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
 """
 
 import os
@@ -120,6 +121,32 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE = {
     "mcp-oauth-cleanup": {"task": "mcp_oauth.tasks.cleanup", "schedule": 3600},
     "mcp-oauth-prune-dynamic-clients": {"task": "mcp_oauth.tasks.prune_dynamic_clients", "schedule": 3600},
+    "elicitation-expire": {"task": "elicitation.tasks.expire_elicitations", "schedule": 60},
+    "elicitation-cleanup": {"task": "elicitation.tasks.cleanup", "schedule": 3600},
+}
+
+
+def _elicitation_keys() -> list[str]:
+    """Fernet keys for third-party tokens and secrets (never derived from SECRET_KEY)."""
+    configured = os.environ.get("ELICITATION_ENCRYPTION_KEYS")
+    if configured:
+        return [key.strip() for key in configured.split(",") if key.strip()]
+    if not DEBUG:
+        return []
+    # Development only: one key kept next to the database, so stored tokens survive restarts.
+    path = BASE_DIR / ".local" / "elicitation-keys"
+    if not path.exists():
+        from cryptography.fernet import Fernet
+
+        path.parent.mkdir(exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(Fernet.generate_key().decode() + "\n")
+    return path.read_text().split()
+
+
+ELICITATION = {
+    "ENCRYPTION_KEYS": _elicitation_keys(),
 }
 
 LOGGING = {
@@ -128,5 +155,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {
         "mcp_oauth": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
+        "elicitation": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
     },
 }

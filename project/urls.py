@@ -5,6 +5,8 @@ from django.views.generic import TemplateView
 
 from mcp_oauth.authorization_server.views import UI_SECURITY_HEADERS
 
+from . import api
+
 
 def not_frameable(view):
     """The login page carries the whole authorization request in ``next``: same headers as the consent page."""
@@ -23,5 +25,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", not_frameable(auth_views.LoginView.as_view()), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("api/profile", api.profile, name="api-profile"),
+    path("elicitation/", include("elicitation.urls")),
     path("", include("mcp_oauth.urls")),
 ]

@@ -230,7 +230,7 @@ class ScriptedContext(ToolContext):
     answer: Any = None
     sent: list = field(default_factory=list)
 
-    async def send_request(self, method, params=None, *, timeout=None):
+    async def send_request(self, method, params=None, *, timeout=None, request_id=None, poll=None, poll_interval=0.25):
         self.sent.append((method, params, timeout))
         if isinstance(self.answer, BaseException):
             raise self.answer

@@ -9,6 +9,7 @@ from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.http import Http404, HttpRequest, HttpResponse
 
 from ..models import ProtectedResource
+from ..settings import mcp_oauth_settings
 from .authentication import BearerChallenge, authenticate_bearer, resolve_resource
 
 
@@ -18,7 +19,8 @@ def require_bearer(
     """Decorate a view so it needs a valid access token for ``resource``.
 
     Usage: ``@require_bearer`` or ``@require_bearer(scopes=["notes:write"], resource="https://host/api")``.
-    ``resource`` is a registered resource URI (default: the default resource).
+    ``resource`` is a registered resource URI, or a path starting with "/" taken relative to
+    ``MCP_OAUTH["BASE_URL"]`` when a request arrives (default: the default resource).
     On success ``request.mcp_principal`` is the :class:`~.authentication.BearerPrincipal`
     and ``request.user`` its user. Failures answer 401/403 with the Bearer challenge
     (see :func:`~.authentication.authenticate_bearer`); an unknown ``resource`` is 404.
@@ -27,8 +29,9 @@ def require_bearer(
     required = tuple(scopes)
 
     def check(request: HttpRequest) -> HttpResponse | None:
+        uri = mcp_oauth_settings.absolute(resource) if resource and resource.startswith("/") else resource
         try:
-            protected = resolve_resource(resource)
+            protected = resolve_resource(uri)
         except ProtectedResource.DoesNotExist:
             raise Http404("No such protected resource.") from None
         try:

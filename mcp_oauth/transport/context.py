@@ -178,11 +178,25 @@ class ToolContext:
         return await self.send_notification("notifications/message", params)
 
     async def send_request(
-        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        poll: Callable[[], Awaitable[dict[str, Any] | None]] | None = None,
+        poll_interval: float = 0.25,
     ) -> dict[str, Any]:
         """Send a server-to-client request (``elicitation/create``, ``sampling/createMessage``, ``ping``)
         on this call's response stream and wait for the client's answer.
 
+        The client POSTs its answer to the endpoint, and it may reach another worker
+        process. An answer that reaches this process resolves the wait at once; for the
+        others, pass ``poll``: a coroutine function called every ``poll_interval`` seconds
+        that returns the answer message once it has been stored elsewhere (a receiver of
+        :data:`mcp_oauth.signals.client_response_received` stores it), else None.
+
+        :param request_id: the JSON-RPC id to use (unique in the session); default ``"srv-<random>"``.
         :returns: the ``result`` object of the client's response.
         :raises McpError: the client answered with a JSON-RPC error (its code and message).
         :raises RuntimeError: not streaming (JSON response mode: the client cannot be asked).
@@ -190,17 +204,40 @@ class ToolContext:
         """
         if self.sink is None:
             raise RuntimeError("server-to-client requests need a streaming (ASGI) tools/call response")
-        request_id = "srv-" + secrets.token_urlsafe(12)
+        request_id = request_id or "srv-" + secrets.token_urlsafe(12)
         future = pending_requests.register(self.session.pk, request_id)
         try:
             message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
             if params is not None:
                 message["params"] = params
             await self.sink(message)
-            answer = await asyncio.wait_for(future, timeout)
+            answer = await _wait_answer(future, timeout, poll, poll_interval)
         finally:
             pending_requests.discard(self.session.pk, request_id)
         if "error" in answer:
-            error = answer["error"]
+            error = answer["error"] if isinstance(answer["error"], dict) else {}
             raise McpError(error.get("code", 0), str(error.get("message", "")), error.get("data"))
-        return answer.get("result") or {}
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {}
+
+
+async def _wait_answer(
+    future: asyncio.Future,
+    timeout: float | None,
+    poll: Callable[[], Awaitable[dict[str, Any] | None]] | None,
+    poll_interval: float,
+) -> dict[str, Any]:
+    if poll is None:
+        return await asyncio.wait_for(future, timeout)
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while True:
+        step = poll_interval if deadline is None else min(poll_interval, deadline - loop.time())
+        if step <= 0:
+            raise TimeoutError
+        done, _ = await asyncio.wait({future}, timeout=step)
+        if done:
+            return future.result()
+        answer = await poll()
+        if answer is not None:
+            return answer

@@ -49,6 +49,7 @@ several registries routes its own :class:`McpView` instances::
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -65,7 +66,7 @@ from ..models import McpSession, ProtectedResource
 from ..resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
-from ..signals import mcp_session_ended
+from ..signals import client_response_received, mcp_session_ended
 from ..tools import ToolRegistry
 from . import dispatch
 from .context import pending_requests
@@ -85,6 +86,8 @@ from .sessions import end_session, find_session
 from .sse import outbox_stream, request_stream
 
 __all__ = ["McpView", "mcp_endpoint"]
+
+logger = logging.getLogger("mcp_oauth.transport")
 
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
@@ -282,8 +285,13 @@ class McpView:
         if incoming.kind == "notification":
             if incoming.method == "notifications/cancelled":
                 dispatch.cancel_request(session.pk, incoming.params.get("requestId"))
-        else:
-            pending_requests.deliver(session.pk, incoming.raw)
+        elif not pending_requests.deliver(session.pk, incoming.raw):
+            responses = await client_response_received.asend_robust(
+                sender=McpSession, session=session, message=incoming.raw
+            )
+            for receiver, outcome in responses:
+                if isinstance(outcome, Exception):
+                    logger.error("client_response_received receiver %r failed", receiver, exc_info=outcome)
         return HttpResponse(status=202)
 
     async def handle_request(

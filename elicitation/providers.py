@@ -1,0 +1,360 @@
+"""The site as an OAuth 2.x client of third-party authorization servers (URL-mode connections).
+
+The MCP client's token never leaves this site (MCP "Token Passthrough"): the site runs
+its own authorization code flow at the provider, with its own ``state`` and PKCE S256
+(RFC 7636; RFC 9700 §2.1.1), exchanges the code server-side, and keeps the tokens
+encrypted in :class:`~elicitation.models.ThirdPartyConnection`.
+
+All functions are synchronous (ORM and ``requests``); call them with ``sync_to_async``
+from async code. Every HTTP request has a timeout (``ELICITATION["HTTP_TIMEOUT_SECONDS"]``)
+and follows no redirect.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+
+import requests
+from django.db import transaction
+from django.utils import timezone
+
+from mcp_oauth import audit
+from mcp_oauth.models import AuditEvent
+
+from .crypto import DecryptionError
+from .models import ThirdPartyConnection, ThirdPartyProvider, validate_endpoint_url
+from .settings import elicitation_settings
+
+__all__ = [
+    "AuthorizationRequest",
+    "ProviderError",
+    "build_authorization_request",
+    "discover",
+    "exchange_code",
+    "fresh_access_token",
+    "revoke_connection",
+    "store_connection",
+]
+
+logger = logging.getLogger("elicitation.providers")
+
+#: Longest token-endpoint answer read (bytes).
+MAX_RESPONSE_BYTES = 64 * 1024
+
+
+class ProviderError(Exception):
+    """The provider refused or answered badly. ``error`` is the OAuth error code when it sent one
+    (``invalid_grant`` …), else a local one (``server_error``, ``invalid_response``, ``network_error``)."""
+
+    def __init__(self, error: str, description: str = "") -> None:
+        super().__init__(f"{error}: {description}" if description else error)
+        self.error = error
+        self.description = description
+
+
+@dataclass(frozen=True)
+class AuthorizationRequest:
+    """Where to send the browser, and what the callback must check (kept server-side)."""
+
+    url: str
+    state: str
+    code_verifier: str
+
+
+def _pkce_pair() -> tuple[str, str]:
+    """RFC 7636 §4.1-4.2: a 43-character verifier and its S256 challenge."""
+    verifier = secrets.token_urlsafe(32)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode("ascii")).digest()).rstrip(b"=").decode()
+    return verifier, challenge
+
+
+def _with_query(url: str, params: dict[str, str]) -> str:
+    parts = urlsplit(url)
+    query = parts.query + ("&" if parts.query else "") + urlencode(params)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
+
+
+def build_authorization_request(provider: ThirdPartyProvider, scopes: list[str]) -> AuthorizationRequest:
+    """The authorization request (RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 8707 §2) for ``scopes``.
+
+    ``state`` is 256 random bits; the caller keeps it and the verifier in the user's
+    server-side session and checks them on the callback.
+    """
+    state = secrets.token_urlsafe(32)
+    params = {
+        "response_type": "code",
+        "client_id": provider.client_id,
+        "redirect_uri": provider.redirect_uri,
+        "state": state,
+    }
+    if scopes:
+        params["scope"] = " ".join(scopes)
+    verifier = ""
+    if provider.use_pkce:
+        verifier, challenge = _pkce_pair()
+        params["code_challenge"] = challenge
+        params["code_challenge_method"] = "S256"
+    if provider.resource:
+        params["resource"] = provider.resource
+    return AuthorizationRequest(_with_query(provider.authorization_endpoint, params), state, verifier)
+
+
+def _client_auth(provider: ThirdPartyProvider, body: dict[str, str]) -> tuple[str, str] | None:
+    """Client authentication (RFC 6749 §2.3.1; Basic credentials form-encoded first)."""
+    method = provider.token_endpoint_auth_method
+    if method == ThirdPartyProvider.AuthMethod.CLIENT_SECRET_BASIC:
+        return (quote(provider.client_id, safe=""), quote(provider.client_secret, safe=""))
+    body["client_id"] = provider.client_id
+    if method == ThirdPartyProvider.AuthMethod.CLIENT_SECRET_POST:
+        body["client_secret"] = provider.client_secret
+    return None
+
+
+def _post_token(provider: ThirdPartyProvider, body: dict[str, str]) -> dict[str, Any]:
+    """POST to the token endpoint; the parsed RFC 6749 §5.1 answer.
+
+    :raises ProviderError: the provider's ``error`` (§5.2), or ``network_error`` /
+        ``invalid_response`` for a failed request or an answer that is not a token response.
+    """
+    auth = _client_auth(provider, body)
+    try:
+        response = requests.post(
+            provider.token_endpoint,
+            data=body,
+            auth=auth,
+            headers={"Accept": "application/json"},
+            timeout=float(elicitation_settings.HTTP_TIMEOUT_SECONDS),
+            allow_redirects=False,
+        )
+    except requests.RequestException as exc:
+        raise ProviderError("network_error", f"token endpoint unreachable ({type(exc).__name__})") from None
+    content = response.content[:MAX_RESPONSE_BYTES]
+    try:
+        payload = response.json() if len(content) < MAX_RESPONSE_BYTES else None
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        raise ProviderError("invalid_response", f"token endpoint answered HTTP {response.status_code} without JSON")
+    if response.status_code != 200 or "error" in payload:
+        error = payload.get("error")
+        raise ProviderError(
+            error if isinstance(error, str) and error else "server_error",
+            str(payload.get("error_description") or f"HTTP {response.status_code}")[:200],
+        )
+    if not isinstance(payload.get("access_token"), str) or not payload["access_token"]:
+        raise ProviderError("invalid_response", "no access_token in the token response")
+    if str(payload.get("token_type", "")).lower() != "bearer":
+        raise ProviderError("invalid_response", "token_type is not Bearer")
+    return payload
+
+
+def exchange_code(provider: ThirdPartyProvider, code: str, code_verifier: str) -> dict[str, Any]:
+    """Redeem an authorization code (RFC 6749 §4.1.3, RFC 7636 §4.5).
+
+    :returns: the token response (``access_token``, ``token_type``, ``expires_in``?, ``refresh_token``?, ``scope``?).
+    :raises ProviderError: see :func:`_post_token`.
+    """
+    body = {"grant_type": "authorization_code", "code": code, "redirect_uri": provider.redirect_uri}
+    if code_verifier:
+        body["code_verifier"] = code_verifier
+    if provider.resource:
+        body["resource"] = provider.resource
+    return _post_token(provider, body)
+
+
+def _account_label(provider: ThirdPartyProvider, access_token: str) -> str:
+    """A short account name from ``userinfo_endpoint`` ("" when there is none or it fails)."""
+    if not provider.userinfo_endpoint:
+        return ""
+    try:
+        response = requests.get(
+            provider.userinfo_endpoint,
+            headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
+            timeout=float(elicitation_settings.HTTP_TIMEOUT_SECONDS),
+            allow_redirects=False,
+        )
+        data = response.json() if response.status_code == 200 else {}
+    except (requests.RequestException, ValueError):
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    for claim in ("email", "preferred_username", "username", "name", "login", "sub"):
+        value = data.get(claim)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:200]
+    return ""
+
+
+def _expiry(payload: dict[str, Any]) -> Any:
+    expires_in = payload.get("expires_in")
+    if isinstance(expires_in, bool) or not isinstance(expires_in, (int, float)) or expires_in <= 0:
+        return None
+    return timezone.now() + timedelta(seconds=min(float(expires_in), 10 * 365 * 86400))
+
+
+def store_connection(user: Any, provider: ThirdPartyProvider, payload: dict[str, Any], requested: list[str]) -> ThirdPartyConnection:
+    """Create or replace ``user``'s connection to ``provider`` from a token response, encrypted.
+
+    Granted scopes: the response's ``scope``, or the requested ones when it has none
+    (RFC 6749 §5.1).
+    """
+    scope = payload.get("scope")
+    granted = scope.split() if isinstance(scope, str) else list(requested)
+    label = _account_label(provider, payload["access_token"])
+    with transaction.atomic():
+        connection = (
+            ThirdPartyConnection.objects.select_for_update().filter(user=user, provider=provider).first()
+            or ThirdPartyConnection(user=user, provider=provider)
+        )
+        connection.access_token = payload["access_token"]
+        connection.refresh_token = payload.get("refresh_token") if isinstance(payload.get("refresh_token"), str) else ""
+        connection.token_type = "Bearer"
+        connection.expires_at = _expiry(payload)
+        connection.scopes = " ".join(dict.fromkeys(granted))[:500]
+        connection.account_label = label or connection.account_label
+        connection.save()
+    return connection
+
+
+def fresh_access_token(connection: ThirdPartyConnection) -> str | None:
+    """The connection's access token, refreshed first when it is (nearly) expired.
+
+    Refreshing (RFC 6749 §6) locks the row, so concurrent calls refresh once and a
+    rotating provider's new refresh token is never lost. When the provider refuses
+    the refresh (``invalid_grant``…) or the tokens no longer decrypt, the connection
+    is deleted (audit ``connection.revoked``) and None is returned: the user must
+    connect again. Network failures raise.
+
+    :raises ProviderError: ``network_error`` / ``invalid_response`` / ``server_error``
+        (the connection is kept; try again later).
+    """
+    margin = timedelta(seconds=float(elicitation_settings.REFRESH_MARGIN_SECONDS))
+    with transaction.atomic():
+        row = ThirdPartyConnection.objects.select_for_update().select_related("provider").filter(pk=connection.pk).first()
+        if row is None:
+            return None
+        try:
+            if row.expires_at is None or row.expires_at - margin > timezone.now():
+                token = row.access_token
+                ThirdPartyConnection.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
+                return token
+            refresh_token = row.refresh_token
+        except DecryptionError:
+            logger.error("third-party connection %s cannot be decrypted with the configured keys", row.pk)
+            _drop(row, reason="undecryptable")
+            return None
+        if not refresh_token:
+            _drop(row, reason="expired")
+            return None
+        body = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        if row.provider.resource:
+            body["resource"] = row.provider.resource
+        try:
+            payload = _post_token(row.provider, body)
+        except ProviderError as exc:
+            if exc.error in {"invalid_grant", "invalid_client", "unauthorized_client", "invalid_scope"}:
+                _drop(row, reason=f"refresh refused: {exc.error}")
+                return None
+            raise
+        row.access_token = payload["access_token"]
+        if isinstance(payload.get("refresh_token"), str) and payload["refresh_token"]:
+            row.refresh_token = payload["refresh_token"]
+        row.expires_at = _expiry(payload)
+        if isinstance(payload.get("scope"), str):
+            row.scopes = payload["scope"][:500]
+        row.last_used_at = timezone.now()
+        row.save()
+        connection.access_token_encrypted = row.access_token_encrypted
+        connection.expires_at = row.expires_at
+        return payload["access_token"]
+
+
+def _drop(connection: ThirdPartyConnection, *, reason: str, request: Any = None, actor: Any = None) -> None:
+    audit.record(
+        AuditEvent.Kind.CONNECTION_REVOKED,
+        request=request,
+        user=connection.user,
+        detail={"provider": connection.provider.slug, "reason": reason, "by": getattr(actor, "pk", None)},
+    )
+    connection.delete()
+
+
+def revoke_connection(connection: ThirdPartyConnection, *, request: Any = None, actor: Any = None, reason: str = "revoked") -> None:
+    """Delete the connection, after asking the provider to revoke its tokens (RFC 7009) when it can.
+
+    Revocation at the provider is best effort: a failure there is logged, the local
+    tokens are deleted anyway.
+    """
+    provider = connection.provider
+    if provider.revocation_endpoint:
+        for token, hint in ((connection.refresh_token_encrypted, "refresh_token"), (connection.access_token_encrypted, "access_token")):
+            if not token:
+                continue
+            try:
+                body = {"token": connection.refresh_token if hint == "refresh_token" else connection.access_token, "token_type_hint": hint}
+                auth = _client_auth(provider, body)
+                requests.post(
+                    provider.revocation_endpoint, data=body, auth=auth,
+                    timeout=float(elicitation_settings.HTTP_TIMEOUT_SECONDS), allow_redirects=False,
+                )
+            except (requests.RequestException, DecryptionError) as exc:
+                logger.warning("revocation at %s failed: %s", provider.slug, type(exc).__name__)
+    with transaction.atomic():
+        _drop(connection, reason=reason, request=request, actor=actor)
+
+
+def discover(provider: ThirdPartyProvider) -> dict[str, Any]:
+    """Fill the provider's endpoints from its RFC 8414 metadata (path-inserted well-known URI, §3.1).
+
+    Checks that the document's ``issuer`` equals ``provider.issuer`` (§3.3) and that S256
+    PKCE is supported when ``use_pkce`` is on. Saves the provider.
+
+    :returns: the metadata document.
+    :raises ProviderError: ``network_error``, ``invalid_response`` (not JSON, issuer mismatch,
+        an endpoint that is not https, no S256).
+    """
+    issuer = provider.issuer.rstrip("/")
+    if not issuer:
+        raise ProviderError("invalid_request", "the provider has no issuer to discover")
+    parts = urlsplit(issuer)
+    well_known = urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-authorization-server" + parts.path, "", ""))
+    try:
+        response = requests.get(
+            well_known, headers={"Accept": "application/json"},
+            timeout=float(elicitation_settings.HTTP_TIMEOUT_SECONDS), allow_redirects=False,
+        )
+        metadata = response.json() if response.status_code == 200 else None
+    except requests.RequestException as exc:
+        raise ProviderError("network_error", f"{well_known} unreachable ({type(exc).__name__})") from None
+    except ValueError:
+        metadata = None
+    if not isinstance(metadata, dict):
+        raise ProviderError("invalid_response", f"{well_known} did not answer with a metadata document")
+    if str(metadata.get("issuer", "")).rstrip("/") != issuer:
+        raise ProviderError("invalid_response", "the metadata issuer differs from the configured issuer (RFC 8414 §3.3)")
+    methods = metadata.get("code_challenge_methods_supported") or []
+    if provider.use_pkce and isinstance(methods, list) and methods and "S256" not in methods:
+        raise ProviderError("invalid_response", "the provider does not support PKCE S256")
+    from django.core.exceptions import ValidationError
+
+    for field in ("authorization_endpoint", "token_endpoint", "revocation_endpoint", "userinfo_endpoint"):
+        value = metadata.get(field)
+        if not isinstance(value, str) or not value:
+            if field in {"authorization_endpoint", "token_endpoint"}:
+                raise ProviderError("invalid_response", f"the metadata has no {field}")
+            continue
+        try:
+            validate_endpoint_url(value)
+        except ValidationError:
+            raise ProviderError("invalid_response", f"{field} is not an https URL") from None
+        setattr(provider, field, value[:500])
+    provider.iss_parameter_supported = metadata.get("authorization_response_iss_parameter_supported") is True
+    provider.save()
+    return metadata

@@ -1,0 +1,94 @@
+"""The ``ELICITATION`` settings namespace (same style as ``MCP_OAUTH`` and DRF's ``api_settings``).
+
+::
+
+    ELICITATION = {
+        # Fernet keys (urlsafe base64, 32 bytes each), newest first. Generate one with
+        # python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"
+        "ENCRYPTION_KEYS": [os.environ["ELICITATION_KEY_2"], os.environ["ELICITATION_KEY_1"]],
+    }
+
+Every key is optional; a missing key falls back to :data:`DEFAULTS`. Values are
+read through :data:`elicitation_settings`, which reloads itself when a test
+changes ``ELICITATION`` with ``override_settings``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+DEFAULTS: dict[str, Any] = {
+    # Fernet keys that encrypt third-party tokens, provider client secrets and secure-input
+    # values at rest, newest first: the first encrypts, every one decrypts (rotation: put a
+    # new key first, run `manage.py rotate_elicitation_keys`, then drop the old one).
+    # Kept apart from SECRET_KEY on purpose. Empty: nothing can be stored (system check E001).
+    "ENCRYPTION_KEYS": [],
+    # Lifetime of a URL-mode elicitation (its start link), in seconds. The security checklist
+    # of SEP-1036 flows asks for at most 10 minutes.
+    "URL_ELICITATION_TTL_SECONDS": 600,
+    # How long the OAuth `state` of a third-party authorization stays valid (seconds).
+    "STATE_TTL_SECONDS": 600,
+    # Timeout of every HTTP request to a third-party authorization server (seconds).
+    "HTTP_TIMEOUT_SECONDS": 10.0,
+    # A third-party access token this close to its expiry (seconds) is refreshed before use.
+    "REFRESH_MARGIN_SECONDS": 60,
+    # Longest value accepted by the secure input page (characters).
+    "SECRET_MAX_LENGTH": 4096,
+    # Finished and expired elicitations older than this are deleted by the cleanup task (days; None: never).
+    "RETENTION_DAYS": 30,
+    # Templates of the pages the user opens (override them in the site's own templates/).
+    "START_TEMPLATE": "elicitation/start.html",
+    "SECRET_TEMPLATE": "elicitation/secret.html",
+    "DONE_TEMPLATE": "elicitation/done.html",
+    "ERROR_TEMPLATE": "elicitation/error.html",
+    "CONNECTIONS_TEMPLATE": "elicitation/connections.html",
+}
+
+
+class ElicitationSettings:
+    """Attribute access to ``settings.ELICITATION`` with :data:`DEFAULTS` behind it.
+
+    Raises :class:`AttributeError` for a key that is not in :data:`DEFAULTS`.
+    """
+
+    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
+        self.defaults = defaults or DEFAULTS
+        self._cached: set[str] = set()
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        if not hasattr(self, "_user_settings"):
+            self._user_settings = getattr(settings, "ELICITATION", {}) or {}
+        return self._user_settings
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_") or attr not in self.defaults:
+            raise AttributeError(f"Invalid ELICITATION setting: {attr!r}")
+        value = self.user_settings.get(attr, self.defaults[attr])
+        self._cached.add(attr)
+        setattr(self, attr, value)
+        return value
+
+    def reload(self) -> None:
+        for attr in self._cached:
+            delattr(self, attr)
+        self._cached.clear()
+        if hasattr(self, "_user_settings"):
+            delattr(self, "_user_settings")
+
+
+elicitation_settings = ElicitationSettings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "ELICITATION":
+        elicitation_settings.reload()
+        from . import crypto
+
+        crypto.reset()
+
+
+setting_changed.connect(_reload)

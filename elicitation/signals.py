@@ -1,0 +1,57 @@
+"""Signals of the elicitation app, and its receivers of ``mcp_oauth`` signals.
+
+* :data:`elicitation_finished` — ``sender=Elicitation, elicitation=…`` when a URL elicitation
+  finishes (``completed``, ``cancelled`` or ``declined`` on the page or by
+  :func:`~elicitation.url.complete_elicitation`), after the row is saved.
+* :data:`connection_created` — ``sender=ThirdPartyConnection, connection=…, user=…`` when a
+  user connected a third-party account (the tokens are already stored, encrypted).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.dispatch import Signal, receiver
+
+from mcp_oauth.signals import client_response_received
+
+elicitation_finished = Signal()
+connection_created = Signal()
+
+PREFIX = "elicitation-"
+
+
+@receiver(client_response_received, dispatch_uid="elicitation.record_client_answer")
+def record_client_answer(sender: Any, session: Any, message: dict[str, Any], **kwargs: Any) -> None:
+    """Keep the client's answer to one of our ``elicitation/create`` requests that reached a worker
+    where nobody waits for it: the asking tool (in another process) reads it from the row.
+
+    Answers for another session's elicitation, for a finished one, or a second answer are ignored.
+    A URL elicitation sent through the outbox (nobody waits) that the user declined or
+    cancelled is finished here.
+    """
+    from .models import Elicitation
+
+    request_id = message.get("id")
+    if not isinstance(request_id, str) or not request_id.startswith(PREFIX):
+        return
+    rows = Elicitation.objects.filter(
+        elicitation_id=request_id[len(PREFIX):],
+        session_id=session.pk,
+        status=Elicitation.Status.PENDING,
+        client_answer__isnull=True,
+    )
+    rows.update(client_answer=message)
+    result = message.get("result")
+    action = result.get("action") if isinstance(result, dict) else None
+    if action in ("decline", "cancel"):
+        from django.utils import timezone
+
+        rows = Elicitation.objects.filter(
+            elicitation_id=request_id[len(PREFIX):], session_id=session.pk,
+            status=Elicitation.Status.PENDING, mode=Elicitation.Mode.URL, request_id="",
+        )
+        rows.update(
+            status=Elicitation.Status.DECLINED if action == "decline" else Elicitation.Status.CANCELLED,
+            completed_at=timezone.now(),
+        )

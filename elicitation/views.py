@@ -1,0 +1,315 @@
+"""The pages the user opens in a browser for URL-mode elicitation (SEP-1036), never through the MCP client.
+
+=========================================  ==========================================================
+``elicitation/<elicitation_id>/``          start page: login, identity check, interstitial; then the
+                                           third party (``connect``), the secure input form
+                                           (``secret``) or the site's own page (``external``)
+``elicitation/callback/<provider slug>/``  the third party's redirect back: state, identity and
+                                           ``iss`` checks, code exchange, connection stored
+``elicitation/connections/``               the user's connections: connect, disconnect
+=========================================  ==========================================================
+
+Identity (SEP-1036 "Servers must verify user identity at the beginning and end"): the
+logged-in user must be the user the elicitation was created for, on the start page and again
+on the callback; a mismatch answers 403 and writes an ``identity.mismatch`` audit event, and
+nothing is stored. The OAuth ``state`` lives in the user's server-side session only after the
+user approved the interstitial, is single-use and expires (RFC 9700 §2.1, §4.7). Unknown,
+finished or expired ids answer 404. Every page is not frameable, not cached, sends no referrer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from mcp_oauth import audit
+from mcp_oauth.authorization_server.views import UI_SECURITY_HEADERS
+from mcp_oauth.models import AuditEvent
+from mcp_oauth.text import storable
+
+from .crypto import encrypt
+from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
+from .providers import ProviderError, build_authorization_request, exchange_code, revoke_connection, store_connection
+from .settings import elicitation_settings
+from .signals import connection_created
+from .url import finish_elicitation
+
+logger = logging.getLogger("elicitation.views")
+
+#: Session key of the pending third-party authorizations: ``{state: {...}}``.
+SESSION_KEY = "elicitation.oauth"
+#: Most pending authorizations kept per browser session (the oldest are dropped).
+MAX_PENDING = 5
+
+
+class SeeOther(HttpResponseRedirect):
+    """303: after a POST the browser must GET the next page (RFC 9110 §15.4.4)."""
+
+    status_code = 303
+
+
+def _page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
+    response = render(request, template, context, status=status)
+    for header, value in UI_SECURITY_HEADERS.items():
+        response[header] = value
+    return response
+
+
+def _secure(response: HttpResponse) -> HttpResponse:
+    for header, value in UI_SECURITY_HEADERS.items():
+        response[header] = value
+    return response
+
+
+def _error(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
+    return _page(request, elicitation_settings.ERROR_TEMPLATE, {"title": title, "message": message}, status=status)
+
+
+def _done(request: HttpRequest, title: str, message: str, ok: bool = True) -> HttpResponse:
+    return _page(request, elicitation_settings.DONE_TEMPLATE, {"title": title, "message": message, "ok": ok})
+
+
+def _not_found(request: HttpRequest) -> HttpResponse:
+    return _error(
+        request, 404, "Link not valid",
+        "This link is unknown, already used or expired. Go back to your MCP client and try again.",
+    )
+
+
+def _mismatch(request: HttpRequest, where: str, elicitation: Elicitation | None = None) -> HttpResponse:
+    audit.record(
+        AuditEvent.Kind.IDENTITY_MISMATCH,
+        request=request,
+        user=request.user if request.user.is_authenticated else None,
+        detail={
+            "where": where,
+            "elicitation": elicitation.elicitation_id[:8] if elicitation else None,
+            "expected_user": elicitation.user_id if elicitation else None,
+        },
+    )
+    return _error(
+        request, 403, "Wrong account",
+        "This link was made for another account. Sign in with the account you use in your MCP client, "
+        "or ask for a new link there.",
+    )
+
+
+def _pending(elicitation_id: str) -> Elicitation | None:
+    """The pending, unexpired URL elicitation ``elicitation_id`` (expired ones are marked so)."""
+    if not isinstance(elicitation_id, str) or not elicitation_id or len(elicitation_id) > 64:
+        return None
+    row = (
+        Elicitation.objects.select_related("provider", "session", "session__application")
+        .filter(elicitation_id=elicitation_id, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING)
+        .first()
+    )
+    if row is None:
+        return None
+    if row.is_expired:
+        Elicitation.objects.filter(pk=row.pk, status=Elicitation.Status.PENDING).update(status=Elicitation.Status.EXPIRED)
+        return None
+    return row
+
+
+def _remember_state(request: HttpRequest, state: str, entry: dict[str, Any]) -> None:
+    pending = dict(request.session.get(SESSION_KEY) or {})
+    now = time.time()
+    ttl = float(elicitation_settings.STATE_TTL_SECONDS)
+    pending = {key: value for key, value in pending.items() if now - float(value.get("at", 0)) < ttl}
+    while len(pending) >= MAX_PENDING:
+        oldest = min(pending, key=lambda key: pending[key].get("at", 0))
+        pending.pop(oldest)
+    pending[state] = {**entry, "at": now}
+    request.session[SESSION_KEY] = pending
+
+
+def _take_state(request: HttpRequest, state: Any) -> dict[str, Any] | None:
+    """Pop the pending authorization of ``state`` (single use); None when unknown or expired."""
+    if not isinstance(state, str) or not state or len(state) > 200:
+        return None
+    pending = dict(request.session.get(SESSION_KEY) or {})
+    entry = pending.pop(state, None)
+    request.session[SESSION_KEY] = pending
+    if not isinstance(entry, dict):
+        return None
+    if time.time() - float(entry.get("at", 0)) >= float(elicitation_settings.STATE_TTL_SECONDS):
+        return None
+    return entry
+
+
+def _send_to_provider(request: HttpRequest, provider: ThirdPartyProvider, scopes: list[str], elicitation_id: str) -> HttpResponse:
+    auth = build_authorization_request(provider, scopes)
+    _remember_state(
+        request,
+        auth.state,
+        {
+            "provider": provider.slug,
+            "elicitation": elicitation_id,
+            "verifier": auth.code_verifier,
+            "user": request.user.pk,
+            "scopes": scopes,
+        },
+    )
+    return _secure(SeeOther(auth.url))
+
+
+def _client_name(row: Elicitation) -> str:
+    application = row.session.application if row.session is not None else None
+    return getattr(application, "name", "") or "your MCP client"
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
+    """The link of a URL elicitation: verify the user, then show the interstitial or the secure form.
+
+    GET: 404 for an unknown / finished / expired id; login redirect when signed out; 403
+    (audited) for another user; else the page of its kind. POST ``action=continue``: 303 to
+    the third party (``connect``, with a new ``state`` + PKCE kept in the session) or to the
+    target (``external``); ``action=save`` (``secret``) stores the value encrypted and completes;
+    ``action=cancel`` finishes the elicitation as cancelled. CSRF-protected.
+    """
+    row = _pending(elicitation_id)
+    if row is None:
+        return _not_found(request)
+    if not request.user.is_authenticated:
+        return _secure(redirect_to_login(request.get_full_path()))
+    if row.user_id != request.user.pk:
+        return _mismatch(request, "start", row)
+    context = {"elicitation": row, "client_name": _client_name(row), "account": request.user.get_username()}
+    action = request.POST.get("action") if request.method == "POST" else None
+    if action == "cancel":
+        finish_elicitation(row.elicitation_id, Elicitation.Status.CANCELLED, user=request.user, request=request)
+        return _done(request, "Cancelled", "Nothing was changed. You can close this page.", ok=False)
+    if row.kind == Elicitation.Kind.SECRET:
+        return _secret(request, row, context, action)
+    if action == "continue":
+        if row.kind == Elicitation.Kind.CONNECT:
+            provider = row.provider
+            if provider is None or not provider.enabled:
+                return _error(request, 410, "Provider unavailable", "This service can no longer be connected.")
+            return _send_to_provider(request, provider, row.scope_list, row.elicitation_id)
+        return _secure(SeeOther(row.target_url))
+    if action is not None:
+        return _error(request, 400, "Bad request", "Unknown action.")
+    return _page(request, elicitation_settings.START_TEMPLATE, context)
+
+
+def _secret(request: HttpRequest, row: Elicitation, context: dict[str, Any], action: str | None) -> HttpResponse:
+    limit = int(elicitation_settings.SECRET_MAX_LENGTH)
+    context = {**context, "max_length": limit}
+    if action is None:
+        return _page(request, elicitation_settings.SECRET_TEMPLATE, context)
+    if action != "save":
+        return _error(request, 400, "Bad request", "Unknown action.")
+    value = request.POST.get("value", "")
+    if not value.strip() or len(value) > limit or not storable(value) or "\n" in value or "\r" in value:
+        context["form_error"] = f"Enter a value of 1 to {limit} characters on one line."
+        return _page(request, elicitation_settings.SECRET_TEMPLATE, context, status=400)
+    with transaction.atomic():
+        if not finish_elicitation(row.elicitation_id, Elicitation.Status.COMPLETED, user=request.user, request=request):
+            return _not_found(request)
+        StoredSecret.objects.update_or_create(
+            user=request.user, name=row.secret_name, defaults={"value_encrypted": encrypt(value.strip())}
+        )
+        audit.record(AuditEvent.Kind.SECRET_STORED, request=request, detail={"name": row.secret_name})
+    return _done(request, "Saved", "The value is stored encrypted on this site; it never went through your MCP client. You can close this page and go back to it.")
+
+
+@require_GET
+def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
+    """The third party's redirect back (RFC 6749 §4.1.2): finish the connection.
+
+    Checks in order: ``state`` known to this browser session, unused and unexpired, and issued
+    for this provider (400); the logged-in user is the one who started, and the elicitation's
+    user (403, audited); RFC 9207 ``iss`` equals the provider's issuer when present, and is
+    present when the provider announces it (400, mix-up defence, RFC 9700 §4.4.2). Then an
+    ``error`` from the provider finishes the elicitation as declined/cancelled; a ``code`` is
+    exchanged server-side (502 when the provider fails; the link can be used again), the tokens
+    are stored encrypted, and the elicitation completes.
+    """
+    entry = _take_state(request, request.GET.get("state"))
+    if entry is None or entry.get("provider") != provider_slug:
+        return _error(request, 400, "Sign-in not recognised", "This sign-in answer is unknown, already used or expired. Start again from your MCP client.")
+    if not request.user.is_authenticated or request.user.pk != entry.get("user"):
+        return _mismatch(request, "callback")
+    provider = ThirdPartyProvider.objects.filter(slug=provider_slug, enabled=True).first()
+    if provider is None:
+        return _error(request, 410, "Provider unavailable", "This service can no longer be connected.")
+    row = None
+    if entry.get("elicitation"):
+        row = _pending(entry["elicitation"])
+        if row is None:
+            return _not_found(request)
+        if row.user_id != request.user.pk:
+            return _mismatch(request, "callback", row)
+    iss = request.GET.get("iss")
+    expected_iss = provider.issuer.rstrip("/")
+    if expected_iss and ((iss is not None and iss.rstrip("/") != expected_iss) or (iss is None and provider.iss_parameter_supported)):
+        return _error(request, 400, "Sign-in not recognised", "The answer did not come from the expected service.")
+    error = request.GET.get("error")
+    if error is not None:
+        status = Elicitation.Status.DECLINED if error == "access_denied" else Elicitation.Status.CANCELLED
+        if row is not None:
+            finish_elicitation(row.elicitation_id, status, user=request.user, request=request, error=f"provider: {error}"[:100])
+        return _done(request, "Not connected", f"{provider.name} did not connect your account. You can close this page.", ok=False)
+    code = request.GET.get("code")
+    if not code or len(code) > 2000:
+        return _error(request, 400, "Sign-in not recognised", "The answer carried no authorization code.")
+    scopes = [str(scope) for scope in entry.get("scopes") or []]
+    try:
+        payload = exchange_code(provider, code, str(entry.get("verifier") or ""))
+    except ProviderError as exc:
+        logger.warning("code exchange at %s failed: %s", provider.slug, exc.error)
+        return _error(request, 502, "Connection failed", f"{provider.name} did not complete the sign-in ({exc.error}). Open the link from your MCP client again.")
+    with transaction.atomic():
+        connection = store_connection(request.user, provider, payload, scopes)
+        audit.record(
+            AuditEvent.Kind.CONNECTION_CREATED,
+            request=request,
+            detail={"provider": provider.slug, "scopes": connection.scope_list, "elicitation": row.elicitation_id[:8] if row else None},
+        )
+        if row is not None:
+            finish_elicitation(row.elicitation_id, Elicitation.Status.COMPLETED, user=request.user, request=request)
+    connection_created.send(sender=ThirdPartyConnection, connection=connection, user=request.user)
+    return _done(
+        request,
+        "Connected",
+        f"Your {provider.name} account{(' ' + connection.account_label) if connection.account_label else ''} is connected. "
+        "You can close this page and go back to your MCP client.",
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+def connections(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's third-party connections.
+
+    GET lists the enabled providers and the user's connections (account, scopes, dates; never a
+    token). POST ``action=connect&provider=<slug>`` starts the provider's authorization (303);
+    ``action=disconnect&provider=<slug>`` revokes the connection (RFC 7009 at the provider when
+    it has a revocation endpoint) and comes back here (303). CSRF-protected.
+    """
+    if not request.user.is_authenticated:
+        return _secure(redirect_to_login(request.get_full_path()))
+    if request.method == "POST":
+        slug = request.POST.get("provider", "")
+        provider = ThirdPartyProvider.objects.filter(slug=slug, enabled=True).first() if isinstance(slug, str) else None
+        action = request.POST.get("action")
+        if provider is None or action not in {"connect", "disconnect"}:
+            return _error(request, 400, "Bad request", "Unknown provider or action.")
+        if action == "connect":
+            return _send_to_provider(request, provider, provider.scope_list, "")
+        connection = ThirdPartyConnection.objects.filter(user=request.user, provider=provider).select_related("provider").first()
+        if connection is not None:
+            revoke_connection(connection, request=request, actor=request.user, reason="disconnected by the user")
+        return _secure(SeeOther(reverse("elicitation:connections")))
+    mine = {c.provider_id: c for c in ThirdPartyConnection.objects.filter(user=request.user)}
+    rows = [(provider, mine.get(provider.pk)) for provider in ThirdPartyProvider.objects.filter(enabled=True)]
+    return _page(request, elicitation_settings.CONNECTIONS_TEMPLATE, {"rows": rows, "account": request.user.get_username()})
