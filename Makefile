@@ -8,7 +8,7 @@ DEMO_USERNAME ?= demo
 DEMO_PASSWORD ?= demo-password
 export PORT DEMO_USERNAME DEMO_PASSWORD
 
-.PHONY: install run test migrate clean
+.PHONY: install js-install run test migrate clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,18 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+# The official MCP TypeScript SDK client for tests/test_ts_sdk_elicitation.py (pinned by the lockfile).
+# Without npm the step is skipped (and retried next time); that test then skips itself.
+JS_DIR := tests/js
+$(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else \
+		echo "npm not found: not installing $(JS_DIR) (the TypeScript SDK test will skip)"; \
+	fi
+
+js-install: $(JS_DIR)/node_modules/.installed
 
 migrate: install
 	$(PY) manage.py migrate --noinput -v0
@@ -30,8 +42,8 @@ run: migrate
 	@echo ""
 	$(VENV)/bin/uvicorn project.asgi:application --host $(HOST) --port $(PORT)
 
-test: install
+test: install js-install
 	$(VENV)/bin/pytest
 
 clean:
-	rm -rf $(VENV) db.sqlite3
+	rm -rf $(VENV) db.sqlite3 $(JS_DIR)/node_modules

@@ -56,7 +56,9 @@ class ThirdPartyProviderForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if (cleaned.get("new_client_secret") or cleaned.get("clear_client_secret")) and not keys_configured():
+        if cleaned.get("new_client_secret") and cleaned.get("clear_client_secret"):
+            raise forms.ValidationError(_("Either enter a new client secret or remove the stored one, not both."))
+        if cleaned.get("new_client_secret") and not cleaned.get("clear_client_secret") and not keys_configured():
             raise forms.ValidationError(_('Set ELICITATION["ENCRYPTION_KEYS"] before storing a client secret.'))
         return cleaned
 
@@ -136,6 +138,15 @@ class ThirdPartyConnectionAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)  # revoking also tells the provider and writes the audit log
         return actions
+
+    def delete_view(self, request, object_id, extra_context=None):
+        # Django runs a POST to the delete page in a transaction; deleting a connection first asks the
+        # provider to revoke its tokens (an HTTP request), which must not hold that transaction open
+        # (with SQLite, a provider that is this very site could not write and revocation timed out).
+        # The local deletion and its audit event are atomic in revoke_connection.
+        if request.method == "POST":
+            return self._delete_view(request, object_id, extra_context)
+        return super().delete_view(request, object_id, extra_context)
 
     def delete_model(self, request, obj: ThirdPartyConnection) -> None:
         revoke_connection(obj, request=request, actor=request.user, reason="revoked in the admin")

@@ -13,6 +13,7 @@ and follows no redirect.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -22,7 +23,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import requests
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.utils import timezone
 
 from mcp_oauth import audit
@@ -223,28 +224,53 @@ def store_connection(user: Any, provider: ThirdPartyProvider, payload: dict[str,
     return connection
 
 
+#: ``last_used_at`` is written at most this often per connection (seconds), to keep tool calls cheap.
+TOUCH_INTERVAL_SECONDS = 60
+
+
+def _is_fresh(connection: ThirdPartyConnection) -> bool:
+    margin = timedelta(seconds=float(elicitation_settings.REFRESH_MARGIN_SECONDS))
+    return connection.expires_at is None or connection.expires_at - margin > timezone.now()
+
+
 def fresh_access_token(connection: ThirdPartyConnection) -> str | None:
     """The connection's access token, refreshed first when it is (nearly) expired.
 
-    Refreshing (RFC 6749 §6) locks the row, so concurrent calls refresh once and a
-    rotating provider's new refresh token is never lost. When the provider refuses
-    the refresh (``invalid_grant``…) or the tokens no longer decrypt, the connection
-    is deleted (audit ``connection.revoked``) and None is returned: the user must
+    A valid token costs one read (and a ``last_used_at`` write at most once a minute).
+    Refreshing (RFC 6749 §6) locks the row, so concurrent calls refresh once and a rotating
+    provider's new refresh token is never lost. When the provider refuses the refresh
+    (``invalid_grant``…), there is no refresh token, or the tokens no longer decrypt, the
+    connection is deleted (audit ``connection.revoked``) and None is returned: the user must
     connect again. Network failures raise.
 
     :raises ProviderError: ``network_error`` / ``invalid_response`` / ``server_error``
         (the connection is kept; try again later).
     """
-    margin = timedelta(seconds=float(elicitation_settings.REFRESH_MARGIN_SECONDS))
-    with transaction.atomic():
-        row = ThirdPartyConnection.objects.select_for_update().select_related("provider").filter(pk=connection.pk).first()
+    row = ThirdPartyConnection.objects.select_related("provider", "user").filter(pk=connection.pk).first()
+    if row is None:
+        return None
+    if _is_fresh(row):
+        try:
+            token = row.access_token
+        except DecryptionError:
+            logger.error("third-party connection %s cannot be decrypted with the configured keys", row.pk)
+            _drop(row, reason="undecryptable")
+            return None
+        now = timezone.now()
+        if row.last_used_at is None or (now - row.last_used_at).total_seconds() >= TOUCH_INTERVAL_SECONDS:
+            ThirdPartyConnection.objects.filter(pk=row.pk).update(last_used_at=now)
+        return token
+    # Lock the row where the database has row locks. SQLite has none: a transaction held across
+    # the HTTP call below would lock the whole database file, and a provider sharing it (this
+    # site as its own provider) could not commit the refresh: the call timed out every time.
+    locking = connections[router.db_for_write(ThirdPartyConnection)].features.has_select_for_update
+    with transaction.atomic() if locking else contextlib.nullcontext():
+        row = ThirdPartyConnection.objects.select_for_update().select_related("provider", "user").filter(pk=connection.pk).first()
         if row is None:
             return None
         try:
-            if row.expires_at is None or row.expires_at - margin > timezone.now():
-                token = row.access_token
-                ThirdPartyConnection.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
-                return token
+            if _is_fresh(row):  # another call refreshed it while this one waited for the lock
+                return row.access_token
             refresh_token = row.refresh_token
         except DecryptionError:
             logger.error("third-party connection %s cannot be decrypted with the configured keys", row.pk)
@@ -349,7 +375,9 @@ def discover(provider: ThirdPartyProvider) -> dict[str, Any]:
         if not isinstance(value, str) or not value:
             if field in {"authorization_endpoint", "token_endpoint"}:
                 raise ProviderError("invalid_response", f"the metadata has no {field}")
-            continue
+            if field == "revocation_endpoint":
+                provider.revocation_endpoint = ""  # never send tokens where the issuer no longer says to
+            continue  # userinfo_endpoint: an account endpoint may be configured by hand
         try:
             validate_endpoint_url(value)
         except ValidationError:

@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {
     # Fernet keys that encrypt third-party tokens, provider client secrets and secure-input
     # values at rest, newest first: the first encrypts, every one decrypts (rotation: put a
     # new key first, run `manage.py rotate_elicitation_keys`, then drop the old one).
-    # Kept apart from SECRET_KEY on purpose. Empty: nothing can be stored (system check E001).
+    # Kept apart from SECRET_KEY on purpose. Empty: nothing can be stored (system check W001).
     "ENCRYPTION_KEYS": [],
     # Lifetime of a URL-mode elicitation (its start link), in seconds. The security checklist
     # of SEP-1036 flows asks for at most 10 minutes.

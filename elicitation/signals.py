@@ -41,7 +41,8 @@ def record_client_answer(sender: Any, session: Any, message: dict[str, Any], **k
         status=Elicitation.Status.PENDING,
         client_answer__isnull=True,
     )
-    rows.update(client_answer=message)
+    if not rows.update(client_answer=message):
+        return  # another session's, a finished one, or a second answer: ignored
     result = message.get("result")
     action = result.get("action") if isinstance(result, dict) else None
     if action in ("decline", "cancel"):

@@ -102,5 +102,7 @@ def cleanup() -> int:
     if days is None:
         return 0
     cutoff = timezone.now() - timedelta(days=float(days))
-    deleted, _ = Elicitation.objects.filter(status__in=FINISHED, created_at__lt=cutoff).delete()
+    finished = Elicitation.objects.filter(status__in=FINISHED)
+    old = finished.filter(completed_at__lt=cutoff) | finished.filter(completed_at__isnull=True, created_at__lt=cutoff)
+    deleted, _ = old.delete()
     return deleted

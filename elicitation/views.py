@@ -28,14 +28,15 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from mcp_oauth import audit
+from mcp_oauth import audit, throttling
 from mcp_oauth.authorization_server.views import UI_SECURITY_HEADERS
 from mcp_oauth.models import AuditEvent
 from mcp_oauth.text import storable
 
-from .crypto import encrypt
+from .crypto import encrypt, keys_configured
 from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from .providers import ProviderError, build_authorization_request, exchange_code, revoke_connection, store_connection
 from .settings import elicitation_settings
@@ -77,6 +78,25 @@ def _done(request: HttpRequest, title: str, message: str, ok: bool = True) -> Ht
     return _page(request, elicitation_settings.DONE_TEMPLATE, {"title": title, "message": message, "ok": ok})
 
 
+def _throttled(request: HttpRequest) -> HttpResponse | None:
+    """429 with ``Retry-After`` when the caller is over the ``elicitation`` rate (SEP-1036: servers
+    MUST rate-limit; ``MCP_OAUTH["THROTTLE_RATES"]["elicitation"]``)."""
+    retry_after = throttling.check(request, "elicitation")
+    if retry_after is None:
+        return None
+    response = _error(request, 429, "Too many requests", f"Try again in {retry_after} seconds.")
+    response["Retry-After"] = str(retry_after)
+    return response
+
+
+def _unconfigured(request: HttpRequest) -> HttpResponse | None:
+    """503 when nothing could be stored (no encryption keys; ``elicitation.W001``)."""
+    if keys_configured():
+        return None
+    logger.error('ELICITATION["ENCRYPTION_KEYS"] is not set: URL-mode elicitation pages cannot store anything')
+    return _error(request, 503, "Not available", "This site cannot store connections or secrets right now.")
+
+
 def _not_found(request: HttpRequest) -> HttpResponse:
     return _error(
         request, 404, "Link not valid",
@@ -114,7 +134,9 @@ def _pending(elicitation_id: str) -> Elicitation | None:
     if row is None:
         return None
     if row.is_expired:
-        Elicitation.objects.filter(pk=row.pk, status=Elicitation.Status.PENDING).update(status=Elicitation.Status.EXPIRED)
+        Elicitation.objects.filter(pk=row.pk, status=Elicitation.Status.PENDING).update(
+            status=Elicitation.Status.EXPIRED, completed_at=timezone.now(), client_answer=None
+        )
         return None
     return row
 
@@ -176,6 +198,9 @@ def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
     target (``external``); ``action=save`` (``secret``) stores the value encrypted and completes;
     ``action=cancel`` finishes the elicitation as cancelled. CSRF-protected.
     """
+    refused = _throttled(request)
+    if refused is not None:
+        return refused
     row = _pending(elicitation_id)
     if row is None:
         return _not_found(request)
@@ -188,6 +213,10 @@ def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
     if action == "cancel":
         finish_elicitation(row.elicitation_id, Elicitation.Status.CANCELLED, user=request.user, request=request)
         return _done(request, "Cancelled", "Nothing was changed. You can close this page.", ok=False)
+    if row.kind != Elicitation.Kind.EXTERNAL:
+        unconfigured = _unconfigured(request)
+        if unconfigured is not None:
+            return unconfigured
     if row.kind == Elicitation.Kind.SECRET:
         return _secret(request, row, context, action)
     if action == "continue":
@@ -235,6 +264,9 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
     exchanged server-side (502 when the provider fails; the link can be used again), the tokens
     are stored encrypted, and the elicitation completes.
     """
+    refused = _throttled(request) or _unconfigured(request)
+    if refused is not None:
+        return refused
     entry = _take_state(request, request.GET.get("state"))
     if entry is None or entry.get("provider") != provider_slug:
         return _error(request, 400, "Sign-in not recognised", "This sign-in answer is unknown, already used or expired. Start again from your MCP client.")
@@ -269,8 +301,8 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
     except ProviderError as exc:
         logger.warning("code exchange at %s failed: %s", provider.slug, exc.error)
         return _error(request, 502, "Connection failed", f"{provider.name} did not complete the sign-in ({exc.error}). Open the link from your MCP client again.")
+    connection = store_connection(request.user, provider, payload, scopes)  # reads the account label: no transaction open
     with transaction.atomic():
-        connection = store_connection(request.user, provider, payload, scopes)
         audit.record(
             AuditEvent.Kind.CONNECTION_CREATED,
             request=request,
@@ -296,9 +328,15 @@ def connections(request: HttpRequest) -> HttpResponse:
     ``action=disconnect&provider=<slug>`` revokes the connection (RFC 7009 at the provider when
     it has a revocation endpoint) and comes back here (303). CSRF-protected.
     """
+    refused = _throttled(request)
+    if refused is not None:
+        return refused
     if not request.user.is_authenticated:
         return _secure(redirect_to_login(request.get_full_path()))
     if request.method == "POST":
+        unconfigured = _unconfigured(request)
+        if unconfigured is not None:
+            return unconfigured
         slug = request.POST.get("provider", "")
         provider = ThirdPartyProvider.objects.filter(slug=slug, enabled=True).first() if isinstance(slug, str) else None
         action = request.POST.get("action")

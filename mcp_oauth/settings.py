@@ -105,7 +105,9 @@ DEFAULTS: dict[str, Any] = {
     # Requests per client IP, per endpoint: "<n>/<second|minute|hour|day>", or None for no
     # limit. A site's dict is merged over these defaults. Over the limit: HTTP 429 with
     # Retry-After (seconds).
-    "THROTTLE_RATES": {"register": "30/hour", "authorize": "60/minute", "token": "120/minute"},
+    # "elicitation" counts the URL-elicitation pages of the elicitation app (start, callback,
+    # secure input, connections; SEP-1036: servers MUST rate-limit them).
+    "THROTTLE_RATES": {"register": "30/hour", "authorize": "60/minute", "token": "120/minute", "elicitation": "60/minute"},
     # Django cache alias holding the counters (use a shared cache, e.g. Redis, with many processes).
     "THROTTLE_CACHE": "default",
     # Dotted path of a callable (request, scope) -> str naming the caller; None: REMOTE_ADDR.
@@ -260,14 +262,33 @@ def apply_dot_defaults() -> None:
     dot_settings.oauth2_settings.reload()
 
 
+def drop_cached_oauthlib_servers() -> None:
+    """Forget the oauthlib servers DOT caches on its view classes (``_oauthlib_core``).
+
+    DOT builds them once per view class with the settings of that moment (token lifetimes,
+    validator, grants); after a settings change they must be rebuilt or every later request
+    keeps the old values.
+    """
+    from oauth2_provider.views.mixins import OAuthLibMixin
+
+    pending = [OAuthLibMixin]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "_oauthlib_core" in cls.__dict__:
+            delattr(cls, "_oauthlib_core")
+
+
 def _reload(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_OAUTH":
         mcp_oauth_settings.reload()
         apply_dot_defaults()
+        drop_cached_oauthlib_servers()
     elif setting == "OAUTH2_PROVIDER":
         from oauth2_provider.settings import oauth2_settings
 
         oauth2_settings.reload()
+        drop_cached_oauthlib_servers()
 
 
 setting_changed.connect(_reload)

@@ -11,6 +11,8 @@ scope           default            endpoint and answer when over the limit (HTTP
                                    (``Accept: text/html``), else the same as JSON; never a redirect
 ``token``       ``120/minute``     ``POST /oauth/token``: JSON ``{"error": "slow_down", …}`` (the token
                                    endpoint's rate-limit error, RFC 8628 §3.5)
+``elicitation`` ``60/minute``      the ``elicitation`` app's pages (URL-mode start page, third-party
+                                   callback, secure input, connections): its error page, status 429
 ==============  =================  ==============================================================
 
 A rate is ``"<count>/<period>"`` with period ``second``, ``minute``, ``hour`` or ``day`` (or

@@ -29,4 +29,10 @@ class ProjectConfig(AppConfig):
     verbose_name = "Reference site"
 
     def ready(self) -> None:
-        post_migrate.connect(ensure_api_resource, sender=self, dispatch_uid="project.ensure_api_resource")
+        from django.apps import apps
+
+        # post_migrate is sent only for apps with models: this one has none, so listen to the
+        # app that owns ProtectedResource (sender=self never fired: /api stayed unregistered).
+        post_migrate.connect(
+            ensure_api_resource, sender=apps.get_app_config("mcp_oauth"), dispatch_uid="project.ensure_api_resource"
+        )

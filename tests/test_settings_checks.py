@@ -99,3 +99,16 @@ def test_cimd_loopback_test_setting_in_production_is_an_error(settings):
     settings.DEBUG = False
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "CIMD_ALLOW_LOOPBACK_FOR_TESTS": True}
     assert "mcp_oauth.E040" in check_ids()
+
+
+def test_changing_oauth2_provider_rebuilds_the_cached_oauthlib_server(settings):
+    """DOT caches its oauthlib server per view class; a settings change must not leave the old one
+    (its token lifetime would leak into every later request)."""
+    from mcp_oauth.authorization_server.views import MCPTokenView
+
+    before = MCPTokenView.get_oauthlib_core()
+    assert MCPTokenView.get_oauthlib_core() is before  # cached
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "ACCESS_TOKEN_EXPIRE_SECONDS": 2}
+    after = MCPTokenView.get_oauthlib_core()
+    assert after is not before
+    assert after.server.default_token_type.expires_in == 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from elicitation.crypto import DecryptionError, rotate
+from elicitation.crypto import DecryptionError, keys_configured, rotate
 from elicitation.models import StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 
 #: model -> its encrypted columns.
@@ -25,6 +25,8 @@ class Command(BaseCommand):
     help = "Re-encrypt third-party tokens, provider client secrets and stored secrets under the newest ELICITATION key."
 
     def handle(self, *args, **options):
+        if not keys_configured():
+            raise CommandError('ELICITATION["ENCRYPTION_KEYS"] is empty or holds an invalid key: nothing can be re-encrypted.')
         rotated = failed = 0
         for model, columns in ENCRYPTED.items():
             for pk in model.objects.values_list("pk", flat=True).iterator():

@@ -14,8 +14,10 @@ RFC 8414 metadata, else they are built from the issuer with this project's paths
 
 import secrets
 
+from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from elicitation.crypto import keys_configured
 from elicitation.models import ThirdPartyProvider
@@ -43,14 +45,8 @@ class Command(BaseCommand):
         issuer = (issuer or mcp_oauth_settings.issuer).rstrip("/")
         provider = ThirdPartyProvider.objects.filter(slug=slug).first() or ThirdPartyProvider(slug=slug)
         if own:
-            ensure_api_resource()
             client_id = client_id or f"{slug}-provider-client"
             client_secret = client_secret or secrets.token_urlsafe(32)
-            call_command(
-                "ensure_oauth_client", client_id=client_id, client_secret=client_secret,
-                redirect_uri=[provider.redirect_uri], name=f"{name or 'Demo provider'} connection",
-                stdout=self.stdout,
-            )
         elif not (client_id and client_secret):
             raise CommandError("--client-id and --client-secret are required with --issuer")
         provider.name = name or ("Demo provider (this site)" if own else f"Demo provider ({issuer})")
@@ -67,11 +63,25 @@ class Command(BaseCommand):
         provider.resource = f"{issuer}{API_PATH}"
         provider.use_pkce = True
         provider.enabled = True
-        provider.full_clean()
-        provider.save()
-        if discover:
-            try:
-                discover_metadata(provider)
-            except ProviderError as exc:
-                raise CommandError(f"discovery failed: {exc}") from None
+        try:
+            provider.full_clean()
+        except ValidationError as exc:  # e.g. BASE_URL http on a non-loopback host: nothing is created
+            problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items())
+            raise CommandError(f"the provider would not be valid ({problems})") from None
+        with transaction.atomic():  # a failed discovery leaves nothing behind
+            if own:
+                ensure_api_resource()
+                # "--option=value": call_command would pass required options as two arguments, and
+                # argparse refuses a value that starts with "-" (1 in 64 token_urlsafe secrets do).
+                call_command(
+                    "ensure_oauth_client", f"--client-id={client_id}", f"--client-secret={client_secret}",
+                    f"--redirect-uri={provider.redirect_uri}", f"--name={name or 'Demo provider'} connection",
+                    stdout=self.stdout,
+                )
+            provider.save()
+            if discover:
+                try:
+                    discover_metadata(provider)
+                except ProviderError as exc:
+                    raise CommandError(f"discovery failed: {exc}") from None
         self.stdout.write(f"Third-party provider {slug!r} -> {issuer} (redirect URI {provider.redirect_uri}).")

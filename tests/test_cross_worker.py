@@ -1,0 +1,142 @@
+"""Two worker processes, one database: the client's answer to a form elicitation reaches the
+process that is *not* running the tool, and the tool still gets it.
+
+Server A is the live ASGI server of the test process; server B is a separate uvicorn process
+of the same project on the same database (no sticky sessions: MCP 2025-11-25 "Streamable
+HTTP" lets any request of a session land on any worker). The tool runs on A and sends
+``elicitation/create`` on A's stream; the answer is POSTed to B, which has no waiter for it,
+stores it on the elicitation row (``client_response_received``), and A's tool picks it up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+from django.db import connection
+
+from elicitation.models import Elicitation
+from mcp_oauth.signals import ensure_default_resource
+
+from .live import free_port, run_asgi_server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPABILITIES = {"elicitation": {"form": {}}}
+
+
+def _database_url() -> str:
+    settings = connection.settings_dict
+    if settings["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings['NAME']}"
+    user = settings.get("USER") or "postgres"
+    host = settings.get("HOST") or "127.0.0.1"
+    port = settings.get("PORT") or 5432
+    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{host}:{port}/{settings['NAME']}"
+
+
+def _start_worker(port: int, base_url: str) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "MCP_BASE_URL": base_url,
+        "DJANGO_DEBUG": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("CELERY_BROKER_URL", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+         "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError("worker B exited: " + process.stdout.read().decode(errors="replace"))
+        try:
+            httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", timeout=1)
+            return process
+        except httpx2.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("worker B did not start")
+
+
+def _sse_messages(lines):
+    """JSON-RPC messages of an SSE line iterator (``data:`` lines)."""
+    for line in lines:
+        if line.startswith("data:"):
+            payload = line[5:].strip()
+            if payload:
+                yield json.loads(payload)
+
+
+def test_form_answer_posted_to_another_worker_reaches_the_tool(settings, user, public_app, mint_token):
+    port_a, port_b = free_port(), free_port()
+    base = f"http://127.0.0.1:{port_a}"
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": base, "SSE_POLL_INTERVAL_SECONDS": 0.1}
+    settings.ALLOWED_HOSTS = ["127.0.0.1"]
+    resource = ensure_default_resource()
+    token = mint_token(user, public_app, "mcp", resource.uri)
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    worker_b = _start_worker(port_b, base)
+    try:
+        from project.asgi import application
+
+        with run_asgi_server(application, port_a), httpx2.Client(timeout=20) as http:
+            init = http.post(f"{base}/mcp", headers=headers, json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": CAPABILITIES,
+                           "clientInfo": {"name": "two-workers", "version": "1"}},
+            })
+            assert init.status_code == 200, init.text
+            session_headers = {**headers, "Mcp-Session-Id": init.headers["Mcp-Session-Id"],
+                               "MCP-Protocol-Version": "2025-11-25"}
+            assert http.post(f"{base}/mcp", headers=session_headers,
+                             json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}}
+            seen = []
+            with http.stream("POST", f"{base}/mcp", headers=session_headers, json=call) as stream:
+                assert stream.status_code == 200
+                assert stream.headers["content-type"].startswith("text/event-stream")
+                for message in _sse_messages(stream.iter_lines()):
+                    seen.append(message)
+                    if message.get("method") == "elicitation/create":
+                        answer = {"jsonrpc": "2.0", "id": message["id"],
+                                  "result": {"action": "accept", "content": {"name": "Grace", "age": 85}}}
+                        # to the OTHER worker: nobody waits for it there
+                        posted = httpx2.post(f"http://127.0.0.1:{port_b}/mcp", headers=session_headers,
+                                             json=answer, timeout=10)
+                        assert posted.status_code == 202, posted.text
+                    elif message.get("id") == 2:
+                        break
+    finally:
+        worker_b.terminate()
+        try:
+            worker_b.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            worker_b.kill()
+
+    request = next(m for m in seen if m.get("method") == "elicitation/create")
+    assert request["id"].startswith("elicitation-")
+    final = seen[-1]
+    assert final["id"] == 2 and "result" in final, final
+    assert final["result"]["isError"] is False
+    assert final["result"]["content"][0]["text"] == "Hello, Grace! You are 85."
+    row = Elicitation.objects.get()
+    assert request["id"] == f"elicitation-{row.elicitation_id}"
+    assert row.status == "accepted" and row.content == {"name": "Grace", "age": 85}
+    assert row.client_answer is None  # read once, then cleared
