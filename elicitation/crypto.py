@@ -67,28 +67,28 @@ def encrypt(value: str) -> str:
     return _fernet().encrypt(value.encode("utf-8")).decode("ascii")
 
 
+def _open(operation, token: str) -> str:
+    if token == "":
+        return ""
+    try:
+        return operation(token.encode("ascii"))
+    except (InvalidToken, UnicodeError) as exc:
+        raise DecryptionError("stored value cannot be decrypted with the configured keys") from exc
+
+
 def decrypt(token: str) -> str:
     """The plaintext of :func:`encrypt`'s output ("" stays "").
 
     :raises DecryptionError: no configured key opens it (the key was removed, or the data was changed).
     :raises ImproperlyConfigured: no (valid) key is configured.
     """
-    if token == "":
-        return ""
-    try:
-        return _fernet().decrypt(token.encode("ascii")).decode("utf-8")
-    except (InvalidToken, UnicodeError) as exc:
-        raise DecryptionError("stored value cannot be decrypted with the configured keys") from exc
+    return _open(lambda data: _fernet().decrypt(data).decode("utf-8"), token)
 
 
 def rotate(token: str) -> str:
     """``token`` re-encrypted under the newest key (same plaintext).
 
     :raises DecryptionError: no configured key opens it.
+    :raises ImproperlyConfigured: no (valid) key is configured.
     """
-    if token == "":
-        return ""
-    try:
-        return _fernet().rotate(token.encode("ascii")).decode("ascii")
-    except (InvalidToken, UnicodeError) as exc:
-        raise DecryptionError("stored value cannot be decrypted with the configured keys") from exc
+    return _open(lambda data: _fernet().rotate(data).decode("ascii"), token)

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.core.signals import setting_changed
+
+from mcp_oauth.settings import AppSettings
 
 DEFAULTS: dict[str, Any] = {
     # Fernet keys that encrypt third-party tokens, provider client secrets and secure-input
@@ -48,39 +49,8 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-class ElicitationSettings:
-    """Attribute access to ``settings.ELICITATION`` with :data:`DEFAULTS` behind it.
-
-    Raises :class:`AttributeError` for a key that is not in :data:`DEFAULTS`.
-    """
-
-    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
-        self.defaults = defaults or DEFAULTS
-        self._cached: set[str] = set()
-
-    @property
-    def user_settings(self) -> dict[str, Any]:
-        if not hasattr(self, "_user_settings"):
-            self._user_settings = getattr(settings, "ELICITATION", {}) or {}
-        return self._user_settings
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_") or attr not in self.defaults:
-            raise AttributeError(f"Invalid ELICITATION setting: {attr!r}")
-        value = self.user_settings.get(attr, self.defaults[attr])
-        self._cached.add(attr)
-        setattr(self, attr, value)
-        return value
-
-    def reload(self) -> None:
-        for attr in self._cached:
-            delattr(self, attr)
-        self._cached.clear()
-        if hasattr(self, "_user_settings"):
-            delattr(self, "_user_settings")
-
-
-elicitation_settings = ElicitationSettings()
+#: ``settings.ELICITATION`` with :data:`DEFAULTS` behind it (unknown keys raise ``AttributeError``).
+elicitation_settings = AppSettings("ELICITATION", DEFAULTS)
 
 
 def _reload(*, setting: str, **kwargs: Any) -> None:

@@ -184,25 +184,28 @@ DOT_SECURITY_KEYS: dict[str, Any] = {
 }
 
 
-class MCPOAuthSettings:
-    """Attribute access to ``settings.MCP_OAUTH`` with :data:`DEFAULTS` behind it.
+class AppSettings:
+    """Attribute access to one settings dict (``settings.<setting_name>``) with ``defaults`` behind it,
+    in the style of DRF's ``api_settings``; other apps of the project reuse it for their namespace.
 
-    Raises :class:`AttributeError` for a key that is not in :data:`DEFAULTS`.
+    Raises :class:`AttributeError` for a key that is not in ``defaults``. Call :meth:`reload`
+    when the setting changes (a ``setting_changed`` receiver does it for the project's apps).
     """
 
-    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
-        self.defaults = defaults or DEFAULTS
+    def __init__(self, setting_name: str, defaults: dict[str, Any]) -> None:
+        self.setting_name = setting_name
+        self.defaults = defaults
         self._cached: set[str] = set()
 
     @property
     def user_settings(self) -> dict[str, Any]:
         if not hasattr(self, "_user_settings"):
-            self._user_settings = getattr(settings, "MCP_OAUTH", {}) or {}
+            self._user_settings = getattr(settings, self.setting_name, {}) or {}
         return self._user_settings
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_") or attr not in self.defaults:
-            raise AttributeError(f"Invalid MCP_OAUTH setting: {attr!r}")
+            raise AttributeError(f"Invalid {self.setting_name} setting: {attr!r}")
         value = self.user_settings.get(attr, self.defaults[attr])
         self._cached.add(attr)
         setattr(self, attr, value)
@@ -214,6 +217,13 @@ class MCPOAuthSettings:
         self._cached.clear()
         if hasattr(self, "_user_settings"):
             delattr(self, "_user_settings")
+
+
+class MCPOAuthSettings(AppSettings):
+    """``settings.MCP_OAUTH`` with :data:`DEFAULTS` behind it, plus derived values (``base_url``, ``issuer``)."""
+
+    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
+        super().__init__("MCP_OAUTH", defaults or DEFAULTS)
 
     # Derived values -------------------------------------------------------
 

@@ -31,7 +31,8 @@ def worker():
     app = Celery("mcp-authz-worker-test", set_as_current=False)
     app.config_from_object("django.conf:settings", namespace="CELERY")
     app.conf.update(broker_url=BROKER, result_backend=BROKER, task_always_eager=False)
-    import mcp_oauth.tasks  # noqa: F401 - registers the shared tasks
+    import elicitation.tasks  # noqa: F401 - registers the shared tasks
+    import mcp_oauth.tasks  # noqa: F401
 
     from celery import _state
 
@@ -56,3 +57,36 @@ def test_cleanup_runs_on_a_real_worker(worker, resource, user, public_app):
     assert result.get(timeout=30) == {"sessions": 1, "redeemed_codes": 1}
     assert list(McpSession.objects.all()) == [live]
     assert not RedeemedAuthorizationCode.objects.exists()
+
+
+def test_completion_notification_is_sent_by_a_real_worker(worker, settings, resource, user, public_app):
+    """complete_elicitation() queues the notify task after commit; the worker (not this process)
+    puts notifications/elicitation/complete in the asking session's outbox, once."""
+    import time
+
+    from elicitation.models import Elicitation
+    from elicitation.url import complete_elicitation
+    from mcp_oauth.models import McpSessionEvent
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
+    asking = McpSession.objects.create(user=user, application=public_app, resource=resource,
+                                       protocol_version="2025-11-25", client_capabilities={"elicitation": {"url": {}}})
+    other = McpSession.objects.create(user=user, application=public_app, resource=resource,
+                                      protocol_version="2025-11-25", client_capabilities={"elicitation": {"url": {}}})
+    row = Elicitation.objects.create(mode="url", kind="external", message="Pay", target_url="https://pay.example/1",
+                                     user=user, session=asking, expires_at=timezone.now() + timedelta(minutes=10))
+    assert complete_elicitation(row.elicitation_id) is True
+    deadline = time.monotonic() + 30
+    while not McpSessionEvent.objects.filter(session=asking).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    events = list(McpSessionEvent.objects.filter(session=asking).values_list("message", flat=True))
+    assert events == [{"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+                       "params": {"elicitationId": row.elicitation_id}}]
+    row.refresh_from_db()
+    assert row.status == "completed" and row.notified_at is not None
+    assert not McpSessionEvent.objects.filter(session=other).exists()
+    # a second completion changes nothing and sends nothing
+    assert complete_elicitation(row.elicitation_id) is False
+    again = worker.tasks["elicitation.tasks.notify_elicitation_complete"].apply_async((row.pk,), ignore_result=False)
+    assert again.get(timeout=30) == "already-sent"
+    assert McpSessionEvent.objects.filter(session=asking).count() == 1
