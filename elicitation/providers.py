@@ -265,7 +265,12 @@ def fresh_access_token(connection: ThirdPartyConnection) -> str | None:
     # site as its own provider) could not commit the refresh: the call timed out every time.
     locking = connections[router.db_for_write(ThirdPartyConnection)].features.has_select_for_update
     with transaction.atomic() if locking else contextlib.nullcontext():
-        row = ThirdPartyConnection.objects.select_for_update().select_related("provider", "user").filter(pk=connection.pk).first()
+        row = (
+            ThirdPartyConnection.objects.select_for_update(of=("self",))  # not the joined user row: the provider may insert tokens that reference it
+            .select_related("provider", "user")
+            .filter(pk=connection.pk)
+            .first()
+        )
         if row is None:
             return None
         try:
