@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .crypto import keys_configured
@@ -56,6 +57,19 @@ class ThirdPartyProviderForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        issuer = cleaned.get("issuer")
+        if issuer and not (cleaned.get("authorization_endpoint") and cleaned.get("token_endpoint")) and not self.errors:
+            # Only the issuer given: read the endpoints from its RFC 8414 metadata now.
+            probe = ThirdPartyProvider(issuer=issuer, use_pkce=cleaned.get("use_pkce", True))
+            try:
+                discover(probe, save=False)
+            except ProviderError as exc:
+                raise forms.ValidationError(_("Could not discover the endpoints from the issuer: %(error)s"), params={"error": exc})
+            for field in ("authorization_endpoint", "token_endpoint", "revocation_endpoint", "iss_parameter_supported"):
+                cleaned[field] = getattr(probe, field)
+                setattr(self.instance, field, cleaned[field])
+            if probe.userinfo_endpoint and not cleaned.get("userinfo_endpoint"):
+                cleaned["userinfo_endpoint"] = self.instance.userinfo_endpoint = probe.userinfo_endpoint
         if cleaned.get("new_client_secret") and cleaned.get("clear_client_secret"):
             raise forms.ValidationError(_("Either enter a new client secret or remove the stored one, not both."))
         if cleaned.get("new_client_secret") and not cleaned.get("clear_client_secret") and not keys_configured():
@@ -75,9 +89,14 @@ class ThirdPartyProviderForm(forms.ModelForm):
 
 @admin.register(ThirdPartyProvider)
 class ThirdPartyProviderAdmin(admin.ModelAdmin):
-    """Providers: endpoints (or discovery from the issuer), client credentials, scopes."""
+    """Providers: endpoints (or discovery from the issuer), client credentials, scopes.
+
+    Saving a provider with an issuer and no authorization/token endpoints discovers them (RFC 8414)
+    first; the "Discover endpoints" action refreshes them for saved providers.
+    """
 
     form = ThirdPartyProviderForm
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = ("name", "slug", "host", "enabled", "has_client_secret", "updated_at")
     list_filter = ("enabled",)
     search_fields = ("name", "slug", "issuer", "client_id")

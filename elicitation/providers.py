@@ -341,11 +341,11 @@ def revoke_connection(connection: ThirdPartyConnection, *, request: Any = None, 
         _drop(connection, reason=reason, request=request, actor=actor)
 
 
-def discover(provider: ThirdPartyProvider) -> dict[str, Any]:
+def discover(provider: ThirdPartyProvider, *, save: bool = True) -> dict[str, Any]:
     """Fill the provider's endpoints from its RFC 8414 metadata (path-inserted well-known URI, §3.1).
 
     Checks that the document's ``issuer`` equals ``provider.issuer`` (§3.3) and that S256
-    PKCE is supported when ``use_pkce`` is on. Saves the provider.
+    PKCE is supported when ``use_pkce`` is on. Saves the provider unless ``save`` is False.
 
     :returns: the metadata document.
     :raises ProviderError: ``network_error``, ``invalid_response`` (not JSON, issuer mismatch,
@@ -389,5 +389,6 @@ def discover(provider: ThirdPartyProvider) -> dict[str, Any]:
             raise ProviderError("invalid_response", f"{field} is not an https URL") from None
         setattr(provider, field, value[:500])
     provider.iss_parameter_supported = metadata.get("authorization_response_iss_parameter_supported") is True
-    provider.save()
+    if save:
+        provider.save()
     return metadata

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -64,6 +65,8 @@ __all__ = [
     "require_secret",
     "supports_url",
 ]
+
+logger = logging.getLogger("elicitation.url")
 
 #: Protocol revisions that know URL mode (SEP-1036 is part of 2025-11-25).
 FIRST_REVISION_WITH_URL_MODE = "2025-11-25"
@@ -241,7 +244,7 @@ def finish_elicitation(
         row.error = error[:500]
         row.save(update_fields=["status", "completed_at", "error"])
         audit.record(
-            AuditEvent.Kind.ELICITATION_COMPLETED,
+            AuditEvent.Kind.ELICITATION_FINISHED,
             request=request,
             user=row.user,
             client_id=row.session.application.client_id if row.session and row.session.application_id else "",
@@ -253,9 +256,11 @@ def finish_elicitation(
 
 
 def _queue_notification(pk: int) -> None:
+    from mcp_oauth.taskqueue import send_or_run
+
     from .tasks import notify_elicitation_complete
 
-    notify_elicitation_complete.delay(pk)
+    send_or_run(notify_elicitation_complete, pk)  # no broker reachable: sent from this process
 
 
 def complete_elicitation(elicitation_id: str, *, user: Any = None, request: Any = None) -> bool:
@@ -322,6 +327,9 @@ def _user_of(ctx: ToolContext) -> Any:
     return user
 
 
+SECRET_NEEDED = "This tool needs a value you must type on this site's secure page."
+
+
 def _unsupported(what: str) -> UrlElicitationUnsupported:
     connections = mcp_oauth_settings.absolute(reverse("elicitation:connections"))
     return UrlElicitationUnsupported(
@@ -333,7 +341,8 @@ def _unsupported(what: str) -> UrlElicitationUnsupported:
 def _find_connection(user: Any, provider_slug: str, scopes: list[str]) -> tuple[ThirdPartyProvider, ThirdPartyConnection | None]:
     provider = ThirdPartyProvider.objects.filter(slug=provider_slug, enabled=True).first()
     if provider is None:
-        raise ValueError(f"unknown or disabled third-party provider {provider_slug!r}")
+        logger.error("require_connection: no enabled third-party provider %r (add it in the admin)", provider_slug)
+        raise ToolError(f"This site has no enabled third-party provider {provider_slug[:50]!r}; ask its administrators.")
     connection = ThirdPartyConnection.objects.filter(user=user, provider=provider).select_related("provider").first()
     if connection is not None and not connection.covers(scopes):
         connection = None
@@ -356,8 +365,8 @@ async def require_connection(
     :raises UrlElicitationRequired: no usable connection, and the client supports URL mode.
     :raises UrlElicitationUnsupported: no usable connection, and the client does not (a tool error
         naming the site's connections page); nothing is created.
-    :raises ToolError: the provider could not be reached to refresh the token.
-    :raises ValueError: unknown or disabled provider (a programming or configuration error).
+    :raises ToolError: the provider could not be reached to refresh the token, or ``provider`` is
+        not an enabled provider of this site (logged as an error: a configuration mistake).
     """
     from .providers import ProviderError, fresh_access_token
 
@@ -402,19 +411,43 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
     """The value the user stored under ``name``, or end the call with ``-32042`` pointing to the
     secure input page (same protocol as :func:`require_connection`).
 
-    :raises UrlElicitationRequired: / :raises UrlElicitationUnsupported: as :func:`require_connection`.
+    :raises UrlElicitationRequired: no value yet, and the client supports URL mode.
+    :raises UrlElicitationUnsupported: no value yet, and the client does not: nothing is sent to it;
+        the request waits for the user on the connections page (``/elicitation/connections/``),
+        bound to the user and to no session.
     """
     user = _user_of(ctx)
     value = await sync_to_async(get_secret)(user, name)
     if value is not None:
         return value
     if not supports_url(ctx.client_capabilities, ctx.protocol_version):
-        raise _unsupported("This tool needs a value you must type on this site's secure page.")
+        # The client cannot be given the link; the user finds the request on the connections
+        # page instead (no session: nothing is ever sent to this client about it).
+        await sync_to_async(_create_unsent_secret_request)(user, name, message)
+        raise _unsupported(SECRET_NEEDED)
     row = await sync_to_async(create_url_elicitation)(
         user=user, session=ctx.session, message=message, kind=Elicitation.Kind.SECRET,
         secret_name=name, request_id=ctx.request_id,
     )
     raise UrlElicitationRequired([row])
+
+
+def _create_unsent_secret_request(user: Any, name: str, message: str) -> Elicitation:
+    """A pending ``secret`` elicitation listed on the user's connections page only (no session)."""
+    _check_link_scheme()
+    existing = (
+        Elicitation.objects.filter(
+            user=user, mode=Elicitation.Mode.URL, kind=Elicitation.Kind.SECRET, secret_name=name,
+            status=Elicitation.Status.PENDING, session__isnull=True, expires_at__gt=timezone.now(),
+        ).first()
+    )
+    if existing is not None:
+        return existing
+    ttl = float(elicitation_settings.URL_ELICITATION_TTL_SECONDS)
+    return Elicitation.objects.create(
+        mode=Elicitation.Mode.URL, kind=Elicitation.Kind.SECRET, message=message[:2000], secret_name=name,
+        user=user, session=None, expires_at=timezone.now() + timedelta(seconds=ttl),
+    )
 
 
 async def _refresh_row(pk: int) -> Elicitation:
@@ -441,7 +474,9 @@ async def elicit_url(
         (None: do not wait; ``completed`` is then False).
     :param answer_timeout: how long to wait for the client's accept / decline / cancel.
     :returns: :class:`UrlResult`.
-    :raises UrlElicitationUnsupported: the client did not declare URL mode (nothing is created).
+    :raises UrlElicitationUnsupported: the client did not declare URL mode: nothing is sent to it
+        (for ``kind="secret"`` the request waits for the user on the connections page, unbound to
+        any session; otherwise nothing is created).
     :raises ElicitationUnsupported: the call is not streamed.
     :raises ElicitationTimeout: no answer from the client in time (the row expires).
     :raises ElicitationError: the client answered with an error or a malformed result.
@@ -450,6 +485,9 @@ async def elicit_url(
 
     user = _user_of(ctx)
     if not supports_url(ctx.client_capabilities, ctx.protocol_version):
+        if kind == Elicitation.Kind.SECRET and secret_name:
+            await sync_to_async(_create_unsent_secret_request)(user, secret_name, message)
+            raise _unsupported(SECRET_NEEDED)
         raise _unsupported("This tool needs you to open a page on this site.")
     if not ctx.streaming:
         raise ElicitationUnsupported("This tool needs to show you a link, but this connection cannot carry one.")

@@ -311,22 +311,23 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
         if row is not None:
             finish_elicitation(row.elicitation_id, Elicitation.Status.COMPLETED, user=request.user, request=request)
     connection_created.send(sender=ThirdPartyConnection, connection=connection, user=request.user)
-    return _done(
-        request,
-        "Connected",
-        f"Your {provider.name} account{(' ' + connection.account_label) if connection.account_label else ''} is connected. "
-        "You can close this page and go back to your MCP client.",
-    )
+    account = f"Your {provider.name} account{(' ' + connection.account_label) if connection.account_label else ''} is connected."
+    if row is None:
+        return _secure(SeeOther(reverse("elicitation:connections")))
+    return _done(request, "Connected", account + " You can close this page and go back to your MCP client.")
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
 def connections(request: HttpRequest) -> HttpResponse:
-    """The signed-in user's third-party connections.
+    """The signed-in user's third-party connections, stored values and waiting requests.
 
     GET lists the enabled providers and the user's connections (account, scopes, dates; never a
-    token). POST ``action=connect&provider=<slug>`` starts the provider's authorization (303);
-    ``action=disconnect&provider=<slug>`` revokes the connection (RFC 7009 at the provider when
-    it has a revocation endpoint) and comes back here (303). CSRF-protected.
+    token), the names of the values stored on the secure input page (never the values), and the
+    user's pending URL elicitations with their links (this is how a user whose MCP client cannot
+    open links finishes them). POST ``action=connect&provider=<slug>`` starts the provider's
+    authorization (303); ``action=disconnect&provider=<slug>`` revokes the connection (RFC 7009
+    at the provider when it has a revocation endpoint); ``action=forget&name=<name>`` deletes a
+    stored value; both come back here (303). CSRF-protected.
     """
     refused = _throttled(request)
     if refused is not None:
@@ -340,6 +341,12 @@ def connections(request: HttpRequest) -> HttpResponse:
         slug = request.POST.get("provider", "")
         provider = ThirdPartyProvider.objects.filter(slug=slug, enabled=True).first() if isinstance(slug, str) else None
         action = request.POST.get("action")
+        if action == "forget":
+            name = request.POST.get("name", "")
+            deleted, _ = StoredSecret.objects.filter(user=request.user, name=name if isinstance(name, str) else "").delete()
+            if deleted:
+                audit.record(AuditEvent.Kind.SECRET_DELETED, request=request, detail={"name": name})
+            return _secure(SeeOther(reverse("elicitation:connections")))
         if provider is None or action not in {"connect", "disconnect"}:
             return _error(request, 400, "Bad request", "Unknown provider or action.")
         if action == "connect":
@@ -350,4 +357,12 @@ def connections(request: HttpRequest) -> HttpResponse:
         return _secure(SeeOther(reverse("elicitation:connections")))
     mine = {c.provider_id: c for c in ThirdPartyConnection.objects.filter(user=request.user)}
     rows = [(provider, mine.get(provider.pk)) for provider in ThirdPartyProvider.objects.filter(enabled=True)]
-    return _page(request, elicitation_settings.CONNECTIONS_TEMPLATE, {"rows": rows, "account": request.user.get_username()})
+    waiting = Elicitation.objects.filter(
+        user=request.user, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING, expires_at__gt=timezone.now()
+    ).select_related("provider").order_by("-created_at")[:20]
+    secrets = StoredSecret.objects.filter(user=request.user).order_by("name")
+    return _page(
+        request,
+        elicitation_settings.CONNECTIONS_TEMPLATE,
+        {"rows": rows, "waiting": waiting, "secrets": secrets, "account": request.user.get_username()},
+    )

@@ -24,10 +24,12 @@ Where each kind is written:
 ``cimd.fetch_failed``,    written by the Client ID Metadata Document fetcher
 ``cimd.ssrf_refused``
 ``identity.mismatch``     (``elicitation`` app) a user opened or finished another user's URL elicitation
-``elicitation.completed`` (``elicitation`` app) a URL elicitation finished (start page, callback, hook)
+``elicitation.finished``  (``elicitation`` app) a URL elicitation finished: ``detail.status`` is completed,
+                          cancelled or declined (start page, callback, external hook)
 ``connection.created``    (``elicitation`` app) a third-party account was connected
 ``connection.revoked``    (``elicitation`` app) a connection was revoked (user, admin, refused refresh)
 ``secret.stored``         (``elicitation`` app) the secure input page stored a value (never the value)
+``secret.deleted``        (``elicitation`` app) the user deleted a stored value on the connections page
 ========================  ===============================================================
 """
 

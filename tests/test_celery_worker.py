@@ -90,3 +90,47 @@ def test_completion_notification_is_sent_by_a_real_worker(worker, settings, reso
     again = worker.tasks["elicitation.tasks.notify_elicitation_complete"].apply_async((row.pk,), ignore_result=False)
     assert again.get(timeout=30) == "already-sent"
     assert McpSessionEvent.objects.filter(session=asking).count() == 1
+
+
+def test_without_a_reachable_broker_the_notification_is_sent_in_process(settings, resource, user, public_app):
+    """A site whose broker is down (or absent) still tells the client: the task runs here instead."""
+    from celery import Celery, _state
+
+    from elicitation.models import Elicitation
+    from elicitation.url import complete_elicitation
+    from mcp_oauth.models import McpSessionEvent
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
+    app = Celery("no-broker-test", set_as_current=False)
+    app.conf.update(broker_url="amqp://guest@127.0.0.1:1//", task_always_eager=False,
+                    broker_connection_retry=False, broker_connection_max_retries=0, broker_connection_timeout=1)
+    import elicitation.tasks  # noqa: F401
+
+    app.finalize()
+    current = _state.get_current_app()
+    app.set_current()
+    try:
+        session = McpSession.objects.create(user=user, application=public_app, resource=resource,
+                                            protocol_version="2025-11-25", client_capabilities={"elicitation": {"url": {}}})
+        row = Elicitation.objects.create(mode="url", kind="external", message="Pay", target_url="https://pay.example/1",
+                                         user=user, session=session, expires_at=timezone.now() + timedelta(minutes=10))
+        assert complete_elicitation(row.elicitation_id) is True
+    finally:
+        current.set_current()
+    assert list(McpSessionEvent.objects.filter(session=session).values_list("message", flat=True)) == [
+        {"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": row.elicitation_id}}
+    ]
+
+
+def test_check_warns_when_no_celery_app_is_configured():
+    from celery import Celery, _state
+
+    from elicitation.checks import check_celery
+
+    assert check_celery() == []  # the reference site's app is current
+    current = _state.get_current_app()
+    Celery("default", fixups=[], set_as_current=False).set_current()  # what Celery falls back to
+    try:
+        assert [message.id for message in check_celery()] == ["elicitation.W005"]
+    finally:
+        current.set_current()

@@ -666,11 +666,21 @@ def test_provider_form_validates_endpoints(admin_client, key):
     form = response.context["adminform"].form
     assert form.errors["authorization_endpoint"] == ["Use an https URL (http only on a loopback host)."]
     response = admin_client.post(
-        admin_url(ThirdPartyProvider, "add"), provider_form(authorization_endpoint="", token_endpoint="")
+        admin_url(ThirdPartyProvider, "add"), provider_form(issuer="", authorization_endpoint="", token_endpoint="")
     )
     assert response.context["adminform"].form.non_field_errors() == [
         "An enabled provider needs its authorization and token endpoints (or discover them from the issuer)."
     ]
+    # only an issuer: the endpoints are discovered on save; an unreachable issuer is a form error
+    port = free_port()  # nothing listens there
+    response = admin_client.post(
+        admin_url(ThirdPartyProvider, "add"),
+        provider_form(issuer=f"http://127.0.0.1:{port}", authorization_endpoint="", token_endpoint=""),
+    )
+    assert response.context["adminform"].form.non_field_errors()[0] == (
+        "Could not discover the endpoints from the issuer: network_error: "
+        f"http://127.0.0.1:{port}/.well-known/oauth-authorization-server unreachable (ConnectionError)"
+    )
     response = admin_client.post(
         admin_url(ThirdPartyProvider, "add"), provider_form(token_endpoint_auth_method="none", use_pkce=None)
     )
@@ -1094,3 +1104,19 @@ def test_ensure_demo_provider_discovery_failure_is_a_command_error(site):
         call_command("ensure_demo_provider", "--issuer", f"http://127.0.0.1:{port}", "--client-id", "c",
                      "--client-secret", "s" * 20, "--discover", stdout=io.StringIO())
 
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_saving_a_provider_with_only_its_issuer_discovers_the_endpoints(admin_client, key, live):
+    response = admin_client.post(
+        admin_url(ThirdPartyProvider, "add"),
+        provider_form(issuer=live, authorization_endpoint="", token_endpoint="", new_client_secret="s" * 32),
+    )
+    assert response.status_code == 302, response.context["adminform"].form.errors if response.context else response
+    provider = ThirdPartyProvider.objects.get(slug="acme")
+    assert (provider.authorization_endpoint, provider.token_endpoint, provider.revocation_endpoint) == (
+        f"{live}/oauth/authorize", f"{live}/oauth/token", f"{live}/oauth/revoke",
+    )
+    assert provider.iss_parameter_supported is True
+    assert provider.client_secret == "s" * 32

@@ -61,7 +61,7 @@ from elicitation.url import (
 from elicitation.views import SESSION_KEY
 from mcp_oauth.models import AuditEvent, McpSession, McpSessionEvent
 from mcp_oauth.signals import ensure_default_resource
-from mcp_oauth.tools import ToolContext
+from mcp_oauth.tools import ToolContext, ToolError
 from mcp_oauth.transport.sessions import end_session
 
 from .live import forms_of, free_port, run_asgi_server
@@ -528,7 +528,7 @@ def test_start_page_cancel_finishes_and_notifies_the_asking_session(user, provid
     assert row.status == "cancelled" and row.completed_at is not None and row.notified_at is not None
     assert outbox(session) == [completion(row)]
     event = AuditEvent.objects.get()
-    assert (event.kind, event.user, event.client_id) == ("elicitation.completed", user, session.application.client_id)
+    assert (event.kind, event.user, event.client_id) == ("elicitation.finished", user, session.application.client_id)
     assert event.detail == {"elicitation": row.elicitation_id[:8], "kind": "connect", "status": "cancelled"}
     assert browser(user).get(path_of(row)).status_code == 404
 
@@ -788,7 +788,7 @@ def test_secret_page_stores_the_value_encrypted_and_completes(user, session, dja
     event = AuditEvent.objects.get(kind="secret.stored")
     assert (event.user, event.detail) == (user, {"name": "demo_api_key"})
     assert all("sk-live" not in json.dumps(e.detail) for e in AuditEvent.objects.all())
-    assert audit_kinds() == ["elicitation.completed", "secret.stored"]
+    assert audit_kinds() == ["elicitation.finished", "secret.stored"]
 
 
 @pytest.mark.django_db
@@ -837,7 +837,21 @@ def test_require_secret_without_url_mode_is_a_tool_error(user, public_app, resou
     with pytest.raises(UrlElicitationUnsupported) as caught:
         async_to_sync(require_secret)(ctx, "demo_api_key", "Enter it.")
     assert str(caught.value) == unsupported_text("This tool needs a value you must type on this site's secure page.")
-    assert not Elicitation.objects.exists()
+    # nothing for the client; the request waits on the user's connections page, bound to no session
+    row = Elicitation.objects.get()
+    assert (row.mode, row.kind, row.secret_name, row.status, row.session_id) == ("url", "secret", "demo_api_key", "pending", None)
+    with pytest.raises(UrlElicitationUnsupported):
+        async_to_sync(require_secret)(ctx, "demo_api_key", "Enter it.")
+    assert Elicitation.objects.count() == 1  # asked again: the same waiting request
+    page = browser(user).get("/elicitation/connections/").content.decode()
+    assert f'href="/elicitation/{row.elicitation_id}/"' in page and "Enter it." in page
+    assert browser(user).post(path_of(row), {"action": "save", "value": "sk-9"}).status_code == 200
+    assert async_to_sync(require_secret)(ctx, "demo_api_key", "Enter it.") == "sk-9"
+    row.refresh_from_db()
+    assert row.status == "completed"
+    from elicitation.tasks import notify_elicitation_complete
+
+    assert notify_elicitation_complete(row.pk) == "no-session"  # bound to no session: nothing is sent anywhere
 
 
 # --- the connections page -------------------------------------------------------------------------
@@ -1075,11 +1089,16 @@ def test_elicit_url_malformed_answer_is_an_error(user, session):
 def test_elicit_url_refuses_clients_without_url_mode_or_a_stream(user, public_app, resource):
     ctx = tool_context(open_session(user, public_app, resource, FORM_CAPS), answer={"action": "accept"})
     with pytest.raises(UrlElicitationUnsupported):
+        async_to_sync(elicit_url)(ctx, "Go?", kind="external", target_url="https://pay.example/1")
+    assert not Elicitation.objects.exists()  # nothing sent, nothing created
+    with pytest.raises(UrlElicitationUnsupported):
         async_to_sync(elicit_url)(ctx, "Key?", kind="secret", secret_name="k")
+    assert ctx.sent == []  # a secret request waits on the connections page instead, bound to no session
+    assert list(Elicitation.objects.values_list("kind", "session_id")) == [("secret", None)]
     ctx = tool_context(open_session(user, public_app, resource), answer={"action": "accept"}, streaming=False)
     with pytest.raises(ElicitationUnsupported, match="cannot carry one"):
-        async_to_sync(elicit_url)(ctx, "Key?", kind="secret", secret_name="k")
-    assert not Elicitation.objects.exists()
+        async_to_sync(elicit_url)(ctx, "Key?", kind="secret", secret_name="k2")
+    assert Elicitation.objects.count() == 1
 
 
 @pytest.mark.django_db
@@ -1090,8 +1109,9 @@ def test_require_connection_without_a_connection_raises_32042(user, provider, se
     row = Elicitation.objects.get()
     assert caught.value.code == -32042 and caught.value.data["elicitations"][0]["message"] == "Link Demo please."
     assert (row.kind, row.scopes, row.session_id) == ("connect", "profile extra", session.pk)
-    with pytest.raises(ValueError, match="unknown or disabled"):
+    with pytest.raises(ToolError) as unknown:
         async_to_sync(require_connection)(ctx, "nope")
+    assert str(unknown.value) == "This site has no enabled third-party provider 'nope'; ask its administrators."
 
 
 @pytest.mark.django_db
@@ -1208,7 +1228,7 @@ def test_live_connect_through_the_start_page_stores_the_connection_and_notifies_
     assert outbox(asking) == [completion(row)]
     assert outbox(bystander) == []
     kinds = audit_kinds()
-    assert "connection.created" in kinds and "elicitation.completed" in kinds
+    assert "connection.created" in kinds and "elicitation.finished" in kinds
     created = AuditEvent.objects.get(kind="connection.created")
     assert created.user == user and created.detail == {"provider": "demo", "scopes": ["profile"], "elicitation": row.elicitation_id[:8]}
     # the callback cannot be replayed, and the finished link is dead
@@ -1258,7 +1278,7 @@ def test_live_connections_page_connects_without_an_elicitation_and_disconnect_re
     response = http.post("/elicitation/connections/", data={**form["fields"], "action": "connect"})
     assert response.status_code == 303
     done = http.get(authorize_at_provider(http, response.headers["location"]))
-    assert done.status_code == 200 and "is connected" in done.text
+    assert done.status_code == 303 and done.headers["location"] == "/elicitation/connections/"  # back to the list
     connection = ThirdPartyConnection.objects.get()
     assert (connection.user, connection.account_label) == (user, "alice@example.com")
     assert not Elicitation.objects.exists()

@@ -166,12 +166,15 @@ def test_form_only_clients_never_see_url_mode(node, live, elicitation):
 
     # URL mode is gated: tool errors that say where to go instead, never -32042 or mode "url".
     assert_tool_error_naming_connections(report, live, "demo_profile", "This tool needs your Demo provider (this site) account connected.")
-    assert_tool_error_naming_connections(report, live, "set_api_key", "This tool needs you to open a page on this site.")
+    assert_tool_error_naming_connections(report, live, "set_api_key", "This tool needs a value you must type on this site's secure page.")
     assert_no_url_mode(report)
 
-    assert Elicitation.objects.filter(mode=Elicitation.Mode.URL).count() == 0
-    assert list(Elicitation.objects.values_list("mode", "status", "content")) == [
-        (Elicitation.Mode.FORM, Elicitation.Status.ACCEPTED, {"name": "Ada"})
+    # set_api_key's request waits on the user's connections page: bound to no session, never sent
+    assert list(Elicitation.objects.filter(mode=Elicitation.Mode.URL).values_list("kind", "session_id")) == [
+        (Elicitation.Kind.SECRET, None)
+    ]
+    assert list(Elicitation.objects.filter(mode=Elicitation.Mode.FORM).values_list("status", "content")) == [
+        (Elicitation.Status.ACCEPTED, {"name": "Ada"})
     ]
 
 
@@ -211,7 +214,7 @@ def test_client_without_elicitation_gets_nothing(node, live):
     assert ask["isError"] is True
     assert "did not declare the elicitation capability" in ask["text"], ask["text"]
     assert_tool_error_naming_connections(report, live, "demo_profile", "This tool needs your Demo provider (this site) account connected.")
-    assert_tool_error_naming_connections(report, live, "set_api_key", "This tool needs you to open a page on this site.")
+    assert_tool_error_naming_connections(report, live, "set_api_key", "This tool needs a value you must type on this site's secure page.")
     assert report["elicitations"] == [] and report["serverRequests"] == [] and report["handled"] == []
     assert_no_url_mode(report)
-    assert Elicitation.objects.count() == 0
+    assert list(Elicitation.objects.values_list("mode", "kind", "session_id")) == [("url", "secret", None)]

@@ -51,6 +51,7 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 
 from ..settings import mcp_oauth_settings
+from ..taskqueue import send_or_run
 from .errors import CIMDRefused, FetchFailed, InvalidDocument, NotPermitted, Unavailable
 from .fetcher import FetchResult
 from .validation import validate_client_id_url, validate_document
@@ -217,18 +218,7 @@ def wait_for_fetch(entry, deadline: float) -> bool:
 
 def _enqueue(task, client_id: str, token: str, ip: str | None) -> None:
     """Send the fetch task; if the broker cannot be reached, run it here (the lease is ours either way)."""
-    try:
-        task.delay(client_id, token, ip)
-    except (OSError, ConnectionError) as exc:  # kombu's OperationalError is an OSError
-        log.warning("CIMD: could not enqueue %s for %r (%s); fetching in-process", task.name, client_id, exc)
-        perform_fetch(client_id, token, ip)
-    except Exception as exc:
-        from kombu.exceptions import OperationalError
-
-        if not isinstance(exc, OperationalError):
-            raise
-        log.warning("CIMD: could not enqueue %s for %r (%s); fetching in-process", task.name, client_id, exc)
-        perform_fetch(client_id, token, ip)
+    send_or_run(task, client_id, token, ip)
 
 
 def start_fetch(entry, ip: str | None, *, refresh: bool = False) -> bool:

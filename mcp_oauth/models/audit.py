@@ -29,10 +29,11 @@ class AuditEvent(models.Model):
         CIMD_SSRF_REFUSED = "cimd.ssrf_refused", _("client metadata document address refused")
         TRUST_DENIED = "trust.denied", _("trust policy denied a client")
         IDENTITY_MISMATCH = "identity.mismatch", _("identity mismatch")
-        ELICITATION_COMPLETED = "elicitation.completed", _("URL elicitation completed")
+        ELICITATION_FINISHED = "elicitation.finished", _("URL elicitation finished")
         CONNECTION_CREATED = "connection.created", _("third-party account connected")
         CONNECTION_REVOKED = "connection.revoked", _("third-party connection revoked")
         SECRET_STORED = "secret.stored", _("secure input value stored")
+        SECRET_DELETED = "secret.deleted", _("secure input value deleted")
 
     kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices, db_index=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)

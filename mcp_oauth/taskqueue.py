@@ -1,0 +1,48 @@
+"""Sending Celery tasks so that a missing broker never loses the work.
+
+:func:`send_or_run` enqueues a task; when the broker cannot be reached (no broker running,
+or a site that configured none), it runs the task here instead and logs a warning. Used for
+work that must happen even in a one-process deployment: CIMD fetches and URL-elicitation
+completion notifications.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("mcp_oauth.tasks")
+
+__all__ = ["celery_configured", "send_or_run"]
+
+
+def _is_broker_error(exc: BaseException) -> bool:
+    if isinstance(exc, (OSError, ConnectionError)):  # kombu's OperationalError is an OSError
+        return True
+    from kombu.exceptions import OperationalError
+
+    return isinstance(exc, OperationalError)
+
+
+def send_or_run(task: Any, *args: Any, **kwargs: Any) -> None:
+    """``task.delay(*args, **kwargs)``, or ``task(*args, **kwargs)`` in this process when the broker
+    cannot be reached (the task's own errors propagate then)."""
+    try:
+        task.delay(*args, **kwargs)
+    except Exception as exc:
+        if not _is_broker_error(exc):
+            raise
+        log.warning("could not enqueue %s (%s); running it in-process", getattr(task, "name", task), exc)
+        task(*args, **kwargs)
+
+
+def celery_configured() -> bool:
+    """Whether a Celery app other than Celery's implicit default is current, or tasks run eagerly.
+
+    Celery's implicit default app sends to ``amqp://localhost``, whatever runs there: a site
+    that never set up Celery would hand its tasks to a stranger's broker, or to none.
+    """
+    from celery import current_app
+
+    # celery._state._get_current_app creates the fallback as Celery("default", fixups=[], ...)
+    return current_app.main != "default" or bool(current_app.conf.task_always_eager)
