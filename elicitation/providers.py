@@ -15,8 +15,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import json
 import logging
+import math
+import re
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -28,6 +33,7 @@ from django.utils import timezone
 
 from mcp_oauth import audit
 from mcp_oauth.models import AuditEvent
+from mcp_oauth.text import storable
 
 from .crypto import DecryptionError
 from .models import ThirdPartyConnection, ThirdPartyProvider, validate_endpoint_url
@@ -39,6 +45,7 @@ __all__ = [
     "build_authorization_request",
     "discover",
     "exchange_code",
+    "fetch_json",
     "fresh_access_token",
     "revoke_connection",
     "store_connection",
@@ -118,41 +125,106 @@ def _client_auth(provider: ThirdPartyProvider, body: dict[str, str]) -> tuple[st
     return None
 
 
-def _post_token(provider: ThirdPartyProvider, body: dict[str, str]) -> dict[str, Any]:
-    """POST to the token endpoint; the parsed RFC 6749 §5.1 answer.
+#: RFC 6749 §5.2 / Appendix A.7: the characters of an ``error`` code.
+_ERROR_CODE_RE = re.compile(r"^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$")
 
-    :raises ProviderError: the provider's ``error`` (§5.2), or ``network_error`` /
-        ``invalid_response`` for a failed request or an answer that is not a token response.
-    """
-    auth = _client_auth(provider, body)
+
+def _error_code(value: Any) -> str:
+    """The provider's ``error`` when it is a well-formed code, else ``server_error`` (never its free text)."""
+    return value if isinstance(value, str) and _ERROR_CODE_RE.match(value) else "server_error"
+
+
+def _interrupt(response: requests.Response) -> None:
+    """Shut the socket down under a read blocked in another thread (urllib3 ≥ 2.3 ``HTTPResponse.shutdown``)."""
     try:
-        response = requests.post(
-            provider.token_endpoint,
-            data=body,
-            auth=auth,
-            headers={"Accept": "application/json"},
-            timeout=float(elicitation_settings.HTTP_TIMEOUT_SECONDS),
-            allow_redirects=False,
+        response.raw.shutdown()
+    except (ValueError, RuntimeError, OSError, AttributeError):
+        pass
+
+
+def fetch_json(
+    method: str,
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    data: dict[str, str] | None = None,
+    auth: tuple[str, str] | None = None,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> tuple[int, Any]:
+    """One HTTP request to a provider, bounded in size and time; the status and the parsed JSON body.
+
+    No redirect is followed. The whole exchange (connect, headers, body) must end within
+    ``ELICITATION["HTTP_TIMEOUT_SECONDS"]``: a watchdog closes the response at the deadline, so a
+    server dripping bytes cannot hold a worker. A body larger than ``max_bytes`` (declared or
+    read) is refused without reading the rest.
+
+    :returns: ``(status, payload)``; ``payload`` is None when the body is not JSON (or is empty).
+    :raises ProviderError: ``network_error`` (unreachable, too slow, cut off) or ``invalid_response``
+        (too large).
+    """
+    timeout = float(elicitation_settings.HTTP_TIMEOUT_SECONDS)
+    deadline = time.monotonic() + timeout
+    try:
+        response = requests.request(
+            method, url, headers={"Accept": "application/json", **(headers or {})}, data=data, auth=auth,
+            timeout=timeout, allow_redirects=False, stream=True,
         )
     except requests.RequestException as exc:
-        raise ProviderError("network_error", f"token endpoint unreachable ({type(exc).__name__})") from None
-    content = response.content[:MAX_RESPONSE_BYTES]
+        raise ProviderError("network_error", f"{url} unreachable ({type(exc).__name__})") from None
+    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), _interrupt, args=(response,))
+    watchdog.daemon = True
+    watchdog.start()
     try:
-        payload = response.json() if len(content) < MAX_RESPONSE_BYTES else None
-    except ValueError:
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            raise ProviderError("invalid_response", f"answer larger than {max_bytes} bytes")
+        body = bytearray()
+        for chunk in response.iter_content(4096):
+            body += chunk
+            if len(body) > max_bytes:
+                raise ProviderError("invalid_response", f"answer larger than {max_bytes} bytes")
+            if time.monotonic() > deadline:
+                raise ProviderError("network_error", f"answer slower than {timeout:g} s")
+    except ProviderError:
+        raise
+    except Exception as exc:  # the watchdog closed the response mid-read, or the connection broke
+        raise ProviderError("network_error", f"answer cut off or slower than {timeout:g} s ({type(exc).__name__})") from None
+    finally:
+        watchdog.cancel()
+        response.close()
+    try:
+        payload = json.loads(bytes(body)) if body else None
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, NaN is fine but nesting too deep is not
         payload = None
+    return response.status_code, payload
+
+
+def _post_token(provider: ThirdPartyProvider, body: dict[str, str]) -> dict[str, Any]:
+    """POST to the token endpoint; the checked RFC 6749 §5.1 answer.
+
+    The answer must be a JSON object with a non-empty ``access_token`` and ``token_type``
+    Bearer; every string kept (tokens, scope) must be storable text (no NUL, valid UTF-8).
+
+    :raises ProviderError: the provider's ``error`` code (§5.2; its free text is never kept), or
+        ``network_error`` / ``invalid_response`` (see :func:`fetch_json`; not a token response).
+    """
+    auth = _client_auth(provider, body)
+    status, payload = fetch_json("POST", provider.token_endpoint, data=body, auth=auth)
     if not isinstance(payload, dict):
-        raise ProviderError("invalid_response", f"token endpoint answered HTTP {response.status_code} without JSON")
-    if response.status_code != 200 or "error" in payload:
-        error = payload.get("error")
-        raise ProviderError(
-            error if isinstance(error, str) and error else "server_error",
-            str(payload.get("error_description") or f"HTTP {response.status_code}")[:200],
-        )
-    if not isinstance(payload.get("access_token"), str) or not payload["access_token"]:
-        raise ProviderError("invalid_response", "no access_token in the token response")
+        raise ProviderError("invalid_response", f"token endpoint answered HTTP {status} without a JSON object")
+    if status != 200 or "error" in payload:
+        raise ProviderError(_error_code(payload.get("error")), f"HTTP {status}")
+    token = payload.get("access_token")
+    if not isinstance(token, str) or not token or len(token) > 8192 or not storable(token):
+        raise ProviderError("invalid_response", "no usable access_token in the token response")
     if str(payload.get("token_type", "")).lower() != "bearer":
         raise ProviderError("invalid_response", "token_type is not Bearer")
+    refresh = payload.get("refresh_token")
+    if refresh is not None and (not isinstance(refresh, str) or len(refresh) > 8192 or not storable(refresh)):
+        payload["refresh_token"] = None  # unusable: kept as no refresh token (the user reconnects on expiry)
+    scope = payload.get("scope")
+    if scope is not None and (not isinstance(scope, str) or not storable(scope)):
+        payload["scope"] = None  # RFC 6749 §5.1: absent means as requested; an unusable one counts as absent
     return payload
 
 
@@ -175,29 +247,38 @@ def _account_label(provider: ThirdPartyProvider, access_token: str) -> str:
     if not provider.userinfo_endpoint:
         return ""
     try:
-        response = requests.get(
-            provider.userinfo_endpoint,
-            headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
-            timeout=float(elicitation_settings.HTTP_TIMEOUT_SECONDS),
-            allow_redirects=False,
+        status, data = fetch_json(
+            "GET", provider.userinfo_endpoint, headers={"Authorization": f"Bearer {access_token}"}
         )
-        data = response.json() if response.status_code == 200 else {}
-    except (requests.RequestException, ValueError):
+    except ProviderError:
         return ""
-    if not isinstance(data, dict):
+    if status != 200 or not isinstance(data, dict):
         return ""
     for claim in ("email", "preferred_username", "username", "name", "login", "sub"):
         value = data.get(claim)
-        if isinstance(value, str) and value.strip():
+        if isinstance(value, str) and value.strip() and storable(value):
             return value.strip()[:200]
     return ""
 
 
+#: Longest access-token lifetime believed (seconds); a larger or odd ``expires_in`` is clamped.
+MAX_LIFETIME_SECONDS = 10 * 365 * 86400
+
+
 def _expiry(payload: dict[str, Any]) -> Any:
+    """``expires_at`` from ``expires_in`` (RFC 6749 §5.1: seconds); None when absent or unusable."""
     expires_in = payload.get("expires_in")
-    if isinstance(expires_in, bool) or not isinstance(expires_in, (int, float)) or expires_in <= 0:
+    if isinstance(expires_in, bool) or not isinstance(expires_in, (int, float)):
         return None
-    return timezone.now() + timedelta(seconds=min(float(expires_in), 10 * 365 * 86400))
+    try:
+        seconds = float(expires_in)
+    except OverflowError:  # an integer too large for a float
+        seconds = float(MAX_LIFETIME_SECONDS)
+    if math.isnan(seconds):
+        return None
+    if seconds <= 0:  # already expired: refreshed (or asked for again) on next use
+        return timezone.now()
+    return timezone.now() + timedelta(seconds=min(seconds, MAX_LIFETIME_SECONDS))
 
 
 def store_connection(user: Any, provider: ThirdPartyProvider, payload: dict[str, Any], requested: list[str]) -> ThirdPartyConnection:
@@ -331,12 +412,9 @@ def revoke_connection(connection: ThirdPartyConnection, *, request: Any = None, 
             try:
                 body = {"token": connection.refresh_token if hint == "refresh_token" else connection.access_token, "token_type_hint": hint}
                 auth = _client_auth(provider, body)
-                requests.post(
-                    provider.revocation_endpoint, data=body, auth=auth,
-                    timeout=float(elicitation_settings.HTTP_TIMEOUT_SECONDS), allow_redirects=False,
-                )
-            except (requests.RequestException, DecryptionError) as exc:
-                logger.warning("revocation at %s failed: %s", provider.slug, type(exc).__name__)
+                fetch_json("POST", provider.revocation_endpoint, data=body, auth=auth)
+            except (ProviderError, DecryptionError) as exc:
+                logger.warning("revocation at %s failed: %r", provider.slug, getattr(exc, "error", type(exc).__name__))
     with transaction.atomic():
         _drop(connection, reason=reason, request=request, actor=actor)
 
@@ -356,15 +434,8 @@ def discover(provider: ThirdPartyProvider, *, save: bool = True) -> dict[str, An
         raise ProviderError("invalid_request", "the provider has no issuer to discover")
     parts = urlsplit(issuer)
     well_known = urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-authorization-server" + parts.path, "", ""))
-    try:
-        response = requests.get(
-            well_known, headers={"Accept": "application/json"},
-            timeout=float(elicitation_settings.HTTP_TIMEOUT_SECONDS), allow_redirects=False,
-        )
-        metadata = response.json() if response.status_code == 200 else None
-    except requests.RequestException as exc:
-        raise ProviderError("network_error", f"{well_known} unreachable ({type(exc).__name__})") from None
-    except ValueError:
+    status, metadata = fetch_json("GET", well_known)
+    if status != 200:
         metadata = None
     if not isinstance(metadata, dict):
         raise ProviderError("invalid_response", f"{well_known} did not answer with a metadata document")

@@ -20,6 +20,7 @@ finished or expired ids answer 404. Every page is not frameable, not cached, sen
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -47,6 +48,12 @@ logger = logging.getLogger("elicitation.views")
 
 #: Session key of the pending third-party authorizations: ``{state: {...}}``.
 SESSION_KEY = "elicitation.oauth"
+#: What an ``elicitation_id`` looks like (``secrets.token_urlsafe``); anything else is unknown (404).
+ELICITATION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: A provider slug (Django's ``SlugField``).
+SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
+#: RFC 6749 §4.1.2.1 ``error`` characters.
+ERROR_CODE_RE = re.compile(r"^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$")
 #: Most pending authorizations kept per browser session (the oldest are dropped).
 MAX_PENDING = 5
 
@@ -124,7 +131,7 @@ def _mismatch(request: HttpRequest, where: str, elicitation: Elicitation | None 
 
 def _pending(elicitation_id: str) -> Elicitation | None:
     """The pending, unexpired URL elicitation ``elicitation_id`` (expired ones are marked so)."""
-    if not isinstance(elicitation_id, str) or not elicitation_id or len(elicitation_id) > 64:
+    if not isinstance(elicitation_id, str) or not ELICITATION_ID_RE.match(elicitation_id):
         return None
     row = (
         Elicitation.objects.select_related("provider", "session", "session__application")
@@ -289,8 +296,9 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
     error = request.GET.get("error")
     if error is not None:
         status = Elicitation.Status.DECLINED if error == "access_denied" else Elicitation.Status.CANCELLED
+        code = error if ERROR_CODE_RE.match(error) else "invalid error code"
         if row is not None:
-            finish_elicitation(row.elicitation_id, status, user=request.user, request=request, error=f"provider: {error}"[:100])
+            finish_elicitation(row.elicitation_id, status, user=request.user, request=request, error=f"provider: {code}")
         return _done(request, "Not connected", f"{provider.name} did not connect your account. You can close this page.", ok=False)
     code = request.GET.get("code")
     if not code or len(code) > 2000:
@@ -299,7 +307,7 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
     try:
         payload = exchange_code(provider, code, str(entry.get("verifier") or ""))
     except ProviderError as exc:
-        logger.warning("code exchange at %s failed: %s", provider.slug, exc.error)
+        logger.warning("code exchange at %s failed: %r", provider.slug, exc.error)
         return _error(request, 502, "Connection failed", f"{provider.name} did not complete the sign-in ({exc.error}). Open the link from your MCP client again.")
     connection = store_connection(request.user, provider, payload, scopes)  # reads the account label: no transaction open
     with transaction.atomic():
@@ -339,11 +347,14 @@ def connections(request: HttpRequest) -> HttpResponse:
         if unconfigured is not None:
             return unconfigured
         slug = request.POST.get("provider", "")
-        provider = ThirdPartyProvider.objects.filter(slug=slug, enabled=True).first() if isinstance(slug, str) else None
+        valid_slug = bool(SLUG_RE.match(slug))
+        provider = ThirdPartyProvider.objects.filter(slug=slug, enabled=True).first() if valid_slug else None
         action = request.POST.get("action")
         if action == "forget":
             name = request.POST.get("name", "")
-            deleted, _ = StoredSecret.objects.filter(user=request.user, name=name if isinstance(name, str) else "").delete()
+            if not name or len(name) > 100 or not storable(name):
+                return _error(request, 400, "Bad request", "Unknown stored value.")
+            deleted, _ = StoredSecret.objects.filter(user=request.user, name=name).delete()
             if deleted:
                 audit.record(AuditEvent.Kind.SECRET_DELETED, request=request, detail={"name": name})
             return _secure(SeeOther(reverse("elicitation:connections")))

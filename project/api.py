@@ -15,8 +15,15 @@ from mcp_oauth.resource_server.decorators import require_bearer
 @require_GET
 @require_bearer(scopes=["profile"], resource="/api")
 def profile(request):
-    """``{"sub", "username", "email", "name", "date_joined"}`` of the token's user (``Cache-Control: no-store``)."""
-    user = request.user
+    """``{"sub", "username", "email", "name", "date_joined"}`` of the token's user (``Cache-Control: no-store``).
+
+    A token without a user (client credentials) gets 403 ``{"error": "insufficient_scope"}``: there is no profile.
+    """
+    user = request.mcp_principal.user
+    if user is None:
+        response = JsonResponse({"error": "insufficient_scope", "error_description": "This token has no user."}, status=403)
+        response["Cache-Control"] = "no-store"
+        return response
     response = JsonResponse(
         {
             "sub": str(user.pk),

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import requests
 from asgiref.sync import sync_to_async
 from pydantic import Field
 
 from elicitation.api import elicit_form
 from elicitation.form import ElicitationSchema
+from elicitation.providers import ProviderError, fetch_json
 from elicitation.url import elicit_url, require_connection
 from mcp_oauth.tools import ToolContext, ToolError, tool
 
@@ -73,23 +73,16 @@ async def demo_profile(ctx: ToolContext) -> dict:
     url = account.provider.userinfo_endpoint
     if not url:
         raise ToolError("The demo provider has no profile endpoint configured.")
-
-    def fetch() -> requests.Response:
-        return requests.get(
-            url, headers={"Authorization": account.authorization_header, "Accept": "application/json"},
-            timeout=10, allow_redirects=False,
+    try:  # bounded in size and time, no redirects: the provider is a third party
+        status, profile = await sync_to_async(fetch_json, thread_sensitive=False)(
+            "GET", url, headers={"Authorization": account.authorization_header}
         )
-
-    try:
-        response = await sync_to_async(fetch, thread_sensitive=False)()
-    except requests.RequestException:
+    except ProviderError:
         raise ToolError(f"{account.provider.name} could not be reached.") from None
-    if response.status_code != 200:
-        raise ToolError(f"{account.provider.name} refused the request (HTTP {response.status_code}).")
-    try:
-        profile = response.json()
-    except ValueError:
-        raise ToolError(f"{account.provider.name} did not answer with JSON.") from None
+    if status != 200:
+        raise ToolError(f"{account.provider.name} refused the request (HTTP {status}).")
+    if not isinstance(profile, dict):
+        raise ToolError(f"{account.provider.name} did not answer with a JSON object.")
     return {"provider": account.provider.name, "account": account.account_label, "profile": profile}
 
 

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Iterable
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse
 
 from ..models import ProtectedResource
@@ -22,7 +23,8 @@ def require_bearer(
     ``resource`` is a registered resource URI, or a path starting with "/" taken relative to
     ``MCP_OAUTH["BASE_URL"]`` when a request arrives (default: the default resource).
     On success ``request.mcp_principal`` is the :class:`~.authentication.BearerPrincipal`
-    and ``request.user`` its user. Failures answer 401/403 with the Bearer challenge
+    and ``request.user`` its user (``AnonymousUser`` for a token without one, whatever
+    session cookie came along). Failures answer 401/403 with the Bearer challenge
     (see :func:`~.authentication.authenticate_bearer`); an unknown ``resource`` is 404.
     Works on sync and async views.
     """
@@ -39,8 +41,8 @@ def require_bearer(
         except BearerChallenge as challenge:
             return challenge.response()
         request.mcp_principal = principal
-        if principal.user is not None:
-            request.user = principal.user
+        # The token decides who is calling, never a session cookie sent along with it.
+        request.user = principal.user if principal.user is not None else AnonymousUser()
         return None
 
     def decorate(func: Callable) -> Callable:

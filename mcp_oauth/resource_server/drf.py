@@ -11,6 +11,8 @@ Usage on a view::
 
 from __future__ import annotations
 
+from django.contrib.auth.models import AnonymousUser
+
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
@@ -76,7 +78,8 @@ class MCPBearerAuthentication(BaseAuthentication):
             failure = InvalidBearer(challenge)
             request._mcp_auth_header = failure.auth_header  # DRF asks authenticate_header() for the 401 header
             raise failure from None
-        return (principal.user, principal)
+        # A token without a user (client credentials) is anonymous, never None: request.user stays usable.
+        return (principal.user if principal.user is not None else AnonymousUser(), principal)
 
     def authenticate_header(self, request) -> str:
         if getattr(request, "_mcp_auth_header", None):
