@@ -14,6 +14,7 @@ from typing import Any
 from django.dispatch import Signal, receiver
 
 from mcp_oauth.signals import client_response_received
+from mcp_oauth.text import storable
 
 elicitation_finished = Signal()
 connection_created = Signal()
@@ -33,8 +34,13 @@ def record_client_answer(sender: Any, session: Any, message: dict[str, Any], **k
     from .models import Elicitation
 
     request_id = message.get("id")
-    if not isinstance(request_id, str) or not request_id.startswith(PREFIX):
+    if not isinstance(request_id, str) or not request_id.startswith(PREFIX) or len(request_id) > 100:
         return
+    if not storable(message):
+        # PostgreSQL cannot keep NUL characters or lone surrogates: the asker gets an error
+        # instead of waiting for an answer that can never be stored.
+        message = {"jsonrpc": "2.0", "id": request_id,
+                   "error": {"code": -32602, "message": "the answer holds text that cannot be stored"}}
     rows = Elicitation.objects.filter(
         elicitation_id=request_id[len(PREFIX):],
         session_id=session.pk,

@@ -376,7 +376,7 @@ async def require_connection(
     provider_row, connection = await sync_to_async(_find_connection)(user, slug, wanted)
     if connection is not None:
         try:
-            token = await sync_to_async(fresh_access_token, thread_sensitive=False)(connection)
+            token = await sync_to_async(fresh_access_token)(connection)  # ORM: the request's own thread
         except ProviderError as exc:
             raise ToolError(f"{provider_row.name} could not be reached to refresh your connection ({exc.error}).") from None
         if token is not None:
@@ -391,11 +391,27 @@ async def require_connection(
     text = message or f"Connect your {provider_row.name} account to continue."
     if not supports_url(ctx.client_capabilities, ctx.protocol_version):
         raise _unsupported(f"This tool needs your {provider_row.name} account connected.")
-    row = await sync_to_async(create_url_elicitation)(
-        user=user, session=ctx.session, message=text, kind=Elicitation.Kind.CONNECT,
-        provider=provider_row, scopes=wanted, request_id=ctx.request_id,
-    )
+    row = await sync_to_async(_pending_connect_request)(user, ctx.session, provider_row, wanted, text)
+    if row is None:
+        row = await sync_to_async(create_url_elicitation)(
+            user=user, session=ctx.session, message=text, kind=Elicitation.Kind.CONNECT,
+            provider=provider_row, scopes=wanted, request_id=ctx.request_id,
+        )
     raise UrlElicitationRequired([row])
+
+
+def _pending_connect_request(user: Any, session: McpSession, provider: ThirdPartyProvider, scopes: list[str], message: str) -> Elicitation | None:
+    """The same session's unexpired pending request to connect ``provider`` for the same scopes, if any:
+    a client retrying before the user finished gets the same link again, not one more row."""
+    requested = " ".join(dict.fromkeys([*provider.scope_list, *scopes]))
+    return (
+        Elicitation.objects.filter(
+            user=user, session=session, mode=Elicitation.Mode.URL, kind=Elicitation.Kind.CONNECT, provider=provider,
+            scopes=requested, message=message, status=Elicitation.Status.PENDING, expires_at__gt=timezone.now(),
+        )
+        .order_by("-created_at")
+        .first()
+    )
 
 
 def get_secret(user: Any, name: str) -> str | None:

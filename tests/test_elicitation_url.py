@@ -1348,3 +1348,36 @@ def test_live_refused_refresh_deletes_the_connection_and_asks_again(live_site, u
     assert (event.user, event.detail) == (user, {"provider": "demo", "reason": "refresh refused: invalid_grant", "by": None})
     pending = Elicitation.objects.get(status="pending")
     assert caught.value.data["elicitations"][0]["elicitationId"] == pending.elicitation_id
+
+
+@pytest.mark.django_db
+def test_a_retry_before_the_user_finished_gets_the_same_link(user, provider, session):
+    """A client that retries (or loops) before the user connected gets the pending link again,
+    not one more row; another session gets its own."""
+    ctx = tool_context(session)
+    ids = set()
+    for _ in range(3):
+        with pytest.raises(UrlElicitationRequired) as caught:
+            async_to_sync(require_connection)(ctx, "demo")
+        ids.add(caught.value.data["elicitations"][0]["elicitationId"])
+    assert len(ids) == 1 and Elicitation.objects.count() == 1
+    other = tool_context(open_session(user, session.application, session.resource, URL_CAPS))
+    with pytest.raises(UrlElicitationRequired) as caught:
+        async_to_sync(require_connection)(other, "demo")
+    assert caught.value.data["elicitations"][0]["elicitationId"] not in ids
+    assert Elicitation.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_an_unstorable_answer_reaching_another_worker_becomes_an_error_for_the_asker(session):
+    from elicitation.signals import record_client_answer
+
+    row = Elicitation.objects.create(mode="form", message="Name?", user=session.user, session=session,
+                                     expires_at=timezone.now() + timedelta(minutes=5))
+    record_client_answer(sender=None, session=session, message={
+        "jsonrpc": "2.0", "id": f"elicitation-{row.elicitation_id}",
+        "result": {"action": "accept", "content": {"name": "A\x00da"}},
+    })
+    row.refresh_from_db()
+    assert row.client_answer == {"jsonrpc": "2.0", "id": f"elicitation-{row.elicitation_id}",
+                                 "error": {"code": -32602, "message": "the answer holds text that cannot be stored"}}
