@@ -21,7 +21,6 @@ connection refuse them the same way (``DataError``), so those findings show on b
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import json
 import logging
@@ -49,10 +48,21 @@ from elicitation.views import SESSION_KEY
 from mcp_oauth.models import AuditEvent, McpSession, McpSessionEvent
 from mcp_oauth.transport.sessions import end_session
 
-SITE = "https://site.example"
-URL_CAPS = {"elicitation": {"form": {}, "url": {}}}
+from .elicitation_helpers import (
+    PASSWORD,
+    SITE,
+    URL_CAPS,
+    demo_provider,
+    open_session,
+    outbox,
+    path_of,
+    query_of,
+    refresh,
+    s256,
+    start_authorization,
+)
+
 COMPLETE = "notifications/elicitation/complete"
-PASSWORD = "correct horse battery"  # of the conftest users alice and bob
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 SECURITY_HEADERS = {"X-Frame-Options": "DENY", "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
@@ -67,21 +77,9 @@ def _url_elicitation_site(settings):
 # --- helpers (copied) -------------------------------------------------------------------------------
 
 
-def demo_provider() -> ThirdPartyProvider:
-    call_command("ensure_demo_provider", stdout=io.StringIO())
-    return ThirdPartyProvider.objects.get(slug="demo")
-
-
 @pytest.fixture
 def provider(db, _url_elicitation_site):
     return demo_provider()
-
-
-def open_session(user, app, resource, capabilities=URL_CAPS, protocol_version="2025-11-25") -> McpSession:
-    return McpSession.objects.create(
-        user=user, application=app, resource=resource, protocol_version=protocol_version,
-        client_capabilities=capabilities,
-    )
 
 
 @pytest.fixture
@@ -109,33 +107,6 @@ def browser(user=None, **kwargs) -> Client:
     if user is not None:
         client.force_login(user)
     return client
-
-
-def path_of(row: Elicitation) -> str:
-    return urlsplit(row.url).path
-
-
-def query_of(url: str) -> dict[str, str]:
-    return {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
-
-
-def s256(verifier: str) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-
-
-def outbox(session: McpSession) -> list[dict]:
-    return list(McpSessionEvent.objects.filter(session=session).order_by("id").values_list("message", flat=True))
-
-
-def refresh(row):
-    row.refresh_from_db()
-    return row
-
-
-def start_authorization(client: Client, row: Elicitation) -> str:
-    response = client.post(path_of(row), {"action": "continue"})
-    assert response.status_code == 303, response.content
-    return query_of(response["Location"])["state"]
 
 
 def callback_path(slug="demo", **params) -> str:
@@ -973,11 +944,11 @@ def test_capability_gating_through_the_endpoint(user, public_app, resource, prov
 # =====================================================================================================
 
 
-@pytest.mark.django_db(transaction=True)  # the tool reads the connection in another thread (thread_sensitive=False)
+@pytest.mark.django_db(transaction=True)  # the tool runs in a thread of its own (sync_to_async)
 def test_full_flow_keeps_every_token_server_side(user, public_app, resource, mint_token, mock_provider, caplog,
                                                  admin_browser, django_capture_on_commit_callbacks):
     caplog.set_level(logging.DEBUG)
-    demo = hostile_provider(mock_provider, slug="demo", scopes="profile")
+    hostile_provider(mock_provider, slug="demo", scopes="profile")
     mock_provider.token(good_token_response(scope="profile"))
     mock_provider.userinfo({"sub": "3p-1", "email": "alice@3p.example", "echo": "profile-data"})
     mcp_client, mcp_token = Client(raise_request_exception=False), mint_token(user, public_app, resource=resource.uri)

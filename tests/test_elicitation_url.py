@@ -18,8 +18,6 @@ Two set-ups:
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import json
 import re
@@ -28,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
+from urllib.parse import urlencode, urljoin, urlsplit
 
 import httpx2
 import pytest
@@ -59,20 +57,30 @@ from elicitation.url import (
     supports_url,
 )
 from elicitation.views import SESSION_KEY
-from mcp_oauth.models import AuditEvent, McpSession, McpSessionEvent
+from mcp_oauth.models import AuditEvent, McpSession
 from mcp_oauth.signals import ensure_default_resource
 from mcp_oauth.tools import ToolContext, ToolError
 from mcp_oauth.transport.sessions import end_session
 
+from .elicitation_helpers import (
+    FORM_CAPS,
+    PASSWORD,
+    SITE,
+    URL_CAPS,
+    demo_provider,
+    open_session,
+    outbox,
+    path_of,
+    query_of,
+    refresh,
+    s256,
+    start_authorization,
+)
 from .live import forms_of, free_port, run_asgi_server
 
-SITE = "https://site.example"
-URL_CAPS = {"elicitation": {"form": {}, "url": {}}}
-FORM_CAPS = {"elicitation": {"form": {}}}
 PROVIDER_NAME = "Demo provider (this site)"
 COMPLETE = "notifications/elicitation/complete"
 ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
-PASSWORD = "correct horse battery"  # of the conftest users alice and bob
 
 
 @pytest.fixture(autouse=True)
@@ -85,22 +93,9 @@ def _url_elicitation_site(settings):
 # --- shared helpers -------------------------------------------------------------------------------
 
 
-def demo_provider() -> ThirdPartyProvider:
-    """``manage.py ensure_demo_provider``: provider ``demo`` = this site's own authorization server."""
-    call_command("ensure_demo_provider", stdout=io.StringIO())
-    return ThirdPartyProvider.objects.get(slug="demo")
-
-
 @pytest.fixture
 def provider(db, _url_elicitation_site):
     return demo_provider()
-
-
-def open_session(user, app, resource, capabilities=URL_CAPS, protocol_version="2025-11-25") -> McpSession:
-    return McpSession.objects.create(
-        user=user, application=app, resource=resource, protocol_version=protocol_version,
-        client_capabilities=capabilities,
-    )
 
 
 @pytest.fixture
@@ -128,40 +123,12 @@ def browser(user=None, **kwargs) -> Client:
     return client
 
 
-def path_of(row: Elicitation) -> str:
-    return urlsplit(row.url).path
-
-
-def query_of(url: str) -> dict[str, str]:
-    return {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
-
-
-def s256(verifier: str) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-
-
-def outbox(session: McpSession) -> list[dict]:
-    return list(McpSessionEvent.objects.filter(session=session).order_by("id").values_list("message", flat=True))
-
-
 def completion(row: Elicitation) -> dict:
     return {"jsonrpc": "2.0", "method": COMPLETE, "params": {"elicitationId": row.elicitation_id}}
 
 
 def audit_kinds() -> list[str]:
     return list(AuditEvent.objects.order_by("id").values_list("kind", flat=True))
-
-
-def refresh(row):
-    row.refresh_from_db()
-    return row
-
-
-def start_authorization(client: Client, row: Elicitation) -> str:
-    """POST ``continue`` on the start page; the ``state`` the site sent to the provider."""
-    response = client.post(path_of(row), {"action": "continue"})
-    assert response.status_code == 303, response.content
-    return query_of(response["Location"])["state"]
 
 
 def callback_path(**params) -> str:
