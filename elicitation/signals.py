@@ -2,7 +2,7 @@
 
 * :data:`elicitation_finished` — ``sender=Elicitation, elicitation=…`` when a URL elicitation
   finishes (``completed``, ``cancelled`` or ``declined`` on the page or by
-  :func:`~elicitation.url.complete_elicitation`), after the row is saved.
+  :func:`~elicitation.url.complete_elicitation`), once the change is committed.
 * :data:`connection_created` — ``sender=ThirdPartyConnection, connection=…, user=…`` when a
   user connected a third-party account (the tokens are already stored, encrypted).
 """

@@ -251,7 +251,7 @@ def finish_elicitation(
             detail={"elicitation": row.elicitation_id[:8], "kind": row.kind, "status": status},
         )
         transaction.on_commit(lambda: _queue_notification(row.pk))
-    elicitation_finished.send(sender=Elicitation, elicitation=row)
+        transaction.on_commit(lambda: elicitation_finished.send(sender=Elicitation, elicitation=row))
     return True
 
 

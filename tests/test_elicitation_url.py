@@ -1168,18 +1168,35 @@ def profile_status(live: LiveSite, access_token: str) -> int:
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_live_connect_through_the_start_page_stores_the_connection_and_notifies_the_asking_session(live_site, user, public_app, http):
+    from elicitation.signals import connection_created, elicitation_finished
+
     asking = open_session(user, public_app, live_site.resource)
     bystander = open_session(user, public_app, live_site.resource)
     row = connect_request(user, asking)
     assert row.url == f"{live_site.base}/elicitation/{row.elicitation_id}/"
+    signalled = []
+
+    def on_finished(sender, elicitation, **kwargs):
+        signalled.append(("finished", elicitation.elicitation_id, elicitation.status))
+
+    def on_connected(sender, connection, user, **kwargs):
+        signalled.append(("connected", connection.provider.slug, user.get_username()))
+
+    elicitation_finished.connect(on_finished, dispatch_uid="test-finished")
+    connection_created.connect(on_connected, dispatch_uid="test-connected")
     authorize_url = continue_on_start_page(http, row.url)
     assert authorize_url.startswith(f"{live_site.base}/oauth/authorize?")
     callback = authorize_at_provider(http, authorize_url)
     assert callback.startswith(f"{live_site.base}/elicitation/callback/demo/?")
     assert set(query_of(callback)) == {"code", "state", "iss"} and query_of(callback)["iss"] == live_site.base
-    response = http.get(callback)
+    try:
+        response = http.get(callback)
+    finally:
+        elicitation_finished.disconnect(dispatch_uid="test-finished")
+        connection_created.disconnect(dispatch_uid="test-connected")
     assert response.status_code == 200, response.text[:500]
     assert "Your Demo provider (this site) account alice@example.com is connected." in response.text
+    assert signalled == [("finished", row.elicitation_id, "completed"), ("connected", "demo", "alice")]
     assert response.headers["x-frame-options"] == "DENY" and response.headers["cache-control"] == "no-store"
 
     connection = ThirdPartyConnection.objects.get()
