@@ -23,6 +23,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from mcp_oauth.loopback import is_https_or_loopback
+
 from . import crypto
 
 
@@ -38,15 +40,9 @@ def validate_endpoint_url(value: str) -> None:
     """
     if not value:
         return
-    parts = urlsplit(value)
-    host = (parts.hostname or "").lower()
-    loopback = host in {"localhost", "127.0.0.1", "::1"} or host.endswith(".localhost")
-    if parts.scheme == "https" and host:
-        pass
-    elif parts.scheme == "http" and loopback:
-        pass
-    else:
+    if not is_https_or_loopback(value):
         raise ValidationError(_("Use an https URL (http only on a loopback host)."), code="scheme")
+    parts = urlsplit(value)
     if parts.username is not None or parts.password is not None or parts.fragment:
         raise ValidationError(_("The URL must not carry credentials or a fragment."), code="url")
 

@@ -33,7 +33,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
@@ -42,6 +41,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from mcp_oauth import audit
+from mcp_oauth.loopback import is_https_or_loopback
 from mcp_oauth.models import AuditEvent, McpSession
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.text import storable
@@ -119,9 +119,7 @@ class UrlElicitationUnsupported(ToolError):
 
 def _check_link_scheme() -> None:
     """SEP-1036 "URL security requirements": https only (http only for a loopback development site)."""
-    parts = urlsplit(mcp_oauth_settings.base_url)
-    host = (parts.hostname or "").lower()
-    if parts.scheme != "https" and host not in {"127.0.0.1", "localhost", "::1"}:
+    if not is_https_or_loopback(mcp_oauth_settings.base_url):
         raise ImproperlyConfigured('URL elicitation needs an https MCP_OAUTH["BASE_URL"] (http only on loopback)')
 
 
@@ -179,8 +177,7 @@ def create_url_elicitation(
             raise ValueError("a secret elicitation needs a secret_name (at most 100 characters)")
         fields["secret_name"] = secret_name
     elif kind == Elicitation.Kind.EXTERNAL:
-        parts = urlsplit(target_url or "")
-        if parts.scheme != "https" and not (parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}):
+        if not is_https_or_loopback(target_url):
             raise ValueError("an external elicitation needs an https target_url")
         fields["target_url"] = target_url
     else:

@@ -24,7 +24,7 @@ from oauth2_provider.settings import oauth2_settings
 
 from . import trust
 from .audit import record
-from .authorization_server.views import is_loopback_host
+from .loopback import is_loopback_host
 from .models import (
     AuditEvent,
     ClientMetadataDocument,

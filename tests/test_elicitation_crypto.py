@@ -889,7 +889,7 @@ def test_provider_clean_refuses_a_public_client_without_pkce():
 @pytest.mark.parametrize(
     "url",
     ["https://auth.example.com/authorize", "https://auth.example.com:8443/x?a=1", "http://127.0.0.1:8000/oauth/token",
-     "http://localhost/x", "http://[::1]:9000/x", "http://dev.localhost/x", ""],
+     "http://localhost/x", "http://[::1]:9000/x", "http://127.0.0.2/x", ""],
 )
 def test_validate_endpoint_url_accepts(url):
     validate_endpoint_url(url)
@@ -900,6 +900,7 @@ def test_validate_endpoint_url_accepts(url):
     [
         ("http://auth.example.com/authorize", "scheme"),
         ("http://10.0.0.1/token", "scheme"),
+        ("http://dev.localhost/x", "scheme"),  # only localhost itself and loopback IP literals (mcp_oauth.loopback)
         ("ftp://auth.example.com/x", "scheme"),
         ("javascript:alert(1)", "scheme"),
         ("https:///nohost", "scheme"),

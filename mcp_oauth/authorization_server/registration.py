@@ -36,7 +36,7 @@ from ..audit import record
 from ..models import AuditEvent, ClientProfile
 from ..settings import mcp_oauth_settings
 from ..text import storable
-from .views import is_loopback_host
+from ..loopback import is_loopback_host
 
 #: Client metadata (RFC 7591 §2) that is stored and echoed back when accepted.
 ECHOED_STRING_FIELDS = ("client_name", "scope", "client_uri", "logo_uri", "tos_uri", "policy_uri",

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from urllib.parse import urlsplit
 
@@ -35,6 +34,7 @@ from oauth2_provider.views.mixins import OAuthLibMixin
 from .. import throttling, trust
 from ..audit import record
 from ..models import AuditEvent, Consent, ProtectedResource
+from ..loopback import is_loopback_host
 from ..settings import mcp_oauth_settings
 from .consent import ConsentTransactionMixin
 from .resources import InvalidTarget, select_resource
@@ -45,18 +45,6 @@ UI_SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-
-
-def is_loopback_host(host: str | None) -> bool:
-    """``localhost`` or a loopback IP literal (RFC 8252 §7.3, §8.3)."""
-    if not host:
-        return False
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def describe_client(application, verdict: trust.Verdict | None = None) -> dict:
