@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db import models
@@ -24,6 +25,7 @@ from oauth2_provider.settings import oauth2_settings
 
 from . import trust
 from .audit import record
+from .authorization_server.redirects import redirect_scheme_allowed
 from .loopback import is_loopback_host
 from .models import (
     AuditEvent,
@@ -146,9 +148,25 @@ else:  # pragma: no cover - DOT always registers it
     _base = admin.ModelAdmin
 
 
+class ApplicationForm(getattr(_base, "form", None) or forms.ModelForm):  # type: ignore[misc]
+    """DOT's application form, plus the redirect-scheme rule: ``http`` only on a loopback host."""
+
+    def clean_redirect_uris(self) -> str:
+        value = self.cleaned_data.get("redirect_uris") or ""
+        refused = [uri for uri in value.split() if not redirect_scheme_allowed(uri)]
+        if refused:
+            raise forms.ValidationError(
+                _("Redirect URIs must use https, or http on a loopback host (RFC 8252 §7.3): %(uris)s"),
+                params={"uris": " ".join(refused)},
+            )
+        return value
+
+
 @admin.register(Application)
 class ApplicationWithProfileAdmin(_base):
     """DOT's Application admin with the client profile, trust verdict, last use and our actions."""
+
+    form = ApplicationForm
 
     inlines = [*getattr(_base, "inlines", []), ClientProfileInline]
     list_display = ("name", "client_id", "registration_source", "client_type", "trust_verdict", "last_used", "created")

@@ -13,10 +13,11 @@ class MCPOAuthConfig(AppConfig):
     def ready(self) -> None:
         from django.utils.module_loading import autodiscover_modules
 
-        from . import checks  # noqa: F401 - registers the system checks
+        from . import checks  # registers the system checks
         from .settings import apply_dot_defaults, mcp_oauth_settings
         from .signals import sync_default_resource
 
         apply_dot_defaults()
+        checks.replace_dot_bcp_check()
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)

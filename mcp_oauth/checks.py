@@ -64,7 +64,61 @@ def check_dot_settings(app_configs, **kwargs):
                 id="mcp_oauth.W012",
             )
         )
+    if "ALLOWED_REDIRECT_URI_SCHEMES" in site and "http" not in site["ALLOWED_REDIRECT_URI_SCHEMES"]:
+        messages.append(
+            Warning(
+                "OAUTH2_PROVIDER['ALLOWED_REDIRECT_URI_SCHEMES'] leaves out http: desktop MCP clients, whose "
+                "redirect URIs are http://127.0.0.1:<port>/… or http://localhost:<port>/… (RFC 8252 §7.3), "
+                "cannot register or be authorized.",
+                hint="Remove the key: the app allows http for loopback redirect URIs only, never for other hosts.",
+                id="mcp_oauth.W013",
+            )
+        )
     return messages
+
+
+#: DOT's redirect-scheme messages (``"http" in ALLOWED_REDIRECT_URI_SCHEMES``), which
+#: :func:`dot_bcp_configuration` leaves out while the app's loopback-only rule is in force.
+DOT_REDIRECT_SCHEME_CHECK_IDS = frozenset({"oauth2_provider.W008", "oauth2_provider.E003"})
+
+
+def loopback_redirect_rule_in_force() -> bool:
+    """Whether the request validator is the MCP profile's, which refuses ``http`` redirect URIs off
+    loopback whatever the client's registration says (:func:`.authorization_server.redirects.redirect_scheme_allowed`)."""
+    from oauth2_provider.settings import oauth2_settings
+
+    from .authorization_server.validator import MCPOAuth2Validator
+
+    validator = oauth2_settings.OAUTH2_VALIDATOR_CLASS
+    return isinstance(validator, type) and issubclass(validator, MCPOAuth2Validator)
+
+
+def dot_bcp_configuration(app_configs, **kwargs):
+    """DOT's RFC 9700 deploy check (``oauth2_provider.checks.validate_bcp_configuration``), all of it
+    but the redirect-scheme message when the app's loopback-only rule is in force.
+
+    DOT can only ask whether ``http`` is in ``ALLOWED_REDIRECT_URI_SCHEMES``: it keeps ``http``
+    for every host or for none. RFC 9700 §2.1 asks for https redirect URIs except loopback ones of
+    native apps (RFC 8252 §7.3), which every desktop MCP client uses; the app keeps ``http`` in
+    DOT's list for them and refuses it on every other host at registration, in CIMD documents,
+    in the admin form and at the authorization endpoint. With another ``OAUTH2_VALIDATOR_CLASS``
+    that rule is gone, and DOT's message (``W008`` / ``E003``) is reported as DOT words it.
+    """
+    from oauth2_provider.checks import validate_bcp_configuration
+
+    messages = validate_bcp_configuration(app_configs, **kwargs)
+    if loopback_redirect_rule_in_force():
+        messages = [message for message in messages if message.id not in DOT_REDIRECT_SCHEME_CHECK_IDS]
+    return messages
+
+
+def replace_dot_bcp_check() -> None:
+    """Register :func:`dot_bcp_configuration` in place of DOT's own deploy check (called by the app's ``ready()``)."""
+    from django.core.checks.registry import registry
+    from oauth2_provider.checks import validate_bcp_configuration
+
+    registry.deployment_checks.discard(validate_bcp_configuration)
+    registry.register(dot_bcp_configuration, Tags.security, deploy=True)
 
 
 @register()

@@ -10,6 +10,14 @@
 | DATABASE_URL | sqlite:///db.sqlite3 (e.g. postgres://user@127.0.0.1:5432/test) |
 | CELERY_BROKER_URL | unset: tasks run eagerly in-process |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
+| DJANGO_SECURE_SSL_REDIRECT | "1" without DEBUG: http requests are redirected to https |
+| DJANGO_HSTS_SECONDS | 31536000 without DEBUG (Strict-Transport-Security max-age) |
+| DJANGO_HSTS_INCLUDE_SUBDOMAINS, DJANGO_HSTS_PRELOAD | "1" without DEBUG |
+| DJANGO_SECURE_PROXY_SSL_HEADER | unset; behind a TLS proxy that sets X-Forwarded-Proto: HTTP_X_FORWARDED_PROTO |
+
+Production: DJANGO_DEBUG=0 with DJANGO_SECRET_KEY, MCP_BASE_URL=https://…, DJANGO_ALLOWED_HOSTS,
+DATABASE_URL and ELICITATION_ENCRYPTION_KEYS set; `manage.py check --deploy` is then clean
+(tests/test_deploy_check.py).
 """
 
 import os
@@ -20,7 +28,8 @@ import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-insecure-key-change-me-0123456789abcdefghijklmnopqrstuvwxyz")
+# The development key's "django-insecure-" prefix makes `check --deploy` report it (security.W009).
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-dev-key-change-me-0123456789abcdefghijklmnopqrstuvwxyz")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
 
@@ -158,3 +167,14 @@ LOGGING = {
         "elicitation": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
     },
 }
+
+# --- Production (DJANGO_DEBUG=0): https only, secure cookies, HSTS ---------------------------------
+if not DEBUG:
+    SECURE_SSL_REDIRECT = os.environ.get("DJANGO_SECURE_SSL_REDIRECT", "1") == "1"
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("DJANGO_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
+    SECURE_HSTS_PRELOAD = os.environ.get("DJANGO_HSTS_PRELOAD", "1") == "1"
+    if os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER"):
+        SECURE_PROXY_SSL_HEADER = (os.environ["DJANGO_SECURE_PROXY_SSL_HEADER"], "https")

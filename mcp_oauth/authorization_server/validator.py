@@ -36,7 +36,7 @@ from ..cimd.validator import CIMDValidatorMixin
 from ..audit import record
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
-from .redirects import redirect_uri_registered
+from .redirects import redirect_scheme_allowed, redirect_uri_registered
 from .resources import InvalidTarget, select_resource
 
 
@@ -52,9 +52,12 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
     """``OAUTH2_VALIDATOR_CLASS`` of the MCP profile (installed by default)."""
 
     def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs) -> bool:
-        """Exact string match with a registered URI, loopback ports aside (:mod:`.redirects`)."""
-        return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs) and (
-            redirect_uri_registered(redirect_uri, request.client.redirect_uris.split())
+        """Exact string match with a registered URI, loopback ports aside, and never plain ``http``
+        off loopback, however the client was registered (:mod:`.redirects`)."""
+        return (
+            redirect_scheme_allowed(redirect_uri)
+            and super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+            and redirect_uri_registered(redirect_uri, request.client.redirect_uris.split())
         )
 
     # --- resources -----------------------------------------------------------------
