@@ -5,8 +5,6 @@
 * ``elicitation.E002`` — a key is not a Fernet key.
 * ``elicitation.E003`` — a key is ``SECRET_KEY`` itself (the keys must be independent of it).
 * ``elicitation.E004`` — the app's URLs are not included (``path("elicitation/", include("elicitation.urls"))``).
-* ``elicitation.W005`` — no Celery app is configured (Celery's implicit default app would send the
-  completion notifications to ``amqp://localhost``).
 """
 
 from __future__ import annotations
@@ -63,20 +61,3 @@ def check_urls(app_configs=None, **kwargs):
             )
         ]
     return []
-
-
-@register()
-def check_celery(app_configs=None, **kwargs):
-    from mcp_oauth.taskqueue import celery_configured
-
-    if celery_configured():
-        return []
-    return [
-        Warning(
-            "No Celery app is configured: completion notifications of URL elicitations would be sent to "
-            "Celery's implicit default broker (amqp://localhost), whatever runs there.",
-            hint="Create a Celery app for the site (see project/celery.py of django-mcp-authz), or set "
-            "CELERY_TASK_ALWAYS_EAGER = True with one for a single-process site.",
-            id="elicitation.W005",
-        )
-    ]

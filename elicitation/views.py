@@ -34,6 +34,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from mcp_oauth import audit, throttling
 from mcp_oauth.authorization_server.views import UI_SECURITY_HEADERS
+from mcp_oauth.login import login_url
 from mcp_oauth.models import AuditEvent
 from mcp_oauth.text import storable
 
@@ -212,7 +213,7 @@ def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
     if row is None:
         return _not_found(request)
     if not request.user.is_authenticated:
-        return _secure(redirect_to_login(request.get_full_path()))
+        return _secure(redirect_to_login(request.get_full_path(), login_url()))
     if row.user_id != request.user.pk:
         return _mismatch(request, "start", row)
     context = {"elicitation": row, "client_name": _client_name(row), "account": request.user.get_username()}
@@ -341,7 +342,7 @@ def connections(request: HttpRequest) -> HttpResponse:
     if refused is not None:
         return refused
     if not request.user.is_authenticated:
-        return _secure(redirect_to_login(request.get_full_path()))
+        return _secure(redirect_to_login(request.get_full_path(), login_url()))
     if request.method == "POST":
         unconfigured = _unconfigured(request)
         if unconfigured is not None:

@@ -1,3 +1,5 @@
+from importlib import import_module
+
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 from django.utils.translation import gettext_lazy as _
@@ -10,6 +12,18 @@ class MCPOAuthConfig(AppConfig):
     verbose_name = _("MCP authorization")
     default_auto_field = "django.db.models.BigAutoField"
 
+    def import_models(self) -> None:
+        """Say exactly what is missing before DOT's models fail to import."""
+        from django.apps import apps
+        from django.core.exceptions import ImproperlyConfigured
+
+        names = [config.name for config in apps.get_app_configs()]
+        if "oauth2_provider" not in names or names.index("oauth2_provider") > names.index(self.name):
+            raise ImproperlyConfigured(
+                'mcp_oauth needs django-oauth-toolkit listed before it: INSTALLED_APPS += ["oauth2_provider", "mcp_oauth"]'
+            )
+        super().import_models()
+
     def ready(self) -> None:
         from django.utils.module_loading import autodiscover_modules
 
@@ -21,3 +35,10 @@ class MCPOAuthConfig(AppConfig):
         checks.replace_dot_bcp_check()
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
+        for module in mcp_oauth_settings.TOOL_MODULES:
+            try:
+                import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name != module:
+                    raise  # the module exists; something it imports does not
+                # reported by manage.py check (mcp_oauth.W021)

@@ -139,29 +139,116 @@ def check_tool_registry(app_configs, **kwargs):
 
 
 @register()
+def check_tool_modules(app_configs, **kwargs):
+    """W021 a module named in ``TOOL_MODULES`` does not exist (its tools are not served)."""
+    from importlib.util import find_spec
+
+    messages = []
+    for module in mcp_oauth_settings.TOOL_MODULES:
+        try:
+            found = find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            messages.append(
+                Warning(
+                    f'MCP_OAUTH["TOOL_MODULES"] names {module!r}, which does not exist: its tools are not served.',
+                    hint="Create the module, or fix its dotted name.",
+                    id="mcp_oauth.W021",
+                )
+            )
+    return messages
+
+
+@register(Tags.urls, Tags.templates)
 def check_login_url(app_configs, **kwargs):
-    """W030 ``LOGIN_URL`` resolves to no view: users could not log in to approve clients."""
-    from django.shortcuts import resolve_url
-    from django.urls import NoReverseMatch, Resolver404, resolve
+    """W030 the login page users are sent to (:func:`mcp_oauth.login.login_url`) resolves to no view;
+    E031 its template cannot render (missing template or base template, broken tag or URL name)."""
+    from django.urls import NoReverseMatch
+
+    from .login import LOGIN_URL_NAME, login_url
 
     try:
-        url = resolve_url(settings.LOGIN_URL)
+        url = login_url()
     except NoReverseMatch:
-        url = None
-    if url and "://" not in url:
-        try:
-            resolve(url.split("?")[0])
-            return []
-        except Resolver404:
-            pass
-    elif url:
-        return []  # an external login page
+        return []  # the app's URLs are not routed at all: nothing sends users to a login page
+    if "://" in url or url.startswith("//"):
+        return []  # a login page on another host
+    view = _login_view(url)
+    if view is None:
+        return [
+            Warning(
+                f"The login page {url!r} resolves to no view; the authorization endpoint sends users there.",
+                hint=f'Point LOGIN_URL (or MCP_OAUTH["LOGIN_URL"]) at your login view, or remove it to use '
+                f'the app\'s own login page ("{LOGIN_URL_NAME}", /oauth/login).',
+                id="mcp_oauth.W030",
+            )
+        ]
+    template_name = _template_of(view)
+    if not template_name:
+        return []  # a function view: its template is not known ahead of a request
+    problem = _render_problem(template_name, url)
+    if problem:
+        return [
+            Error(
+                f"The login page {url!r} cannot render its template {template_name!r}: {problem}",
+                hint="Add the missing template (and the base template it extends) to a templates directory, "
+                'or remove LOGIN_URL to use the app\'s own login page (mcp_oauth/login.html).',
+                id="mcp_oauth.E031",
+            )
+        ]
+    return []
+
+
+def _login_view(url: str):
+    from django.urls import Resolver404, resolve
+
+    try:
+        return resolve(urlsplit(url).path).func
+    except Resolver404:
+        return None
+
+
+def _template_of(view) -> str | None:
+    """``template_name`` of a class-based view (through decorators that keep ``__wrapped__``)."""
+    while not hasattr(view, "view_class") and hasattr(view, "__wrapped__"):
+        view = view.__wrapped__
+    view_class = getattr(view, "view_class", None)
+    if view_class is None:
+        return None
+    return (getattr(view, "view_initkwargs", None) or {}).get("template_name") or getattr(view_class, "template_name", None)
+
+
+def _render_problem(template_name: str, url: str) -> str | None:
+    """Render ``template_name`` as a login page (without a request: no context processor runs)."""
+    from django.contrib.auth.forms import AuthenticationForm
+    from django.template.loader import render_to_string
+
+    try:
+        render_to_string(
+            template_name,
+            {"form": AuthenticationForm(), "next": "/", "site_host": "", "client_name": None, "csrf_token": "check"},
+        )
+    except Exception as exc:  # any failure is what a user would meet as a 500
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@register(Tags.compatibility, deploy=True)
+def check_task_queue(app_configs, **kwargs):
+    """W050 (deploy) no Celery app: tasks run in-process, and the periodic tasks run only if scheduled elsewhere."""
+    from .taskqueue import celery_configured
+
+    if celery_configured():
+        return []
     return [
         Warning(
-            f"LOGIN_URL {settings.LOGIN_URL!r} does not resolve to a view; the authorization endpoint sends users there.",
-            hint='Add path("accounts/", include("django.contrib.auth.urls")) and a registration/login.html template, '
-            "or point LOGIN_URL at your login view.",
-            id="mcp_oauth.W030",
+            "No Celery app is configured: the app's tasks run in-process (CIMD fetches, elicitation "
+            "notifications), and its periodic tasks (mcp_oauth.tasks.cleanup, mcp_oauth.tasks.prune_dynamic_clients, "
+            "elicitation.tasks.expire_elicitations, elicitation.tasks.cleanup) never run.",
+            hint="Give the site a Celery app and beat schedule (see project/celery.py and CELERY_BEAT_SCHEDULE of "
+            "django-mcp-authz), or call those tasks from your own scheduler.",
+            id="mcp_oauth.W050",
         )
     ]
 

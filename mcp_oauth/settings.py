@@ -68,6 +68,13 @@ DEFAULTS: dict[str, Any] = {
     "DCR_ALLOW_ANONYMOUS_CONFIDENTIAL": False,
     # How long a redeemed authorization code is remembered to detect its replay (seconds).
     "REDEEMED_CODE_RETENTION_SECONDS": 24 * 3600,
+    # Where signed-out users go to sign in before approving a client (a path, URL or URL name).
+    # None: settings.LOGIN_URL when the site set it or routes Django's default /accounts/login/,
+    # else the app's own page /oauth/login (see mcp_oauth.login).
+    "LOGIN_URL": None,
+    # Modules imported at start-up besides every installed app's TOOLS_MODULE, e.g.
+    # ["mysite.mcp_tools"]: tools can live in a project package that is not an installed app.
+    "TOOL_MODULES": [],
     # Template of the consent page (override it in your own templates/ dir).
     "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
     # --- Client ID Metadata Documents (mcp_oauth.cimd; the DOT side is CIMD_* in OAUTH2_PROVIDER) ---

@@ -1,9 +1,10 @@
 """Sending Celery tasks so that a missing broker never loses the work.
 
-:func:`send_or_run` enqueues a task; when the broker cannot be reached (no broker running,
-or a site that configured none), it runs the task here instead and logs a warning. Used for
-work that must happen even in a one-process deployment: CIMD fetches and URL-elicitation
-completion notifications.
+:func:`send_or_run` enqueues a task. A site without a Celery app of its own (Celery's implicit
+default app, which would send to ``amqp://localhost``, whatever listens there) runs the task
+here, in this process; so does a site whose broker cannot be reached (with a warning in the
+log). Used for work that must happen even in a one-process deployment: CIMD fetches and
+URL-elicitation completion notifications.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ def _is_broker_error(exc: BaseException) -> bool:
 
 
 def send_or_run(task: Any, *args: Any, **kwargs: Any) -> None:
-    """``task.delay(*args, **kwargs)``, or ``task(*args, **kwargs)`` in this process when the broker
-    cannot be reached (the task's own errors propagate then)."""
+    """``task.delay(*args, **kwargs)``; ``task(*args, **kwargs)`` in this process when no Celery app is
+    configured (:func:`celery_configured`) or the broker cannot be reached (the task's own errors
+    propagate then)."""
+    if not celery_configured():
+        task(*args, **kwargs)
+        return
     try:
         task.delay(*args, **kwargs)
     except Exception as exc:

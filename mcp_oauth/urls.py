@@ -5,7 +5,9 @@
 * OAuth endpoints under ``oauth/`` in the ``oauth2_provider`` namespace, so DOT's
   own code (metadata, registration URIs) finds them; they replace
   ``include("oauth2_provider.urls")``;
-* the MCP endpoint at ``MCP_OAUTH["MCP_PATH"]`` (``/mcp``; ``/mcp/`` is served too, never redirected).
+* the MCP endpoint at ``MCP_OAUTH["MCP_PATH"]`` (``/mcp``; ``/mcp/`` is served too, never redirected);
+* the app's own login page at ``oauth/login`` (``mcp-oauth-login``), used when the site has none
+  (see :mod:`mcp_oauth.login`).
 """
 
 import re
@@ -30,6 +32,7 @@ from .authorization_server.views import (
     MCPTokenView,
 )
 from .cors import public_cors
+from .login import LOGIN_URL_NAME, MCPLoginView
 from .settings import mcp_oauth_settings
 from .text import refuse_unstorable_params
 from .transport.views import mcp_endpoint
@@ -71,6 +74,7 @@ _mcp_path = re.escape(mcp_oauth_settings.MCP_PATH.strip("/"))
 
 urlpatterns = [
     *well_known_urlpatterns,
+    path("oauth/login", MCPLoginView.as_view(), name=LOGIN_URL_NAME),
     path("oauth/", include((oauth_urlpatterns, "oauth2_provider"))),
     re_path(rf"^{_mcp_path}/?$", mcp_endpoint, name="mcp-endpoint"),
 ]

@@ -1,3 +1,5 @@
+import functools
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -11,6 +13,7 @@ from . import api
 def not_frameable(view):
     """The login page carries the whole authorization request in ``next``: same headers as the consent page."""
 
+    @functools.wraps(view)
     def wrapper(request, *args, **kwargs):
         response = view(request, *args, **kwargs)
         for header, value in UI_SECURITY_HEADERS.items():

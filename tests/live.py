@@ -141,8 +141,9 @@ class HeadlessBrowser:
                 raise AssertionError(f"unexpected {response.status_code} at {response.url}: {response.text[:500]}")
             page_url = str(response.url)
             forms = forms_of(response.text)
-            if urlsplit(page_url).path.startswith("/accounts/login"):
-                form = next(f for f in forms if "password" in f["fields"])
+            login_forms = [f for f in forms if "username" in f["fields"] and "password" in f["fields"]]
+            if login_forms:  # the site's login page (/accounts/login/) or the app's own (/oauth/login)
+                form = login_forms[0]
                 response = await self._submit(page_url, form, {"username": self.username, "password": self.password})
             elif forms and "client_id" in forms[0]["fields"]:
                 self.consent_pages.append(response.text)

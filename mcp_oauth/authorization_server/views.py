@@ -34,6 +34,7 @@ from oauth2_provider.views.mixins import OAuthLibMixin
 from .. import throttling, trust
 from ..audit import record
 from ..models import AuditEvent, Consent, ProtectedResource
+from ..login import login_url
 from ..loopback import is_loopback_host
 from ..settings import mcp_oauth_settings
 from .consent import ConsentTransactionMixin
@@ -129,6 +130,10 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
 
     def get_template_names(self) -> list[str]:
         return [mcp_oauth_settings.CONSENT_TEMPLATE]
+
+    def get_login_url(self) -> str:
+        """The site's login page, or the app's own when the site has none (:func:`mcp_oauth.login.login_url`)."""
+        return login_url()
 
     def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         response = self.throttled_response(request) or super().dispatch(request, *args, **kwargs)

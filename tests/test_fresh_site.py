@@ -1,0 +1,243 @@
+"""A brand-new ``django-admin startproject`` site, set up with exactly the README's four edits.
+
+The site is built in a temporary folder: ``INSTALLED_APPS``, one settings dict, one
+``include()``, ``migrate``; plus the README's tools module (the site's own code) and a user.
+It runs under uvicorn as its own process (its own SQLite database), and the official MCP
+Python SDK client registers itself, sends the user through the app's own login page and the
+consent page (a headless browser, httpx), and calls the site's tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientMetadata
+
+from .live import HeadlessBrowser, free_port
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BIN = Path(sys.executable).parent
+USERNAME, PASSWORD = "alice", "fresh-site-password"
+README_BASE_URL = "http://127.0.0.1:8000"
+
+# The README's steps, verbatim (each is asserted to be in README.md, so the two cannot drift).
+EDIT_INSTALLED_APPS = 'INSTALLED_APPS += ["oauth2_provider", "mcp_oauth"]'
+EDIT_SETTINGS_DICT = '''MCP_OAUTH = {
+    "BASE_URL": "http://127.0.0.1:8000",  # the site's public origin, no trailing slash (https://… in production)
+    "TOOL_MODULES": ["mysite.mcp_tools"],  # your tools, below
+}'''
+EDIT_URLS = '''from django.urls import include
+
+urlpatterns += [path("", include("mcp_oauth.urls"))]'''
+COMMAND_MIGRATE = "python manage.py migrate"
+TOOLS_MODULE = '''from mcp_oauth.tools import ToolContext, tool
+
+
+@tool(scopes=["mcp"])
+def whoami(ctx: ToolContext) -> str:
+    """The user name this client acts for."""
+    return ctx.user.get_username()'''
+COMMAND_SERVE = "uvicorn mysite.asgi:application"
+
+
+def readme_has(snippet: str) -> bool:
+    indented = "\n".join(("   " + line) if line else "" for line in snippet.splitlines())
+    return snippet in README or indented in README
+
+
+def test_the_steps_are_the_readmes():
+    for snippet in (EDIT_INSTALLED_APPS, EDIT_SETTINGS_DICT, EDIT_URLS, COMMAND_MIGRATE, TOOLS_MODULE, COMMAND_SERVE):
+        assert readme_has(snippet), snippet
+    section = README.split("## Add it to an existing Django site", 1)[1].split("\n## ", 1)[0]
+    steps = re.findall(r"^(\d+)\. ", section.split("Your tools go in", 1)[0], flags=re.MULTILINE)
+    assert steps == ["1", "2", "3", "4"]
+
+
+def site_env(site: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without the test run's Django settings (the site has its own)."""
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE" and key != "DATABASE_URL"}
+    return {**env, **extra, "PYTHONPATH": str(site)}
+
+
+def run(site: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=site,
+        env=site_env(site, **(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def build_site(folder: Path, base_url: str) -> Path:
+    """``django-admin startproject mysite`` + the README's four edits + its tools module + a user."""
+    folder.mkdir()
+    subprocess.run(
+        [sys.executable, "-m", "django", "startproject", "mysite", str(folder)], env=site_env(folder), check=True, timeout=60
+    )
+    settings_py = folder / "mysite" / "settings.py"
+    settings_py.write_text(
+        settings_py.read_text()
+        + "\n" + EDIT_INSTALLED_APPS + "\n"  # edit 1
+        + "\n" + EDIT_SETTINGS_DICT.replace(README_BASE_URL, base_url) + "\n"  # edit 2
+    )
+    urls_py = folder / "mysite" / "urls.py"
+    urls_py.write_text(urls_py.read_text() + "\n" + EDIT_URLS + "\n")  # edit 3
+    run(folder, "migrate", "--noinput", "-v0")  # edit 4
+    (folder / "mysite" / "mcp_tools.py").write_text(TOOLS_MODULE + "\n")  # the site's own code
+    run(folder, "createsuperuser", "--noinput", "--username", USERNAME, "--email", "alice@example.com",
+        env={"DJANGO_SUPERUSER_PASSWORD": PASSWORD})
+    return folder
+
+
+@pytest.fixture
+def fresh_site(tmp_path):
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    return build_site(tmp_path / "site", base_url), base_url, port
+
+
+def serve(site: Path, port: int) -> subprocess.Popen:
+    """``uvicorn mysite.asgi:application`` (the README's command) on the test's port."""
+    command = COMMAND_SERVE.split()
+    process = subprocess.Popen(
+        [str(BIN / command[0]), *command[1:], "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=site,
+        env=site_env(site),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError("uvicorn exited: " + process.stdout.read())
+        try:
+            httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", timeout=1)
+            return process
+        except httpx2.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise AssertionError("uvicorn did not start")
+
+
+async def call_tool_with_sdk(base_url: str) -> tuple[object, list[str], list[str]]:
+    browser = HeadlessBrowser(base_url=base_url, username=USERNAME, password=PASSWORD)
+    pending: dict[str, str] = {}
+
+    class Storage:
+        tokens = client_info = None
+
+        async def get_tokens(self):
+            return self.tokens
+
+        async def set_tokens(self, tokens):
+            self.tokens = tokens
+
+        async def get_client_info(self):
+            return self.client_info
+
+        async def set_client_info(self, info):
+            self.client_info = info
+
+    async def redirect_handler(url: str) -> None:
+        pending["url"] = url
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        params = await browser.authorize(pending.pop("url"))
+        assert "code" in params, params
+        return AuthorizationCodeResult(code=params["code"], state=params.get("state"), iss=params.get("iss"))
+
+    provider = OAuthClientProvider(
+        server_url=base_url + "/mcp",
+        client_metadata=OAuthClientMetadata(
+            client_name="Fresh-site test client",
+            redirect_uris=[f"http://127.0.0.1:{free_port()}/callback"],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=Storage(),
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+    )
+    try:
+        async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+            async with Client(streamable_http_client(base_url + "/mcp", http_client=http)) as client:
+                tools = [item.name for item in (await client.list_tools()).tools]
+                result = await client.call_tool("whoami", {})
+    finally:
+        await browser.aclose()
+    return result, tools, browser.visited
+
+
+def test_a_fresh_startproject_site_serves_the_sdk_client_after_four_edits(fresh_site):
+    site, base_url, port = fresh_site
+    checked = run(site, "check")
+    assert "System check identified no issues" in checked.stdout
+    deploy = run(site, "check", "--deploy")  # startproject's DEBUG and key are warnings, never errors
+    assert "ERRORS:" not in deploy.stderr
+    assert "oauth2_provider." not in deploy.stderr and "mcp_oauth.E" not in deploy.stderr
+
+    server = serve(site, port)
+    try:
+        result, tools, visited = asyncio.run(call_tool_with_sdk(base_url))
+        login_page = httpx2.get(base_url + "/oauth/login?next=/oauth/authorize", timeout=10)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    assert tools == ["whoami"]
+    assert not result.is_error, result
+    assert result.content[0].text == USERNAME
+    # Signed out, the user went to the app's own login page (the site has none), then to consent.
+    paths = [httpx2.URL(url).path for url in visited]
+    assert "/oauth/login" in paths
+    assert paths.index("/oauth/login") < len(paths) - 1
+    assert login_page.status_code == 200
+    assert login_page.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in login_page.headers["content-security-policy"]
+    assert "Sign in to 127.0.0.1" in login_page.text
+
+
+def test_a_readme_built_site_with_the_old_login_step_fails_check(fresh_site):
+    """The old README's step: Django's auth URLs without a registration/login.html template.
+    ``manage.py check`` now says so instead of a 500 at the first login."""
+    site, _, _ = fresh_site
+    urls_py = site / "mysite" / "urls.py"
+    urls_py.write_text(urls_py.read_text() + 'urlpatterns += [path("accounts/", include("django.contrib.auth.urls"))]\n')
+    result = run(site, "check", check=False)
+    assert result.returncode == 1
+    assert "(mcp_oauth.E031) The login page '/accounts/login/' cannot render its template 'registration/login.html'" in (
+        result.stderr
+    )
+    assert "TemplateDoesNotExist" in result.stderr
+
+
+def test_mcp_oauth_without_oauth2_provider_says_what_is_missing(fresh_site):
+    site, _, _ = fresh_site
+    settings_py = site / "mysite" / "settings.py"
+    settings_py.write_text(settings_py.read_text().replace(EDIT_INSTALLED_APPS, 'INSTALLED_APPS += ["mcp_oauth"]'))
+    result = run(site, "check", check=False)
+    assert result.returncode == 1
+    assert 'mcp_oauth needs django-oauth-toolkit listed before it: INSTALLED_APPS += ["oauth2_provider", "mcp_oauth"]' in (
+        result.stderr
+    )
