@@ -82,7 +82,7 @@ class MCPLoginView(LoginView):
 
     It carries the authorization request in ``next``, so it cannot be framed and sends no
     referrer (the consent page's headers). After signing in the user goes to ``next`` (a URL of
-    this site only, as ``LoginView`` checks), else to ``LOGIN_REDIRECT_URL`` when the site set
+    this site only, as ``LoginView`` checks), else to ``LOGIN_REDIRECT_URL`` when the site routes
     it, else back to this page, which then says who is signed in. Context besides
     ``LoginView``'s: ``site_host`` (the host of ``BASE_URL``) and ``client_name`` (the client
     asking, when ``next`` is this site's authorization endpoint; else None).
@@ -99,9 +99,8 @@ class MCPLoginView(LoginView):
         return response
 
     def get_default_redirect_url(self) -> str:
-        if settings.is_overridden("LOGIN_REDIRECT_URL"):
-            return str(resolve_url(settings.LOGIN_REDIRECT_URL))
-        return reverse(LOGIN_URL_NAME)
+        url = str(resolve_url(settings.LOGIN_REDIRECT_URL))
+        return url if _routed(url) else reverse(LOGIN_URL_NAME)
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)

@@ -122,15 +122,15 @@ def test_without_a_reachable_broker_the_notification_is_sent_in_process(settings
     ]
 
 
-def test_check_warns_when_no_celery_app_is_configured():
+def test_deploy_check_warns_when_no_celery_app_is_configured():
     from celery import Celery, _state
 
-    from elicitation.checks import check_celery
+    from mcp_oauth.checks import check_task_queue
 
-    assert check_celery() == []  # the reference site's app is current
+    assert check_task_queue(None) == []  # the reference site's app is current
     current = _state.get_current_app()
     Celery("default", fixups=[], set_as_current=False).set_current()  # what Celery falls back to
     try:
-        assert [message.id for message in check_celery()] == ["elicitation.W005"]
+        assert [message.id for message in check_task_queue(None)] == ["mcp_oauth.W050"]
     finally:
         current.set_current()

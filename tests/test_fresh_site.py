@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -108,11 +109,17 @@ def build_site(folder: Path, base_url: str) -> Path:
     return folder
 
 
-@pytest.fixture
-def fresh_site(tmp_path):
+@pytest.fixture(scope="module")
+def fresh_site(tmp_path_factory):
+    """One site for the module (building it takes a while); tests that change it work on a copy."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    return build_site(tmp_path / "site", base_url), base_url, port
+    return build_site(tmp_path_factory.mktemp("fresh") / "site", base_url), base_url, port
+
+
+@pytest.fixture
+def site_copy(fresh_site, tmp_path):
+    return Path(shutil.copytree(fresh_site[0], tmp_path / "site"))
 
 
 def serve(site: Path, port: int) -> subprocess.Popen:
@@ -218,10 +225,10 @@ def test_a_fresh_startproject_site_serves_the_sdk_client_after_four_edits(fresh_
     assert "Sign in to 127.0.0.1" in login_page.text
 
 
-def test_a_readme_built_site_with_the_old_login_step_fails_check(fresh_site):
+def test_a_readme_built_site_with_the_old_login_step_fails_check(site_copy):
     """The old README's step: Django's auth URLs without a registration/login.html template.
     ``manage.py check`` now says so instead of a 500 at the first login."""
-    site, _, _ = fresh_site
+    site = site_copy
     urls_py = site / "mysite" / "urls.py"
     urls_py.write_text(urls_py.read_text() + 'urlpatterns += [path("accounts/", include("django.contrib.auth.urls"))]\n')
     result = run(site, "check", check=False)
@@ -232,8 +239,8 @@ def test_a_readme_built_site_with_the_old_login_step_fails_check(fresh_site):
     assert "TemplateDoesNotExist" in result.stderr
 
 
-def test_mcp_oauth_without_oauth2_provider_says_what_is_missing(fresh_site):
-    site, _, _ = fresh_site
+def test_mcp_oauth_without_oauth2_provider_says_what_is_missing(site_copy):
+    site = site_copy
     settings_py = site / "mysite" / "settings.py"
     settings_py.write_text(settings_py.read_text().replace(EDIT_INSTALLED_APPS, 'INSTALLED_APPS += ["mcp_oauth"]'))
     result = run(site, "check", check=False)
