@@ -39,6 +39,11 @@ DEFAULTS: dict[str, Any] = {
     # (RFC 9728 resource_name; the scopes go into WWW-Authenticate challenges).
     "DEFAULT_RESOURCE_NAME": "MCP server",
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
+    # Development: when BASE_URL's host is localhost, 127.0.0.1 or [::1], the other two spellings
+    # (same scheme and port) name the same site: metadata and challenges answer in the spelling
+    # the client used, and its resource indicator binds the same resource (mcp_oauth.origins).
+    # No effect on a site whose BASE_URL is not a loopback origin.
+    "LOOPBACK_ALIASES": True,
     # Extra origins (scheme://host[:port]) allowed to call the MCP endpoint from a
     # browser. The site's own origin is always allowed.
     "ALLOWED_ORIGINS": [],

@@ -18,6 +18,7 @@ from oauth2_provider.views import OAuthServerMetadataView
 from django.utils.decorators import method_decorator
 
 from ..models import ProtectedResource
+from ..origins import as_requested
 from ..resource_server.challenges import PRM_WELL_KNOWN
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
@@ -72,13 +73,17 @@ class ProtectedResourceMetadataView(View):
                 resource = ProtectedResource.objects.default()
         except (ProtectedResource.DoesNotExist, InvalidResource):
             raise Http404("No protected resource at that path.") from None
-        return _json(protected_resource_metadata(resource))
+        return _json(protected_resource_metadata(resource, request))
 
 
-def protected_resource_metadata(resource: ProtectedResource) -> dict:
-    """The RFC 9728 document of ``resource`` (see :class:`ProtectedResourceMetadataView`)."""
+def protected_resource_metadata(resource: ProtectedResource, request: HttpRequest | None = None) -> dict:
+    """The RFC 9728 document of ``resource`` (see :class:`ProtectedResourceMetadataView`).
+
+    ``resource`` is written in the loopback spelling ``request`` used on a loopback development
+    site (:mod:`mcp_oauth.origins`), so that it matches the URL the client was given (§3.3).
+    """
     data = {
-        "resource": resource.uri,
+        "resource": as_requested(resource.uri, request),
         "authorization_servers": [mcp_oauth_settings.issuer],
         "scopes_supported": resource.scope_list or sorted(oauth2_settings.SCOPES),
         "bearer_methods_supported": ["header"],

@@ -26,12 +26,15 @@ class ProtectedResourceQuerySet(models.QuerySet):
         return self.filter(enabled=True)
 
     def get_by_uri(self, uri: str) -> ProtectedResource:
-        """The enabled resource whose canonical URI equals the canonical form of ``uri``.
+        """The enabled resource whose canonical URI equals the canonical form of ``uri`` (on a loopback
+        development site, in any loopback spelling of ``BASE_URL``'s origin: :mod:`mcp_oauth.origins`).
 
         :raises InvalidResource: ``uri`` is not a valid resource URI.
         :raises ProtectedResource.DoesNotExist: no enabled resource has that URI.
         """
-        return self.enabled().get(uri=canonicalize_resource(uri))
+        from ..origins import base_spelling
+
+        return self.enabled().get(uri=canonicalize_resource(base_spelling(canonicalize_resource(uri))))
 
     def default(self) -> ProtectedResource:
         """The default resource (tokens requested without ``resource`` are bound to it).

@@ -54,6 +54,9 @@ class BearerChallenge(Exception):
     error: str | None = None
     error_description: str | None = None
     scopes: list[str] | None = field(default=None)
+    #: The request that failed: the challenge names the metadata URL in the spelling it used
+    #: (loopback development sites, :mod:`mcp_oauth.origins`).
+    request: HttpRequest | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__init__(self.error_description or self.error or "authentication required")
@@ -65,6 +68,7 @@ class BearerChallenge(Exception):
             error=self.error,
             error_description=self.error_description,
             scopes=self.scopes,
+            request=self.request,
         )
 
 
@@ -88,6 +92,18 @@ def bearer_token_from_header(value: str | None) -> str | None:
 
 
 def authenticate_bearer(
+    request: HttpRequest, resource: ProtectedResource, required_scopes: Iterable[str] = ()
+) -> BearerPrincipal:
+    """Authenticate ``request`` for ``resource`` (see :func:`_authenticate_bearer`); a
+    :class:`BearerChallenge` raised carries ``request``."""
+    try:
+        return _authenticate_bearer(request, resource, required_scopes)
+    except BearerChallenge as challenge:
+        challenge.request = request
+        raise
+
+
+def _authenticate_bearer(
     request: HttpRequest, resource: ProtectedResource, required_scopes: Iterable[str] = ()
 ) -> BearerPrincipal:
     """Authenticate ``request`` for ``resource``.

@@ -11,21 +11,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 
 from ..models import ProtectedResource
+from ..origins import as_requested
 from ..resources import resource_path
 from ..settings import mcp_oauth_settings
 
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 
-def resource_metadata_url(resource: ProtectedResource) -> str:
+def resource_metadata_url(resource: ProtectedResource, request: HttpRequest | None = None) -> str:
     """Absolute URL of ``resource``'s RFC 9728 metadata, in path-inserted form (§3.1).
 
-    ``https://host/mcp`` -> ``https://host/.well-known/oauth-protected-resource/mcp``.
+    ``https://host/mcp`` -> ``https://host/.well-known/oauth-protected-resource/mcp``; in the
+    loopback spelling ``request`` used on a loopback development site (:mod:`mcp_oauth.origins`).
     """
-    return mcp_oauth_settings.absolute(PRM_WELL_KNOWN + resource_path(resource.uri))
+    return as_requested(mcp_oauth_settings.absolute(PRM_WELL_KNOWN + resource_path(resource.uri)), request)
 
 
 def _quote(value: str) -> str:
@@ -40,6 +42,7 @@ def bearer_challenge(
     error: str | None = None,
     error_description: str | None = None,
     scopes: Iterable[str] | None = None,
+    request: HttpRequest | None = None,
 ) -> str:
     """The ``WWW-Authenticate`` value for ``resource``.
 
@@ -48,7 +51,7 @@ def bearer_challenge(
     the resource's required scopes; ``scope`` is omitted when there are none.
     """
     scope_list = list(resource.scope_list if scopes is None else scopes)
-    params = [("resource_metadata", resource_metadata_url(resource))]
+    params = [("resource_metadata", resource_metadata_url(resource, request))]
     if scope_list:
         params.append(("scope", " ".join(dict.fromkeys(scope_list))))
     if error:
@@ -65,6 +68,7 @@ def challenge_response(
     error: str | None = None,
     error_description: str | None = None,
     scopes: Iterable[str] | None = None,
+    request: HttpRequest | None = None,
 ) -> HttpResponse:
     """A 401 or 403 response carrying :func:`bearer_challenge` and a JSON error body.
 
@@ -80,7 +84,7 @@ def challenge_response(
     )
     response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
     response["WWW-Authenticate"] = bearer_challenge(
-        resource, error=error, error_description=error_description, scopes=scopes
+        resource, error=error, error_description=error_description, scopes=scopes, request=request
     )
     response["Cache-Control"] = "no-store"
     return response

@@ -41,6 +41,7 @@ class InsufficientScope(exceptions.PermissionDenied):
             error=challenge.error,
             error_description=challenge.error_description,
             scopes=challenge.scopes,
+            request=challenge.request,
         )
 
 
@@ -54,6 +55,7 @@ class InvalidBearer(exceptions.AuthenticationFailed):
             error=challenge.error,
             error_description=challenge.error_description,
             scopes=challenge.scopes,
+            request=challenge.request,
         )
 
 
@@ -85,7 +87,7 @@ class MCPBearerAuthentication(BaseAuthentication):
         if getattr(request, "_mcp_auth_header", None):
             return request._mcp_auth_header
         view = request.parser_context.get("view") if request.parser_context else None
-        return bearer_challenge(_view_resource(view))
+        return bearer_challenge(_view_resource(view), request=request._request)
 
 
 class HasResourceScopes(BasePermission):
@@ -107,6 +109,7 @@ class HasResourceScopes(BasePermission):
                     error="insufficient_scope",
                     error_description="The access token lacks the scopes: " + " ".join(missing),
                     scopes=list(dict.fromkeys([*sorted(granted), *needed])),
+                    request=request._request,
                 )
             )
         return True

@@ -344,6 +344,7 @@ class McpView:
                 error="insufficient_scope",
                 error_description=f"The tool {exc.tool.name} needs the scopes: {' '.join(exc.missing)}",
                 scopes=scopes,
+                request=request,
             ).response()
         except McpError as exc:
             return json_response(error_message(call.message_id, exc))
