@@ -8,12 +8,12 @@ DEMO_USERNAME ?= demo
 DEMO_PASSWORD ?= demo-password
 export PORT DEMO_USERNAME DEMO_PASSWORD
 
-.PHONY: install js-install run test migrate clean
+.PHONY: install js-install run test lint migrate clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[server,test]"
+	$(PY) -m pip install --quiet -e ".[server,test,lint]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -44,6 +44,12 @@ run: migrate
 
 test: install js-install
 	$(VENV)/bin/pytest
+
+# ruff (lint + format check) and mypy, as configured in pyproject.toml.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) db.sqlite3 $(JS_DIR)/node_modules

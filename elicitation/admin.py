@@ -57,6 +57,7 @@ class ThirdPartyProviderForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
+        assert cleaned is not None  # ModelForm.clean() returns cleaned_data
         issuer = cleaned.get("issuer")
         if issuer and not (cleaned.get("authorization_endpoint") and cleaned.get("token_endpoint")) and not self.errors:
             # Only the issuer given: read the endpoints from its RFC 8414 metadata now.
@@ -64,7 +65,7 @@ class ThirdPartyProviderForm(forms.ModelForm):
             try:
                 discover(probe, save=False)
             except ProviderError as exc:
-                raise forms.ValidationError(_("Could not discover the endpoints from the issuer: %(error)s"), params={"error": exc})
+                raise forms.ValidationError(_("Could not discover the endpoints from the issuer: %(error)s"), params={"error": exc}) from exc
             for field in ("authorization_endpoint", "token_endpoint", "revocation_endpoint", "iss_parameter_supported"):
                 cleaned[field] = getattr(probe, field)
                 setattr(self.instance, field, cleaned[field])
@@ -118,7 +119,7 @@ class ThirdPartyProviderAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("redirect URI to register at the provider"))
     def redirect_uri_to_register(self, obj: ThirdPartyProvider) -> str:
-        return obj.redirect_uri if obj.pk and obj.slug else _("(saved providers only)")
+        return obj.redirect_uri if obj.pk and obj.slug else str(_("(saved providers only)"))
 
     @admin.display(description=_("client secret"), boolean=True)
     def has_client_secret(self, obj: ThirdPartyProvider) -> bool:
@@ -164,7 +165,7 @@ class ThirdPartyConnectionAdmin(admin.ModelAdmin):
         # (with SQLite, a provider that is this very site could not write and revocation timed out).
         # The local deletion and its audit event are atomic in revoke_connection.
         if request.method == "POST":
-            return self._delete_view(request, object_id, extra_context)
+            return self._delete_view(request, object_id, extra_context)  # type: ignore[attr-defined]  # Django's, without the transaction
         return super().delete_view(request, object_id, extra_context)
 
     def delete_model(self, request, obj: ThirdPartyConnection) -> None:

@@ -296,7 +296,8 @@ def store_connection(user: Any, provider: ThirdPartyProvider, payload: dict[str,
             or ThirdPartyConnection(user=user, provider=provider)
         )
         connection.access_token = payload["access_token"]
-        connection.refresh_token = payload.get("refresh_token") if isinstance(payload.get("refresh_token"), str) else ""
+        refresh_token = payload.get("refresh_token")
+        connection.refresh_token = refresh_token if isinstance(refresh_token, str) else ""
         connection.token_type = "Bearer"
         connection.expires_at = _expiry(payload)
         connection.scopes = " ".join(dict.fromkeys(granted))[:500]

@@ -157,9 +157,10 @@ def create_url_elicitation(
     if not isinstance(message, str) or not message.strip() or not storable(message) or len(message) > 2000:
         raise ValueError("a URL elicitation needs a non-empty message (at most 2000 characters, no NUL)")
     if isinstance(session, str):
-        session = McpSession.objects.live().filter(pk=session).first()
-        if session is None:
+        live: McpSession | None = McpSession.objects.live().filter(pk=session).first()
+        if live is None:
             raise ValueError("no live MCP session with that id")
+        session = live
     elif not McpSession.objects.live().filter(pk=session.pk).exists():
         raise ValueError("the MCP session has ended")
     if getattr(user, "pk", None) is None or session.user_id != user.pk:
@@ -244,7 +245,7 @@ def finish_elicitation(
             AuditEvent.Kind.ELICITATION_FINISHED,
             request=request,
             user=row.user,
-            client_id=row.session.application.client_id if row.session and row.session.application_id else "",
+            client_id=row.session.application.client_id if row.session and row.session.application else "",
             detail={"elicitation": row.elicitation_id[:8], "kind": row.kind, "status": status},
         )
         transaction.on_commit(lambda: _queue_notification(row.pk))

@@ -254,7 +254,8 @@ def _secret(request: HttpRequest, row: Elicitation, context: dict[str, Any], act
         if not finish_elicitation(row.elicitation_id, Elicitation.Status.COMPLETED, user=request.user, request=request):
             return _not_found(request)
         StoredSecret.objects.update_or_create(
-            user=request.user, name=row.secret_name, defaults={"value_encrypted": encrypt(value.strip())}
+            user=request.user,  # type: ignore[misc]  # signed in: checked at the top of the view
+            name=row.secret_name, defaults={"value_encrypted": encrypt(value.strip())}
         )
         audit.record(AuditEvent.Kind.SECRET_STORED, request=request, detail={"name": row.secret_name})
     return _done(request, "Saved", "The value is stored encrypted on this site; it never went through your MCP client. You can close this page and go back to it.")
@@ -297,7 +298,7 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
     error = request.GET.get("error")
     if error is not None:
         status = Elicitation.Status.DECLINED if error == "access_denied" else Elicitation.Status.CANCELLED
-        code = error if ERROR_CODE_RE.match(error) else "invalid error code"
+        code: str | None = error if ERROR_CODE_RE.match(error) else "invalid error code"
         if row is not None:
             finish_elicitation(row.elicitation_id, status, user=request.user, request=request, error=f"provider: {code}")
         return _done(request, "Not connected", f"{provider.name} did not connect your account. You can close this page.", ok=False)

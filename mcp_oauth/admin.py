@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django import forms
 from django.contrib import admin, messages
@@ -38,6 +39,9 @@ from .models import (
     revoke_client_tokens,
 )
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
 
 @admin.register(ProtectedResource)
 class ProtectedResourceAdmin(admin.ModelAdmin):
@@ -53,7 +57,7 @@ USER_SEARCH = f"user__{get_user_model().USERNAME_FIELD}"
 # --- clients -----------------------------------------------------------------------------
 
 
-def _verdict_label(verdict: trust.Verdict) -> str:
+def _verdict_label(verdict: trust.Verdict) -> StrOrPromise:
     return {
         trust.TRUSTED: _("trusted"),
         trust.UNKNOWN: _("unknown"),
@@ -163,7 +167,7 @@ class ApplicationForm(getattr(_base, "form", None) or forms.ModelForm):  # type:
 
 
 @admin.register(Application)
-class ApplicationWithProfileAdmin(_base):
+class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DOT's admin class, found at run time
     """DOT's Application admin with the client profile, trust verdict, last use and our actions."""
 
     form = ApplicationForm

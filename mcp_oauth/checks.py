@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from .settings import DOT_SECURITY_KEYS, mcp_oauth_settings
 
@@ -13,7 +13,7 @@ from .settings import DOT_SECURITY_KEYS, mcp_oauth_settings
 @register(Tags.security)
 def check_base_url(app_configs, **kwargs):
     """E001 BASE_URL missing or malformed; W002 http on a non-loopback host; E003 issuer with a trailing slash."""
-    messages = []
+    messages: list[CheckMessage] = []
     base = mcp_oauth_settings.BASE_URL
     if not base:
         return [Error('MCP_OAUTH["BASE_URL"] is not set.', hint='Set it to the site\'s public origin, e.g. "https://mcp.example.com".', id="mcp_oauth.E001")]
@@ -38,7 +38,7 @@ def check_base_url(app_configs, **kwargs):
 def check_dot_settings(app_configs, **kwargs):
     """W010 a setting in OAUTH2_PROVIDER weakens a secure default of the MCP profile."""
     site = getattr(settings, "OAUTH2_PROVIDER", {}) or {}
-    messages = []
+    messages: list[CheckMessage] = []
     for key, secure in DOT_SECURITY_KEYS.items():
         if key in site and site[key] != secure:
             messages.append(
@@ -143,7 +143,7 @@ def check_tool_modules(app_configs, **kwargs):
     """W021 a module named in ``TOOL_MODULES`` does not exist (its tools are not served)."""
     from importlib.util import find_spec
 
-    messages = []
+    messages: list[CheckMessage] = []
     for module in mcp_oauth_settings.TOOL_MODULES:
         try:
             found = find_spec(module) is not None

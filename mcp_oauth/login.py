@@ -21,7 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from django.conf import global_settings, settings
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, Resolver404, resolve, reverse
 
@@ -90,7 +91,7 @@ class MCPLoginView(LoginView):
 
     template_name = "mcp_oauth/login.html"
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         from .authorization_server.views import UI_SECURITY_HEADERS
 
         response = super().dispatch(request, *args, **kwargs)

@@ -217,6 +217,7 @@ def evaluate(
     ]
     if denies:
         rule = _best(denies)
+        assert rule is not None  # denies is not empty
         return verdict(DENIED, f"denied by rule #{rule.pk} ({rule.get_target_display()} {rule.pattern})", rule)
     others = [r for r in applicable if r.action != TrustRule.Action.DENY]
     # 2. a rule about this very client
@@ -235,6 +236,7 @@ def evaluate(
         return verdict(TRUSTED, f"client_id host allowed by rule #{cid_rule.pk} ({cid_rule.pattern})", cid_rule)
     if source != CIMD and redirect_hosts and all(redirect_rules.values()):
         rule = next(iter(redirect_rules.values()))
+        assert rule is not None  # all() above
         return verdict(TRUSTED, f"every redirect host allowed (rule #{rule.pk} and others)", rule)
     # 5. nothing matched
     if source == MANUAL:
@@ -359,11 +361,11 @@ def check_settings() -> list:
       the trust policy's, so it no longer applies at registration (it still does at authorization).
     """
     from django.conf import settings
-    from django.core.checks import Error, Warning
+    from django.core.checks import CheckMessage, Error, Warning
 
     from .settings import mcp_oauth_settings
 
-    messages = []
+    messages: list[CheckMessage] = []
     if mcp_oauth_settings.TRUST_MODE not in MODES:
         messages.append(
             Error(

@@ -10,7 +10,12 @@ from urllib.parse import urlencode
 import pytest
 from django.urls import reverse
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model, set_token_value
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_refresh_token_model,
+    set_token_value,
+)
 
 from mcp_oauth.audit import record
 from mcp_oauth.models import AuditEvent, ClientMetadataDocument, ClientProfile, Consent, McpSession, TrustRule

@@ -31,10 +31,10 @@ def worker():
     app = Celery("mcp-authz-worker-test", set_as_current=False)
     app.config_from_object("django.conf:settings", namespace="CELERY")
     app.conf.update(broker_url=BROKER, result_backend=BROKER, task_always_eager=False)
+    from celery import _state
+
     import elicitation.tasks  # noqa: F401 - registers the shared tasks
     import mcp_oauth.tasks  # noqa: F401
-
-    from celery import _state
 
     app.finalize()
     current, default = _state.get_current_app(), _state.default_app

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -249,7 +249,7 @@ def test_freshness_lifetime(bounds, headers, lifetime):
 
 
 def test_freshness_lifetime_from_expires(bounds):
-    date = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    date = datetime(2026, 1, 1, tzinfo=UTC)
     headers = {"Date": format_datetime(date, usegmt=True), "Expires": format_datetime(date + timedelta(seconds=1800), usegmt=True)}
     assert freshness_lifetime(headers) == 1800
     assert freshness_lifetime({"Date": headers["Date"], "Expires": "0"}) == 60  # already expired: the minimum

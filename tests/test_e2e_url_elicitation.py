@@ -690,7 +690,7 @@ def test_completion_while_disconnected_is_replayed_to_the_asking_session_only(
 
             # ~2 s more for a stray delivery, then prove both other streams were live all along.
             await asyncio.sleep(2)
-            for listener, marker in zip(listeners, ["notifications/prompts/list_changed", "notifications/resources/list_changed"]):
+            for listener, marker in zip(listeners, ["notifications/prompts/list_changed", "notifications/resources/list_changed"], strict=True):
                 await sync_to_async(enqueue_session_message)(listener.session.session_id, {"method": marker})
                 await listener.wait_for(marker)
                 await listener.stop()

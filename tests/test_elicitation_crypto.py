@@ -25,7 +25,12 @@ from django.forms import PasswordInput
 from django.http import HttpResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model, set_token_value
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_refresh_token_model,
+    set_token_value,
+)
 
 from elicitation import checks, crypto
 from elicitation.crypto import DecryptionError, decrypt, encrypt, keys_configured, rotate
@@ -351,7 +356,7 @@ COLUMNS = {
 
 def snapshot():
     return {
-        (model, pk): dict(zip(columns, values))
+        (model, pk): dict(zip(columns, values, strict=True))
         for model, columns in COLUMNS.items()
         for pk, *values in model.objects.values_list("pk", *columns)
     }

@@ -171,7 +171,7 @@ Route = Callable[["_Handler"], None]
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
     protocol_version = "HTTP/1.0"
 
     def log_message(self, *args):  # quiet
@@ -209,7 +209,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    mock: "MockProvider"
+    mock: MockProvider
 
 
 class MockProvider:

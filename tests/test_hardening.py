@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
-from .oauth_helpers import get_code, pkce_pair, authorize_params, token_request
+from .oauth_helpers import authorize_params, get_code, pkce_pair, token_request
 
 pytestmark = pytest.mark.django_db
 

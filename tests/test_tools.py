@@ -22,8 +22,12 @@ from mcp_oauth.tools import (
     ToolContext,
     ToolError,
     ToolRegistry,
-    registry as default_registry,
     to_call_tool_result,
+)
+from mcp_oauth.tools import (
+    registry as default_registry,
+)
+from mcp_oauth.tools import (
     tool as default_tool,
 )
 
@@ -211,7 +215,7 @@ def test_nested_pydantic_model_argument():
 
 
 def test_unresolvable_or_unsupported_hints_are_refused_at_registration():
-    def forward(x: "NoSuchType") -> None:  # noqa: F821
+    def forward(x: NoSuchType) -> None:  # noqa: F821
         return None
 
     def arbitrary(x: threading.Lock) -> None:

@@ -343,7 +343,7 @@ def test_consent_post_after_the_client_was_blocked(logged_in, public_app):
     forms = [hidden_fields(logged_in.get("/oauth/authorize?" + urlencode(params)).content.decode()) for _ in range(2)]
     deny(CLIENT, public_app.client_id)
     # neither Authorize nor Cancel goes back to the client
-    for form, answer in zip(forms, ({"allow": "Authorize"}, {})):
+    for form, answer in zip(forms, ({"allow": "Authorize"}, {}), strict=False):
         response = logged_in.post("/oauth/authorize?" + urlencode(params), {**form, **answer})
         assert_error_page(response)
     assert not get_grant_model().objects.exists()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.http import HttpRequest
@@ -66,7 +66,13 @@ def close_transaction(request: HttpRequest, transaction: str | None) -> dict[str
     return entry["fields"]
 
 
-class ConsentTransactionMixin:
+if TYPE_CHECKING:
+    from oauth2_provider.views import AuthorizationView as _MixinBase
+else:
+    _MixinBase = object
+
+
+class ConsentTransactionMixin(_MixinBase):
     """Mixed into the authorization view (before DOT's ``AuthorizationView``).
 
     * the consent form carries a transaction id (:func:`open_transaction`);
@@ -107,12 +113,14 @@ class ConsentTransactionMixin:
                 return self.error_response(error, None)
             application = get_application_model().objects.get(client_id=credentials["client_id"])
             if not application.skip_authorization:
-                error = CustomOAuth2Error(
+                refusal = CustomOAuth2Error(
                     error="consent_required",
                     description="This server asks the user for consent every time.",
                     state=credentials.get("state"),
                 )
-                return self.error_response(OAuthToolkitError(error=error, redirect_uri=credentials["redirect_uri"]), application)
+                return self.error_response(
+                    OAuthToolkitError(error=refusal, redirect_uri=credentials["redirect_uri"]), application
+                )
         return super().get(request, *args, **kwargs)
 
     def handle_no_permission(self):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
 from django.views import View
 from oauth2_provider.compat import login_not_required
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import OAuthServerMetadataView
-from django.utils.decorators import method_decorator
 
 from ..models import ProtectedResource
 from ..origins import as_requested

@@ -33,10 +33,10 @@ from oauth2_provider.views import DynamicClientRegistrationManagementView, Dynam
 
 from .. import throttling, trust
 from ..audit import record
+from ..loopback import is_loopback_host
 from ..models import AuditEvent, ClientProfile
 from ..settings import mcp_oauth_settings
 from ..text import storable
-from ..loopback import is_loopback_host
 
 #: Client metadata (RFC 7591 §2) that is stored and echoed back when accepted.
 ECHOED_STRING_FIELDS = ("client_name", "scope", "client_uri", "logo_uri", "tos_uri", "policy_uri",

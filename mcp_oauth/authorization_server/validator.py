@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-
 from datetime import timedelta
 
 from django.utils import timezone
@@ -32,8 +31,8 @@ from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from .. import trust
-from ..cimd.validator import CIMDValidatorMixin
 from ..audit import record
+from ..cimd.validator import CIMDValidatorMixin
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
 from .redirects import redirect_scheme_allowed, redirect_uri_registered

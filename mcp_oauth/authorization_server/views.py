@@ -19,23 +19,24 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
-from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.views import AuthorizationView, IntrospectTokenView, RevokeTokenView, TokenView
 from oauth2_provider.views.mixins import OAuthLibMixin
+from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
 from .. import throttling, trust
 from ..audit import record
-from ..models import AuditEvent, Consent, ProtectedResource
 from ..login import login_url
 from ..loopback import is_loopback_host
+from ..models import AuditEvent, Consent, ProtectedResource
 from ..settings import mcp_oauth_settings
 from .consent import ConsentTransactionMixin
 from .resources import InvalidTarget, select_resource
@@ -208,8 +209,9 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         except InvalidTarget as exc:
             _record_invalid_resource(request, credentials.get("client_id"), request.GET.getlist("resource"), str(exc))
             raise _target_error(str(exc), credentials) from None
-        request.GET = request.GET.copy()
-        request.GET.setlist("resource", [resource.uri])
+        params = request.GET.copy()
+        params.setlist("resource", [resource.uri])
+        request.GET = params  # type: ignore[assignment]  # the canonical resource for DOT's validation
         self.mcp_resource = resource
         return scopes, credentials
 
@@ -273,7 +275,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
 
         location = response.get("Location") or ""
         query = parse_qs(urlsplit(location).query)
-        detail = {"scope": scopes, "resource": resource, "redirect_host": urlsplit(location).hostname}
+        detail: dict[str, Any] = {"scope": scopes, "resource": resource, "redirect_host": urlsplit(location).hostname}
         if allow and "code" in query:
             if automatic:
                 detail["automatic"] = True
@@ -299,7 +301,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             resource = ProtectedResource.objects.filter(uri=kwargs["resource"]).first()
         context["protected_resource"] = resource
         context["redirect_host"] = urlsplit(kwargs.get("redirect_uri") or "").hostname
-        context["scope_items"] = list(zip(kwargs.get("scopes", []), kwargs.get("scopes_descriptions", [])))
+        context["scope_items"] = list(zip(kwargs.get("scopes", []), kwargs.get("scopes_descriptions", []), strict=False))
         return context
 
 

@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from oauth2_provider.settings import oauth2_settings
@@ -182,7 +182,7 @@ def freshness_lifetime(headers: http.client.HTTPMessage | dict, now: datetime | 
             lifetime = _seconds(directives.get("max-age"))
         if lifetime is None and headers.get("Expires"):
             expires = _http_date(headers.get("Expires"))
-            date = _http_date(headers.get("Date")) or now or datetime.now(timezone.utc)
+            date = _http_date(headers.get("Date")) or now or datetime.now(UTC)
             lifetime = max(0, int((expires - date).total_seconds())) if expires else 0
         if lifetime is None:
             lifetime = int(mcp_oauth_settings.CIMD_DEFAULT_MAX_AGE_SECONDS)
@@ -200,7 +200,7 @@ def _http_date(value: str | None) -> datetime | None:
     except (TypeError, ValueError, IndexError):
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed
 
 
@@ -289,7 +289,7 @@ class SafeMetadataFetcher:
             headers["If-Modified-Since"] = last_modified
         conditional = bool(etag or last_modified)
 
-        last_error: Exception | None = None
+        last_error: BaseException | None = None
         for address in vetted:
             if time.monotonic() >= deadline:
                 break

@@ -16,6 +16,7 @@ the token endpoint answers ``{"error": "invalid_client" | "invalid_request" |
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
@@ -46,7 +47,13 @@ def looks_like_url(client_id) -> bool:
     return isinstance(client_id, str) and "://" in client_id[:40]
 
 
-class CIMDValidatorMixin:
+if TYPE_CHECKING:
+    from oauth2_provider.oauth2_validators import OAuth2Validator as _MixinBase
+else:
+    _MixinBase = object
+
+
+class CIMDValidatorMixin(_MixinBase):
     """Resolve URL client_ids through the CIMD cache; check redirect URIs against the document.
 
     MCP 2025-11-25 "Client ID Metadata Documents": the AS MUST validate the fetched

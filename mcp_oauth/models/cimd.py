@@ -91,7 +91,7 @@ class ClientMetadataDocument(models.Model):
 
     def refresh_due(self, now: datetime, ahead_fraction: float) -> bool:
         """Fresh, but in the last ``ahead_fraction`` of its lifetime: time for a background revalidation."""
-        if not self.is_fresh(now) or self.fetched_at is None or self.in_backoff(now):
+        if not self.is_fresh(now) or self.fetched_at is None or self.expires_at is None or self.in_backoff(now):
             return False
         lifetime = (self.expires_at - self.fetched_at).total_seconds()
         return (self.expires_at - now).total_seconds() <= lifetime * ahead_fraction

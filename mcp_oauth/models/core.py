@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -138,7 +139,7 @@ class McpSessionQuerySet(models.QuerySet):
     def live(self) -> McpSessionQuerySet:
         from ..settings import mcp_oauth_settings
 
-        cutoff = timezone.now() - timezone.timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
+        cutoff = timezone.now() - timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
         return self.filter(ended_at__isnull=True, last_seen_at__gte=cutoff)
 
 

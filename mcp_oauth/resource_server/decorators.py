@@ -40,7 +40,7 @@ def require_bearer(
             principal = authenticate_bearer(request, protected, required)
         except BearerChallenge as challenge:
             return challenge.response()
-        request.mcp_principal = principal
+        request.mcp_principal = principal  # type: ignore[attr-defined]  # documented attribute of the request
         # The token decides who is calling, never a session cookie sent along with it.
         request.user = principal.user if principal.user is not None else AnonymousUser()
         return None
@@ -61,7 +61,7 @@ def require_bearer(
                 failure = check(request)
                 return failure if failure is not None else func(request, *args, **kwargs)
 
-        wrapper.csrf_exempt = True  # bearer-authenticated: no ambient credentials to forge
+        wrapper.csrf_exempt = True  # type: ignore[attr-defined]  # bearer-authenticated: no ambient credentials to forge
         return wrapper
 
     return decorate(view) if view is not None else decorate

@@ -12,7 +12,6 @@ Usage on a view::
 from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser
-
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission

@@ -16,8 +16,8 @@ whatever happens go through the session outbox instead:
 from __future__ import annotations
 
 import asyncio
-import secrets
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any

@@ -35,6 +35,7 @@ from ..models import McpSession
 from ..resource_server.authentication import BearerPrincipal
 from ..settings import mcp_oauth_settings
 from ..signals import mcp_session_started, tool_called
+from ..text import storable
 from ..tools import InvalidArguments, Tool, ToolRegistry
 from .context import ToolContext
 from .jsonrpc import (
@@ -46,7 +47,6 @@ from .jsonrpc import (
     is_valid_id,
     result_message,
 )
-from ..text import storable
 from .sessions import create_session, set_log_level
 
 logger = logging.getLogger("mcp_oauth.transport")

@@ -58,6 +58,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_exempt
 
@@ -70,6 +71,7 @@ from ..signals import client_response_received, mcp_session_ended
 from ..tools import ToolRegistry
 from . import dispatch
 from .context import pending_requests
+from .dispatch import Call
 from .jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -176,7 +178,7 @@ def read_body(request: HttpRequest) -> bytes:
     return body
 
 
-def _authorize(request: HttpRequest, origin_ok: bool) -> ProtectedResource | BearerPrincipal | HttpResponse:
+def _authorize(request: HttpRequest, origin_ok: bool) -> BearerPrincipal | HttpResponse:
     """Resolve the resource from the URL, check the Origin, authenticate (one thread hop)."""
     try:
         resource = ProtectedResource.objects.get_by_uri(mcp_oauth_settings.absolute(request.path))
@@ -205,7 +207,7 @@ class McpView:
         """An async Django view (CSRF-exempt, with MCP CORS) serving ``cls(**initkwargs)``."""
         instance = cls(**initkwargs)
 
-        async def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        async def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             return await instance.dispatch(request)
 
         view.view_class = cls  # type: ignore[attr-defined]
@@ -221,7 +223,7 @@ class McpView:
             registry = import_string(registry)
         return registry
 
-    async def dispatch(self, request: HttpRequest) -> HttpResponse:
+    async def dispatch(self, request: HttpRequest) -> HttpResponseBase:
         """Authorize, then route by HTTP method; protocol errors become JSON-RPC error responses."""
         origin = request.headers.get("Origin")
         origin_ok = origin is None or origin_allowed(origin)
@@ -266,7 +268,7 @@ class McpView:
 
     # --- POST ----------------------------------------------------------------------------
 
-    async def post(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
+    async def post(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponseBase:
         if not accepts_json_and_sse(request):
             raise JsonRpcError(
                 INVALID_REQUEST,
@@ -296,8 +298,9 @@ class McpView:
 
     async def handle_request(
         self, request: HttpRequest, principal: BearerPrincipal, incoming: Incoming
-    ) -> HttpResponse:
+    ) -> HttpResponseBase:
         message_id = incoming.id
+        assert message_id is not None  # a request, never a notification (post() routes by kind)
         method = incoming.method or ""
         if method not in dispatch.METHODS:
             shown = method[:100]
@@ -330,7 +333,7 @@ class McpView:
             return json_response(error_message(message_id, exc))
         return json_response(result_message(message_id, result))
 
-    async def call_tool(self, request: HttpRequest, call: dispatch.Call) -> HttpResponse:
+    async def call_tool(self, request: HttpRequest, call: Call) -> HttpResponseBase:
         """``tools/call``: validate, check the tool's scopes (403 step-up), run; stream under ASGI."""
         try:
             prepared = dispatch.prepare_tool_call(call)
@@ -360,7 +363,7 @@ class McpView:
 
     # --- GET -----------------------------------------------------------------------------
 
-    async def get(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
+    async def get(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponseBase:
         """Open the session's SSE stream (outbox), resuming after ``Last-Event-ID``."""
         if not is_asgi(request):
             response = json_response(

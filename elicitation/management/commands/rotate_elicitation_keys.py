@@ -14,7 +14,7 @@ from elicitation.crypto import DecryptionError, keys_configured, rotate
 from elicitation.models import StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 
 #: model -> its encrypted columns.
-ENCRYPTED = {
+ENCRYPTED: dict[type[ThirdPartyConnection] | type[ThirdPartyProvider] | type[StoredSecret], tuple[str, ...]] = {
     ThirdPartyConnection: ("access_token_encrypted", "refresh_token_encrypted"),
     ThirdPartyProvider: ("client_secret_encrypted",),
     StoredSecret: ("value_encrypted",),
