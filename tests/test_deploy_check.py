@@ -35,7 +35,12 @@ PRODUCTION_ENV = {
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "MCP_", "ELICITATION_"))}
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

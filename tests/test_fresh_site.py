@@ -37,13 +37,13 @@ README_BASE_URL = "http://127.0.0.1:8000"
 
 # The README's steps, verbatim (each is asserted to be in README.md, so the two cannot drift).
 EDIT_INSTALLED_APPS = 'INSTALLED_APPS += ["oauth2_provider", "mcp_oauth"]'
-EDIT_SETTINGS_DICT = '''MCP_OAUTH = {
+EDIT_SETTINGS_DICT = """MCP_OAUTH = {
     "BASE_URL": "http://127.0.0.1:8000",  # the site's public origin, no trailing slash (https://… in production)
     "TOOL_MODULES": ["mysite.mcp_tools"],  # your tools, below
-}'''
-EDIT_URLS = '''from django.urls import include
+}"""
+EDIT_URLS = """from django.urls import include
 
-urlpatterns += [path("", include("mcp_oauth.urls"))]'''
+urlpatterns += [path("", include("mcp_oauth.urls"))]"""
 COMMAND_MIGRATE = "python manage.py migrate"
 TOOLS_MODULE = '''from mcp_oauth.tools import ToolContext, tool
 
@@ -92,20 +92,35 @@ def build_site(folder: Path, base_url: str) -> Path:
     """``django-admin startproject mysite`` + the README's four edits + its tools module + a user."""
     folder.mkdir()
     subprocess.run(
-        [sys.executable, "-m", "django", "startproject", "mysite", str(folder)], env=site_env(folder), check=True, timeout=60
+        [sys.executable, "-m", "django", "startproject", "mysite", str(folder)],
+        env=site_env(folder),
+        check=True,
+        timeout=60,
     )
     settings_py = folder / "mysite" / "settings.py"
     settings_py.write_text(
         settings_py.read_text()
-        + "\n" + EDIT_INSTALLED_APPS + "\n"  # edit 1
-        + "\n" + EDIT_SETTINGS_DICT.replace(README_BASE_URL, base_url) + "\n"  # edit 2
+        + "\n"
+        + EDIT_INSTALLED_APPS
+        + "\n"  # edit 1
+        + "\n"
+        + EDIT_SETTINGS_DICT.replace(README_BASE_URL, base_url)
+        + "\n"  # edit 2
     )
     urls_py = folder / "mysite" / "urls.py"
     urls_py.write_text(urls_py.read_text() + "\n" + EDIT_URLS + "\n")  # edit 3
     run(folder, "migrate", "--noinput", "-v0")  # edit 4
     (folder / "mysite" / "mcp_tools.py").write_text(TOOLS_MODULE + "\n")  # the site's own code
-    run(folder, "createsuperuser", "--noinput", "--username", USERNAME, "--email", "alice@example.com",
-        env={"DJANGO_SUPERUSER_PASSWORD": PASSWORD})
+    run(
+        folder,
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        USERNAME,
+        "--email",
+        "alice@example.com",
+        env={"DJANGO_SUPERUSER_PASSWORD": PASSWORD},
+    )
     return folder
 
 
@@ -230,11 +245,14 @@ def test_a_readme_built_site_with_the_old_login_step_fails_check(site_copy):
     ``manage.py check`` now says so instead of a 500 at the first login."""
     site = site_copy
     urls_py = site / "mysite" / "urls.py"
-    urls_py.write_text(urls_py.read_text() + 'urlpatterns += [path("accounts/", include("django.contrib.auth.urls"))]\n')
+    urls_py.write_text(
+        urls_py.read_text() + 'urlpatterns += [path("accounts/", include("django.contrib.auth.urls"))]\n'
+    )
     result = run(site, "check", check=False)
     assert result.returncode == 1
-    assert "(mcp_oauth.E031) The login page '/accounts/login/' cannot render its template 'registration/login.html'" in (
-        result.stderr
+    assert (
+        "(mcp_oauth.E031) The login page '/accounts/login/' cannot render its template 'registration/login.html'"
+        in (result.stderr)
     )
     assert "TemplateDoesNotExist" in result.stderr
 
@@ -245,6 +263,7 @@ def test_mcp_oauth_without_oauth2_provider_says_what_is_missing(site_copy):
     settings_py.write_text(settings_py.read_text().replace(EDIT_INSTALLED_APPS, 'INSTALLED_APPS += ["mcp_oauth"]'))
     result = run(site, "check", check=False)
     assert result.returncode == 1
-    assert 'mcp_oauth needs django-oauth-toolkit listed before it: INSTALLED_APPS += ["oauth2_provider", "mcp_oauth"]' in (
-        result.stderr
+    assert (
+        'mcp_oauth needs django-oauth-toolkit listed before it: INSTALLED_APPS += ["oauth2_provider", "mcp_oauth"]'
+        in (result.stderr)
     )

@@ -105,7 +105,7 @@ def test_signing_in_never_leaves_for_another_site(client, minimal_site, user):
     assert response.status_code == 302
     assert response["Location"] == "/oauth/login"
     done = client.get("/oauth/login")
-    assert 'You are signed in as <strong>alice</strong>' in done.content.decode()
+    assert "You are signed in as <strong>alice</strong>" in done.content.decode()
 
 
 @pytest.mark.django_db
@@ -143,7 +143,9 @@ def test_a_login_page_that_cannot_render_is_an_error(settings, tmp_path):
 
 def test_a_login_page_that_renders_passes(settings, tmp_path):
     (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "login.html").write_text('{% extends "mcp_oauth/base.html" %}{% block content %}{{ form }}{% endblock %}')
+    (tmp_path / "broken" / "login.html").write_text(
+        '{% extends "mcp_oauth/base.html" %}{% block content %}{{ form }}{% endblock %}'
+    )
     settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [tmp_path]}]
     settings.ROOT_URLCONF = "tests.urls_broken_login"
     assert "mcp_oauth.E031" not in ids()

@@ -64,7 +64,9 @@ def test_challenge_points_to_the_metadata_in_the_clients_spelling(client, dev_si
     )
 
 
-@pytest.mark.parametrize("spelling", ["http://localhost:8000/mcp", "http://[::1]:8000/mcp", "http://127.0.0.1:8000/mcp/"])
+@pytest.mark.parametrize(
+    "spelling", ["http://localhost:8000/mcp", "http://[::1]:8000/mcp", "http://127.0.0.1:8000/mcp/"]
+)
 def test_a_loopback_spelling_designates_the_registered_resource(dev_site, spelling):
     assert select_resource([spelling]) == dev_site
     assert dev_site.uri == "http://127.0.0.1:8000/mcp"  # what tokens are bound to
@@ -92,11 +94,23 @@ def test_a_token_is_accepted_at_its_resource_under_both_spellings_only(client, d
     good = mint_token(user, public_app, resource=dev_site.uri)
     foreign = mint_token(user, public_app, resource=other.uri)
     for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000"):
-        accepted = client.post("/mcp", data=body, content_type="application/json", HTTP_HOST=host,
-                               HTTP_AUTHORIZATION=f"Bearer {good}", **headers)
+        accepted = client.post(
+            "/mcp",
+            data=body,
+            content_type="application/json",
+            HTTP_HOST=host,
+            HTTP_AUTHORIZATION=f"Bearer {good}",
+            **headers,
+        )
         assert accepted.status_code != 401, (host, accepted.content)
-        refused = client.post("/mcp", data=body, content_type="application/json", HTTP_HOST=host,
-                              HTTP_AUTHORIZATION=f"Bearer {foreign}", **headers)
+        refused = client.post(
+            "/mcp",
+            data=body,
+            content_type="application/json",
+            HTTP_HOST=host,
+            HTTP_AUTHORIZATION=f"Bearer {foreign}",
+            **headers,
+        )
         assert refused.status_code == 401
         assert 'error="invalid_token"' in refused["WWW-Authenticate"]
 
