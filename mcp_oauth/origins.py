@@ -18,6 +18,13 @@ spellings with the same scheme and port name the same site:
 The issuer and every other published URL stay in ``BASE_URL``'s spelling. A site whose
 ``BASE_URL`` is not a loopback origin (any production site) is not affected: other hosts,
 loopback or not, remain foreign resources (``invalid_target``).
+
+The aliasing trusts that the three spellings reach this one server, as they do when it
+listens on them (or when only it listens on that port). Another local process listening on
+another spelling of the same port (``[::1]:8000`` next to this server's ``127.0.0.1:8000``) could
+send a client here for a token naming its own spelling, get this site's token with the user's
+consent, and replay it here: turn ``LOOPBACK_ALIASES`` off on a machine shared with processes
+you do not trust.
 """
 
 from __future__ import annotations

@@ -65,6 +65,12 @@ def test_signed_out_authorization_goes_to_the_apps_login_page(client, minimal_si
     assert parse_qs(location.query)["next"] == ["/oauth/authorize?" + query]
 
 
+@pytest.mark.django_db
+def test_signed_out_elicitation_pages_go_to_the_apps_login_page(client, minimal_site):
+    response = client.get("/elicitation/connections/")
+    assert (response.status_code, response["Location"]) == (302, "/oauth/login?next=/elicitation/connections/")
+
+
 # --- the app's login page -----------------------------------------------------------------------
 
 

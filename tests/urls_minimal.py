@@ -1,5 +1,8 @@
-"""A site whose only URLs are the app's (``path("", include("mcp_oauth.urls"))``): no login page of its own."""
+"""A site whose only URLs are the apps' (``include("mcp_oauth.urls")``, the elicitation pages): no login page of its own."""
 
 from django.urls import include, path
 
-urlpatterns = [path("", include("mcp_oauth.urls"))]
+urlpatterns = [
+    path("elicitation/", include("elicitation.urls")),
+    path("", include("mcp_oauth.urls")),
+]
