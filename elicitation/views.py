@@ -14,7 +14,7 @@ logged-in user must be the user the elicitation was created for, on the start pa
 on the callback; a mismatch answers 403 and writes an ``identity.mismatch`` audit event, and
 nothing is stored. The OAuth ``state`` lives in the user's server-side session only after the
 user approved the interstitial, is single-use and expires (RFC 9700 §2.1, §4.7). Unknown,
-finished or expired ids answer 404. Every page is not frameable, not cached, sends no referrer.
+finished or expired ids answer 404. Every page is not frameable, not cached, sends no referrer to other sites (``same-origin``).
 """
 
 from __future__ import annotations

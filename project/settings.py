@@ -92,7 +92,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-SECURE_REFERRER_POLICY = "no-referrer"
+# same-origin: no authorization request, code or elicitation id leaks to another site in a Referer, and
+# the browser still sends a real Origin on the site's own form POSTs (with no-referrer it sends
+# "Origin: null", which Django's CSRF check refuses; WHATWG Fetch "serializing a request origin").
+SECURE_REFERRER_POLICY = "same-origin"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
