@@ -537,7 +537,7 @@ def test_start_page_unknown_action_is_400(user, provider, session):
     row = connect_request(user, session)
     client = browser(user)
     response = client.post(path_of(row), {"action": "delete"})
-    assert response.status_code == 400 and b"Unknown action." in response.content
+    assert response.status_code == 400 and b"Nothing was done: choose Continue or Cancel." in response.content
     assert refresh(row).status == "pending" and SESSION_KEY not in client.session
 
 
