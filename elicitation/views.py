@@ -223,7 +223,7 @@ def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
     action = request.POST.get("action") if request.method == "POST" else None
     if action == "cancel":
         finish_elicitation(row.elicitation_id, Elicitation.Status.CANCELLED, user=request.user, request=request)
-        return _done(request, "Cancelled", "Nothing was changed. You can close this page and go back to your MCP client.", ok=False)
+        return _done(request, "Cancelled", "Nothing was changed.", ok=False)
     if row.kind != Elicitation.Kind.EXTERNAL:
         unconfigured = _unconfigured(request)
         if unconfigured is not None:
@@ -264,8 +264,7 @@ def _secret(request: HttpRequest, row: Elicitation, context: dict[str, Any], act
         audit.record(AuditEvent.Kind.SECRET_STORED, request=request, detail={"name": row.secret_name})
     return _done(
         request, "Saved",
-        f"{row.secret_name} is stored encrypted on this site; it never went through your MCP client. "
-        "You can close this page and go back to your MCP client.",
+        f"{row.secret_name} is stored encrypted on this site; it never went through your MCP client.",
     )
 
 
@@ -311,7 +310,7 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
             finish_elicitation(row.elicitation_id, status, user=request.user, request=request, error=f"provider: {code}")
         return _done(
             request, "Not connected",
-            f"{provider.name} did not connect your account. You can close this page and go back to your MCP client.", ok=False,
+            f"{provider.name} did not connect your account.", ok=False,
         )
     code = request.GET.get("code")
     if not code or len(code) > 2000:
@@ -336,7 +335,7 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
     if row is None:
         messages.success(request, account)
         return _secure(SeeOther(reverse("elicitation:connections")))
-    return _done(request, "Connected", account + " You can close this page and go back to your MCP client.")
+    return _done(request, "Connected", account)
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
