@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
+from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 
 from .audit import record
@@ -41,6 +42,7 @@ class Grant:
     registration_label: str
     client_id_host: str | None  # the host of a CIMD client_id URL, else None
     scopes: list[str]
+    scope_items: list[tuple[str, str]]  # (scope, its description in OAUTH2_PROVIDER["SCOPES"])
     resources: list[str]
     granted_at: datetime
     last_used_at: datetime | None  # the newest token issued to the client for this user
@@ -59,6 +61,7 @@ def user_grants(user) -> list[Grant]:
         .annotate(last=Max("created"))
         .values_list("application", "last")
     )
+    descriptions = get_scopes_backend().get_all_scopes()
     grants = []
     for consent in consents:
         application = consent.application
@@ -72,6 +75,7 @@ def user_grants(user) -> list[Grant]:
                 registration_label=REGISTRATION_LABELS.get(source, source),
                 client_id_host=urlsplit(client_id).hostname if client_id.startswith("https://") else None,
                 scopes=consent.scope.split(),
+                scope_items=[(scope, descriptions.get(scope, "")) for scope in consent.scope.split()],
                 resources=list(consent.resources or []),
                 granted_at=consent.last_granted_at,
                 last_used_at=last_used.get(application.pk),

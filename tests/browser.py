@@ -1,7 +1,8 @@
 """Real-browser fixtures: Playwright for Python driving Debian's Chromium against the live ASGI server.
 
-* ``chromium_executable`` (fixture): ``/usr/bin/chromium`` (or ``$CHROMIUM_PATH``). When it is
-  missing the test skips with one line saying how to install it; under CI (``CI=true``) it fails.
+* ``require_chromium`` (module-scoped autouse fixture, import it into each browser test module)
+  and ``chromium_executable``: ``/usr/bin/chromium`` (or ``$CHROMIUM_PATH``). When it is missing
+  the tests skip, reported as one line saying how to install it; under CI (``CI=true``) they fail.
 * :func:`open_chromium`: an async context manager yielding a :class:`Chromium` (headless, one
   browser; ``new_page()`` opens a page in a fresh context = a fresh cookie jar). Every POST the
   pages make is recorded with its ``Origin`` header and status (:attr:`Chromium.posts`). When the
@@ -36,23 +37,61 @@ from playwright.async_api import BrowserContext, Page, async_playwright
 from .live import free_port, run_asgi_server
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-INSTALL_HINT = f"Chromium not found at {CHROMIUM}: real-browser tests skipped (install it: apt-get install chromium)"
+INSTALL_HINT = f"Chromium not found at {CHROMIUM} (install it: apt-get install chromium)"
 #: Where failing browser tests leave their screenshots.
 ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS") or Path(tempfile.gettempdir()) / "mcp-authz-browser-artifacts")
 
 
+def chromium_available() -> bool:
+    return os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)
+
+
+def under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
 def chromium_path() -> str:
     """The Chromium executable; skips the test when there is none (fails under ``CI=true``)."""
-    if os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK):
+    if chromium_available():
         return CHROMIUM
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+    if under_ci():
         pytest.fail(f"CI: {INSTALL_HINT}", pytrace=False)
     pytest.skip(INSTALL_HINT)
 
 
-@pytest.fixture
-def chromium_executable() -> str:
+# --- hooks (imported by tests/conftest.py) ---------------------------------------------------
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Without Chromium (and not under CI), set the ``browser`` tests aside before any server starts."""
+    if chromium_available() or under_ci():
+        return
+    skipped = [item for item in items if item.get_closest_marker("browser")]
+    if skipped:
+        config.hook.pytest_deselected(items=skipped)
+        items[:] = [item for item in items if not item.get_closest_marker("browser")]
+        config.stash[_SKIPPED] = len(skipped)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """The one line saying the real-browser tests did not run, and how to install Chromium."""
+    count = config.stash.get(_SKIPPED, 0)
+    if count:
+        terminalreporter.write_line(f"SKIPPED {count} real-browser tests: {INSTALL_HINT}", yellow=True, bold=True)
+
+
+_SKIPPED = pytest.StashKey[int]()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def require_chromium() -> str:
+    """Imported by every browser test module: skips (or fails under CI) before any server starts."""
     return chromium_path()
+
+
+@pytest.fixture
+def chromium_executable(require_chromium) -> str:
+    return require_chromium
 
 
 def _safe(name: str) -> str:

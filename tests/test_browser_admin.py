@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 
 from mcp_oauth.models import AuditEvent, ClientMetadataDocument, TrustRule
 
-from .browser import chromium_executable, log_in, open_chromium, same_origin_posts, shot  # noqa: F401
+from .browser import require_chromium, chromium_executable, log_in, open_chromium, same_origin_posts, shot  # noqa: F401
 from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from .test_e2e_python_sdk import live  # noqa: F401 - fixture
 

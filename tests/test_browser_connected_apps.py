@@ -10,7 +10,7 @@ import pytest
 
 from mcp_oauth.models import AuditEvent, Consent
 
-from .browser import ChromiumUser, chromium_executable, loopback, open_chromium, same_origin_posts, shot  # noqa: F401
+from .browser import require_chromium, ChromiumUser, chromium_executable, loopback, open_chromium, same_origin_posts, shot  # noqa: F401
 from .test_e2e_python_sdk import PASSWORD, USERNAME, MemoryStorage, client_metadata, live, make_provider, session_run  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

@@ -23,7 +23,7 @@ from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection
 from elicitation.url import create_url_elicitation
 from mcp_oauth.models import AuditEvent
 
-from .browser import ChromiumUser, chromium_executable, log_in, loopback, open_chromium, same_origin_posts, shot  # noqa: F401
+from .browser import require_chromium, ChromiumUser, chromium_executable, log_in, loopback, open_chromium, same_origin_posts, shot  # noqa: F401
 from .elicitation_helpers import PASSWORD as CONFTEST_PASSWORD
 from .elicitation_helpers import open_session
 from .test_e2e_python_sdk import MemoryStorage, client_metadata, live, make_provider  # noqa: F401 - live is a fixture

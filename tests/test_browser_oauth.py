@@ -21,7 +21,7 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.models import AuditEvent, Consent
 
-from .browser import ChromiumUser, chromium_executable, loopback, open_chromium, same_origin_posts, shot  # noqa: F401
+from .browser import require_chromium, ChromiumUser, chromium_executable, loopback, open_chromium, same_origin_posts, shot  # noqa: F401
 from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from .test_e2e_python_sdk import (  # noqa: F401 - live is a fixture
     PASSWORD,
