@@ -123,9 +123,10 @@ def _mismatch(request: HttpRequest, where: str, elicitation: Elicitation | None 
             "expected_user": elicitation.user_id if elicitation else None,
         },
     )
+    signed_in = f"You are signed in as {request.user.get_username()}. " if request.user.is_authenticated else ""
     return _error(
         request, 403, "Wrong account",
-        "This link was made for another account. Sign in with the account you use in your MCP client, "
+        signed_in + "This link was made for another account. Sign in with the account you use in your MCP client, "
         "or ask for a new link there.",
     )
 

@@ -229,7 +229,8 @@ def test_another_signed_in_user_is_refused_in_chromium(live, user, other_user, p
 
     chromium, refused, status, waiting_before, waiting_after = asyncio.run(scenario())
     assert status == 403 and refused["url"] == link
-    assert "Wrong account" in refused["text"] and refused["forms"] == 0
+    assert "Wrong account" in refused["text"] and f"You are signed in as {other_user.username}." in refused["text"]
+    assert refused["forms"] == 0
     assert AuditEvent.objects.filter(kind=AuditEvent.Kind.IDENTITY_MISMATCH, user=other_user).count() == 2
     assert waiting_before == 1 and waiting_after == 0
     row.refresh_from_db()
