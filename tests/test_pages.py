@@ -59,3 +59,10 @@ def test_connections_page_confirms_and_refuses_unknown_actions(user, settings):
     assert unknown.status_code == 400
     assert 'id="form-error">Nothing was changed: the form did not say what to do.<' in unknown.content.decode()
     assert ThirdPartyConnection.objects.count() == 0
+
+
+def test_home_page_links_the_account_pages(user):
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    html = client.get("/").content.decode()
+    assert 'href="/oauth/connected-apps/"' in html and 'href="/elicitation/connections/"' in html
