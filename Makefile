@@ -34,6 +34,7 @@ migrate: install
 	$(PY) manage.py migrate --noinput -v0
 
 run: migrate
+	$(PY) manage.py collectstatic --noinput -v0
 	$(PY) manage.py ensure_demo_user --superuser
 	$(PY) manage.py ensure_demo_provider
 	@echo ""
@@ -52,4 +53,4 @@ lint: install
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) db.sqlite3 $(JS_DIR)/node_modules
+	rm -rf $(VENV) db.sqlite3 staticfiles $(JS_DIR)/node_modules

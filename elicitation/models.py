@@ -98,6 +98,9 @@ class Elicitation(models.Model):
     )
     scopes = models.CharField(_("scopes"), max_length=500, blank=True, help_text=_("space-separated"))
     secret_name = models.CharField(_("secret name"), max_length=100, blank=True)
+    tool_name = models.CharField(
+        _("tool"), max_length=128, blank=True, help_text=_("the tool that asked (shown on the secure input page)")
+    )
     target_url = models.URLField(_("target URL"), max_length=2000, blank=True)
     status = models.CharField(
         _("status"), max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True

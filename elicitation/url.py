@@ -133,6 +133,7 @@ def create_url_elicitation(
     scopes: Iterable[str] = (),
     secret_name: str = "",
     target_url: str = "",
+    tool_name: str = "",
     request_id: Any = None,
     ttl_seconds: float | None = None,
     send: bool = False,
@@ -143,6 +144,7 @@ def create_url_elicitation(
         ``secret_name``: the secure input page stores the value under it) or ``"external"``
         (needs an https ``target_url``: after the identity check the page sends the user there,
         and the site calls :func:`complete_elicitation` when the interaction is over).
+    :param tool_name: the tool asking (shown on the page; at most 128 characters kept).
     :param session: the :class:`~mcp_oauth.models.McpSession` (or its id) that will be told;
         it must be live and belong to ``user``.
     :param send: also put ``elicitation/create`` (``mode: "url"``) in the session's outbox, so the
@@ -194,6 +196,7 @@ def create_url_elicitation(
             user=user,
             session=session,
             request_id="" if request_id is None else json.dumps(request_id)[:200],
+            tool_name=str(tool_name or "")[:128],
             expires_at=timezone.now() + timedelta(seconds=ttl),
             **fields,
         )
@@ -508,6 +511,7 @@ async def elicit_url(
     row = await sync_to_async(create_url_elicitation)(
         user=user, session=ctx.session, message=message, kind=kind, provider=provider, scopes=scopes,
         secret_name=secret_name, target_url=target_url, request_id=ctx.request_id,
+        tool_name=getattr(ctx, "tool_name", ""),
     )
     try:
         answer = await ctx.send_request(

@@ -14,7 +14,7 @@ logged-in user must be the user the elicitation was created for, on the start pa
 on the callback; a mismatch answers 403 and writes an ``identity.mismatch`` audit event, and
 nothing is stored. The OAuth ``state`` lives in the user's server-side session only after the
 user approved the interstitial, is single-use and expires (RFC 9700 §2.1, §4.7). Unknown,
-finished or expired ids answer 404. Every page is not frameable, not cached, sends no referrer.
+finished or expired ids answer 404. Every page is not frameable, not cached, sends no referrer to other sites (``same-origin``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import re
 import time
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -123,9 +124,10 @@ def _mismatch(request: HttpRequest, where: str, elicitation: Elicitation | None 
             "expected_user": elicitation.user_id if elicitation else None,
         },
     )
+    signed_in = f"You are signed in as {request.user.get_username()}. " if request.user.is_authenticated else ""
     return _error(
         request, 403, "Wrong account",
-        "This link was made for another account. Sign in with the account you use in your MCP client, "
+        signed_in + "This link was made for another account. Sign in with the account you use in your MCP client, "
         "or ask for a new link there.",
     )
 
@@ -216,11 +218,14 @@ def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
         return _secure(redirect_to_login(request.get_full_path(), login_url()))
     if row.user_id != request.user.pk:
         return _mismatch(request, "start", row)
-    context = {"elicitation": row, "client_name": _client_name(row), "account": request.user.get_username()}
+    context = {
+        "elicitation": row, "client_name": _client_name(row), "account": request.user.get_username(),
+        "tool_name": row.tool_name,
+    }
     action = request.POST.get("action") if request.method == "POST" else None
     if action == "cancel":
         finish_elicitation(row.elicitation_id, Elicitation.Status.CANCELLED, user=request.user, request=request)
-        return _done(request, "Cancelled", "Nothing was changed. You can close this page.", ok=False)
+        return _done(request, "Cancelled", "Nothing was changed.", ok=False)
     if row.kind != Elicitation.Kind.EXTERNAL:
         unconfigured = _unconfigured(request)
         if unconfigured is not None:
@@ -235,7 +240,8 @@ def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
             return _send_to_provider(request, provider, row.scope_list, row.elicitation_id)
         return _secure(SeeOther(row.target_url))
     if action is not None:
-        return _error(request, 400, "Bad request", "Unknown action.")
+        context["form_error"] = "Nothing was done: choose Continue or Cancel."
+        return _page(request, elicitation_settings.START_TEMPLATE, context, status=400)
     return _page(request, elicitation_settings.START_TEMPLATE, context)
 
 
@@ -245,7 +251,8 @@ def _secret(request: HttpRequest, row: Elicitation, context: dict[str, Any], act
     if action is None:
         return _page(request, elicitation_settings.SECRET_TEMPLATE, context)
     if action != "save":
-        return _error(request, 400, "Bad request", "Unknown action.")
+        context["form_error"] = "Nothing was saved: choose Save or Cancel."
+        return _page(request, elicitation_settings.SECRET_TEMPLATE, context, status=400)
     value = request.POST.get("value", "")
     if not value.strip() or len(value) > limit or not storable(value) or "\n" in value or "\r" in value:
         context["form_error"] = f"Enter a value of 1 to {limit} characters on one line."
@@ -258,7 +265,10 @@ def _secret(request: HttpRequest, row: Elicitation, context: dict[str, Any], act
             name=row.secret_name, defaults={"value_encrypted": encrypt(value.strip())}
         )
         audit.record(AuditEvent.Kind.SECRET_STORED, request=request, detail={"name": row.secret_name})
-    return _done(request, "Saved", "The value is stored encrypted on this site; it never went through your MCP client. You can close this page and go back to it.")
+    return _done(
+        request, "Saved",
+        f"{row.secret_name} is stored encrypted on this site; it never went through your MCP client.",
+    )
 
 
 @require_GET
@@ -301,7 +311,10 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
         code: str | None = error if ERROR_CODE_RE.match(error) else "invalid error code"
         if row is not None:
             finish_elicitation(row.elicitation_id, status, user=request.user, request=request, error=f"provider: {code}")
-        return _done(request, "Not connected", f"{provider.name} did not connect your account. You can close this page.", ok=False)
+        return _done(
+            request, "Not connected",
+            f"{provider.name} did not connect your account.", ok=False,
+        )
     code = request.GET.get("code")
     if not code or len(code) > 2000:
         return _error(request, 400, "Sign-in not recognised", "The answer carried no authorization code.")
@@ -323,8 +336,9 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
     connection_created.send(sender=ThirdPartyConnection, connection=connection, user=request.user)
     account = f"Your {provider.name} account{(' ' + connection.account_label) if connection.account_label else ''} is connected."
     if row is None:
+        messages.success(request, account)
         return _secure(SeeOther(reverse("elicitation:connections")))
-    return _done(request, "Connected", account + " You can close this page and go back to your MCP client.")
+    return _done(request, "Connected", account)
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -359,23 +373,42 @@ def connections(request: HttpRequest) -> HttpResponse:
             deleted, _ = StoredSecret.objects.filter(user=request.user, name=name).delete()
             if deleted:
                 audit.record(AuditEvent.Kind.SECRET_DELETED, request=request, detail={"name": name})
+                messages.success(request, f"Deleted the stored value {name}.")
+            else:
+                messages.info(request, f"There was no stored value {name}; nothing was deleted.")
             return _secure(SeeOther(reverse("elicitation:connections")))
-        if provider is None or action not in {"connect", "disconnect"}:
-            return _error(request, 400, "Bad request", "Unknown provider or action.")
+        if action not in {"connect", "disconnect"}:
+            return _connections_page(request, 400, "Nothing was changed: the form did not say what to do.")
+        if provider is None:
+            return _connections_page(request, 400, "Nothing was changed: that service is unknown or can no longer be connected.")
         if action == "connect":
             return _send_to_provider(request, provider, provider.scope_list, "")
         connection = ThirdPartyConnection.objects.filter(user=request.user, provider=provider).select_related("provider").first()
         if connection is not None:
             revoke_connection(connection, request=request, actor=request.user, reason="disconnected by the user")
+            messages.success(request, f"Disconnected {provider.name}: this site no longer holds access to your account there.")
+        else:
+            messages.info(request, f"{provider.name} was not connected; nothing was changed.")
         return _secure(SeeOther(reverse("elicitation:connections")))
+    return _connections_page(request)
+
+
+def _connections_page(request: HttpRequest, status: int = 200, form_error: str = "") -> HttpResponse:
+    """The connections page; requests already satisfied (a connect request for a service the user is
+    connected to) are not listed as waiting."""
     mine = {c.provider_id: c for c in ThirdPartyConnection.objects.filter(user=request.user)}
     rows = [(provider, mine.get(provider.pk)) for provider in ThirdPartyProvider.objects.filter(enabled=True)]
-    waiting = Elicitation.objects.filter(
-        user=request.user, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING, expires_at__gt=timezone.now()
-    ).select_related("provider").order_by("-created_at")[:20]
+    waiting = [
+        row
+        for row in Elicitation.objects.filter(
+            user=request.user, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING, expires_at__gt=timezone.now()
+        ).select_related("provider").order_by("-created_at")[:20]
+        if not (row.kind == Elicitation.Kind.CONNECT and row.provider_id in mine)
+    ]
     secrets = StoredSecret.objects.filter(user=request.user).order_by("name")
     return _page(
         request,
         elicitation_settings.CONNECTIONS_TEMPLATE,
-        {"rows": rows, "waiting": waiting, "secrets": secrets, "account": request.user.get_username()},
+        {"rows": rows, "waiting": waiting, "secrets": secrets, "account": request.user.get_username(), "form_error": form_error},
+        status=status,
     )

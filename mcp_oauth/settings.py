@@ -82,6 +82,8 @@ DEFAULTS: dict[str, Any] = {
     "TOOL_MODULES": [],
     # Template of the consent page (override it in your own templates/ dir).
     "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
+    # Template of the connected-apps page (the clients a user authorized; revoke one).
+    "CONNECTED_APPS_TEMPLATE": "mcp_oauth/connected_apps.html",
     # --- Client ID Metadata Documents (mcp_oauth.cimd; the DOT side is CIMD_* in OAUTH2_PROVIDER) ---
     # How long an authorization or token request waits for the first fetch of a client's
     # metadata document, or for the revalidation of an expired one (seconds). Past it the

@@ -5,6 +5,8 @@
 * OAuth endpoints under ``oauth/`` in the ``oauth2_provider`` namespace, so DOT's
   own code (metadata, registration URIs) finds them; they replace
   ``include("oauth2_provider.urls")``;
+* the signed-in user's connected-apps page at ``oauth/connected-apps/`` (URL name
+  ``mcp-oauth-connected-apps``): the clients they authorized, revoke one;
 * the MCP endpoint at ``MCP_OAUTH["MCP_PATH"]`` (``/mcp``; ``/mcp/`` is served too, never redirected);
 * the app's own login page at ``oauth/login`` (``mcp-oauth-login``), used when the site has none
   (see :mod:`mcp_oauth.login`).
@@ -16,6 +18,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods
 
+from .authorization_server.connected_apps import connected_apps
 from .authorization_server.guards import guard_oauth_form
 from .authorization_server.metadata import (
     AuthorizationServerMetadataView,
@@ -76,5 +79,6 @@ urlpatterns = [
     *well_known_urlpatterns,
     path("oauth/login", MCPLoginView.as_view(), name=LOGIN_URL_NAME),
     path("oauth/", include((oauth_urlpatterns, "oauth2_provider"))),
+    path("oauth/connected-apps/", connected_apps, name="mcp-oauth-connected-apps"),
     re_path(rf"^{_mcp_path}/?$", mcp_endpoint, name="mcp-endpoint"),
 ]

@@ -9,6 +9,7 @@
 | MCP_BASE_URL | http://127.0.0.1:$PORT |
 | DATABASE_URL | sqlite:///db.sqlite3 (e.g. postgres://user@127.0.0.1:5432/test) |
 | CELERY_BROKER_URL | unset: tasks run eagerly in-process |
+| DJANGO_STATIC_ROOT | BASE_DIR/staticfiles (where `collectstatic` puts the static files served without DEBUG) |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
 | DJANGO_SECURE_SSL_REDIRECT | "1" without DEBUG: http requests are redirected to https |
 | DJANGO_HSTS_SECONDS | 31536000 without DEBUG (Strict-Transport-Security max-age) |
@@ -49,6 +50,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from the ASGI app itself (uvicorn)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -99,9 +101,27 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+# Static files (the admin's CSS and JavaScript) are served by WhiteNoise from the ASGI app, so
+# `make run` / uvicorn needs no web server in front. With DEBUG they come straight from the apps
+# (finders, reloaded on change); without DEBUG from STATIC_ROOT, filled by
+# `manage.py collectstatic` (`make run` does it), compressed and with hashed names.
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-SECURE_REFERRER_POLICY = "no-referrer"
+# same-origin: no authorization request, code or elicitation id leaks to another site in a Referer, and
+# the browser still sends a real Origin on the site's own form POSTs (with no-referrer it sends
+# "Origin: null", which Django's CSRF check refuses; WHATWG Fetch "serializing a request origin").
+SECURE_REFERRER_POLICY = "same-origin"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 

@@ -349,7 +349,7 @@ def test_consent_page_shows_client_hosts_scopes_resource_and_is_not_frameable(lo
     html = response.content.decode()
     assert response["X-Frame-Options"] == "DENY"
     assert "frame-ancestors 'none'" in response["Content-Security-Policy"]
-    assert response["Referrer-Policy"] == "no-referrer"
+    assert response["Referrer-Policy"] == "same-origin"
     assert "Test client" in html
     assert 'id="redirect-host">127.0.0.1<' in html
     assert "Use the demo MCP tools on your behalf" in html

@@ -64,7 +64,7 @@ from .elicitation_helpers import (
 
 COMPLETE = "notifications/elicitation/complete"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
-SECURITY_HEADERS = {"X-Frame-Options": "DENY", "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+SECURITY_HEADERS = {"X-Frame-Options": "DENY", "Cache-Control": "no-store", "Referrer-Policy": "same-origin"}
 
 
 @pytest.fixture(autouse=True)

@@ -467,7 +467,7 @@ def test_start_page_shows_the_interstitial_to_the_right_user(user, provider, ses
     assert '<dd id="scopes"><code>profile</code> </dd>' in html
     assert response["X-Frame-Options"] == "DENY"
     assert response["Cache-Control"] == "no-store"
-    assert response["Referrer-Policy"] == "no-referrer"
+    assert response["Referrer-Policy"] == "same-origin"
     assert "frame-ancestors 'none'" in response["Content-Security-Policy"]
     (form,) = forms_of(html)
     assert form["method"] == "post" and set(form["fields"]) == {"csrfmiddlewaretoken"}
@@ -537,7 +537,7 @@ def test_start_page_unknown_action_is_400(user, provider, session):
     row = connect_request(user, session)
     client = browser(user)
     response = client.post(path_of(row), {"action": "delete"})
-    assert response.status_code == 400 and b"Unknown action." in response.content
+    assert response.status_code == 400 and b"Nothing was done: choose Continue or Cancel." in response.content
     assert refresh(row).status == "pending" and SESSION_KEY not in client.session
 
 

@@ -159,9 +159,9 @@ def test_password_and_implicit_are_unsupported(client, user, resource, public_ap
     assert "error=unsupported_response_type" in response["Location"]
 
 
-def test_login_page_is_not_frameable_and_sends_no_referrer(client, resource):
+def test_login_page_is_not_frameable_and_sends_no_cross_site_referrer(client, resource):
     response = client.get("/accounts/login/?next=/oauth/authorize%3Fclient_id%3Dx")
     assert response.status_code == 200
     assert response["X-Frame-Options"] == "DENY"
     assert "frame-ancestors 'none'" in response["Content-Security-Policy"]
-    assert response["Referrer-Policy"] == "no-referrer"
+    assert response["Referrer-Policy"] == "same-origin"

@@ -7,7 +7,7 @@
   resource (RFC 8707 §2, MCP "Resource Parameter Implementation").
 * RFC 9207 ``iss`` on error redirects too, not only on success.
 * Consent page: client, client_id host, redirect host, loopback warning, trust
-  verdict, scopes and resource; not frameable, no referrer (RFC 9700 §4.16, §4.2.4).
+  verdict, scopes and resource; not frameable, no referrer to other sites (RFC 9700 §4.16, §4.2.4).
 * Trust policy (:mod:`mcp_oauth.trust`): a client that is denied or held for review
   gets an error page (``access_denied``, 403), never a redirect; the token endpoint
   refuses its grants in the validator.
@@ -44,7 +44,8 @@ from .resources import InvalidTarget, select_resource
 UI_SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": "frame-ancestors 'none'; form-action 'self' http: https:",
-    "Referrer-Policy": "no-referrer",
+    # Not "no-referrer": with it browsers send "Origin: null" on the form POSTs and CSRF refuses them.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 

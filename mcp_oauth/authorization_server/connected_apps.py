@@ -1,0 +1,76 @@
+"""The "connected apps" page: the MCP clients the signed-in user has authorized, and revoking one.
+
+GET lists the user's active consents (:func:`mcp_oauth.grants.user_grants`): name, how the
+client registered, the host of a CIMD ``client_id``, scopes, resource, last token issued.
+POST ``action=revoke&client_id=<id>`` revokes that client's tokens and consent
+(:func:`mcp_oauth.grants.revoke_user_grants`, audited) and comes back with a message (303);
+``action=revoke_all`` does it for every client. An unknown action or client answers 400 with
+the page and a message. Login required, CSRF-protected, not frameable, never cached.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.http import require_http_methods
+from oauth2_provider.models import get_application_model
+
+from ..grants import revoke_user_grants, user_grants
+from ..models import Consent
+from ..settings import mcp_oauth_settings
+from .views import UI_SECURITY_HEADERS
+
+REASON = "revoked on the connected apps page"
+
+
+def _secure(response: HttpResponse) -> HttpResponse:
+    for header, value in UI_SECURITY_HEADERS.items():
+        response[header] = value
+    return response
+
+
+def _page(request: HttpRequest, status: int = 200, error: str = "") -> HttpResponse:
+    context = {"grants": user_grants(request.user), "account": request.user.get_username(), "form_error": error}
+    return _secure(render(request, mcp_oauth_settings.CONNECTED_APPS_TEMPLATE, context, status=status))
+
+
+@never_cache
+@csrf_protect
+@require_http_methods(["GET", "HEAD", "POST"])
+def connected_apps(request: HttpRequest) -> HttpResponse:
+    """See the module docstring."""
+    if not request.user.is_authenticated:
+        return _secure(redirect_to_login(request.get_full_path()))
+    if request.method != "POST":
+        return _page(request)
+    action = request.POST.get("action")
+    here = reverse("mcp-oauth-connected-apps")
+    if action == "revoke_all":
+        names = [grant.name for grant in user_grants(request.user)]
+        revoke_user_grants(request.user, None, reason=REASON)
+        if names:
+            messages.success(request, f"Access revoked for {len(names)} application{'s' if len(names) != 1 else ''}: {', '.join(names)}.")
+        return _secure(HttpResponseRedirect(here, status=303))
+    if action != "revoke":
+        return _page(request, 400, "Nothing was changed: the form did not say what to do. Use the Revoke buttons below.")
+    client_id = request.POST.get("client_id", "")
+    application = None
+    if client_id and len(client_id) <= 2000:
+        application = get_application_model().objects.filter(client_id=client_id).first()
+    if application is None or not Consent.objects.filter(
+        user=request.user, application=application, revoked_at__isnull=True
+    ).exists():
+        return _page(request, 400, "Nothing was changed: that application is not connected to your account.")
+    count = revoke_user_grants(request.user, application, reason=REASON)
+    name = application.name or application.client_id
+    messages.success(
+        request,
+        f"{name} can no longer use your account: its access was revoked ({count} token{'s' if count != 1 else ''}). "
+        "It will have to ask for your approval again.",
+    )
+    return _secure(HttpResponseRedirect(here, status=303))
