@@ -61,6 +61,7 @@ from pydantic import (
 )
 
 from .transport.context import ToolContext
+from .transport.input_required import InputRequired
 from .transport.jsonrpc import McpError
 
 __all__ = [
@@ -257,10 +258,12 @@ class Tool:
         """:meth:`invoke` and convert to a ``CallToolResult`` (MCP "Error Handling": tool errors in the result).
 
         :raises McpError: the tool raised one (answered as a JSON-RPC error).
+        :raises InputRequired: (2026-07-28) a helper needs the user's input first
+            (answered as ``resultType: "input_required"``).
         """
         try:
             value = await self.invoke(ctx, arguments)
-        except McpError:
+        except (McpError, InputRequired):
             raise
         except ToolError as exc:
             return error_result(str(exc) or f"Tool {self.name!r} failed.")
