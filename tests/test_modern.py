@@ -584,3 +584,28 @@ def test_an_answer_that_is_not_an_elicit_result_is_400_invalid_params(client, to
     response = retry(client, token, "ask", first["requestState"], {"input-1": {"action": "maybe"}})
     assert response.status_code == 400
     assert error_of(response)["code"] == -32602
+
+
+def test_replay_on_a_worker_with_its_own_cache_is_refused(client, token):
+    """The cache that records used states may be per process; the form row a state names leaves
+    "pending" once in the database, so another worker refuses the replay as well."""
+    from django.core.cache import caches
+
+    state = first_round(client, token)["requestState"]
+    assert result_of(retry(client, token, "ask", state, GOOD))["resultType"] == "complete"
+    for cache in caches.all():
+        cache.clear()
+    assert_refused(retry(client, token, "ask", state, GOOD, id=3))
+    assert Elicitation.objects.get().content == {"name": "Eve"}
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [(None, {"mcp_oauth.W060"}), (["short"], {"mcp_oauth.E060"}), ("x" * 40, {"mcp_oauth.E060"}), (["k" * 32], set())],
+)
+def test_request_state_keys_check(settings, keys, expected):
+    from django.core.checks import run_checks
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": keys}
+    found = {m.id for m in run_checks() if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")}
+    assert found == expected

@@ -41,7 +41,7 @@ from django.core.cache import caches
 from ..settings import mcp_oauth_settings
 from .jsonrpc import INVALID_PARAMS, McpError
 
-__all__ = ["arguments_digest", "open_state", "principal_claims", "seal_state", "state_keys"]
+__all__ = ["InvalidRequestState", "arguments_digest", "open_state", "principal_claims", "seal_state", "state_keys"]
 
 VERSION = "v1"
 #: Longest token accepted (a bigger one is refused before decoding).
