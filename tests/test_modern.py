@@ -15,7 +15,7 @@ import json
 import pytest
 from asgiref.sync import async_to_sync
 from cryptography.fernet import Fernet
-from django.test import AsyncClient, Client
+from django.test import AsyncClient
 from oauth2_provider.models import get_application_model
 
 from elicitation.api import elicit_form, require_connection, require_secret
