@@ -15,7 +15,7 @@ import json
 import pytest
 from asgiref.sync import async_to_sync
 from cryptography.fernet import Fernet
-from django.test import AsyncClient
+from django.test import AsyncClient, Client
 from oauth2_provider.models import get_application_model
 
 from elicitation.api import elicit_form, require_connection, require_secret
@@ -609,3 +609,39 @@ def test_request_state_keys_check(settings, keys, expected):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": keys}
     found = {m.id for m in run_checks() if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")}
     assert found == expected
+
+
+def test_a_retry_is_held_open_with_keepalives_until_the_flow_completes(token, user, provider, settings):
+    """The client accepted the link; the user is still in the browser. The retry's response
+    commits to SSE, sends keepalive comments, and carries the tool's result once the flow completes."""
+    from asgiref.sync import sync_to_async
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SSE_KEEPALIVE_SECONDS": 0.1}
+    settings.ELICITATION = {**settings.ELICITATION, "URL_RETRY_WAIT_SECONDS": 30}
+    first = first_round(Client(), token, "profile")
+    row = Elicitation.objects.get()
+
+    async def go():
+        async def user_finishes():
+            await asyncio.sleep(0.5)
+            await sync_to_async(connect)(user, provider)
+            assert await sync_to_async(complete_elicitation)(row.elicitation_id)
+
+        finishing = asyncio.ensure_future(user_finishes())
+        message = body("tools/call", {"name": "profile", "arguments": {}, "requestState": first["requestState"],
+                                      "inputResponses": {"input-1": {"action": "accept"}}}, id=2)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        response = await AsyncClient().post(
+            "/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "tools/call", "profile")
+        )
+        raw = b"".join([chunk async for chunk in response.streaming_content])
+        await finishing
+        return response["Content-Type"], raw, loop.time() - started
+
+    content_type, raw, elapsed = async_to_sync(go)()
+    assert content_type == "text/event-stream"
+    assert raw.count(b": keepalive") >= 2
+    (final,) = parse_sse(raw)
+    assert final["id"] == 2 and final["result"]["content"][0]["text"] == "connected as alice@demo"
+    assert elapsed >= 0.5  # it waited for the user
