@@ -645,3 +645,30 @@ def test_a_retry_is_held_open_with_keepalives_until_the_flow_completes(token, us
     (final,) = parse_sse(raw)
     assert final["id"] == 2 and final["result"]["content"][0]["text"] == "connected as alice@demo"
     assert elapsed >= 0.5  # it waited for the user
+
+
+@REGISTRY.tool
+async def sample(ctx: ToolContext) -> str:
+    result = await ctx.request_input(
+        "sampling/createMessage",
+        {"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}], "maxTokens": 10},
+    )
+    return f"model said {result['content']['text']}"
+
+
+def test_request_input_sampling_round_trip(client, token):
+    caps = {"sampling": {}}
+    first = result_of(call_tool(client, token, "sample", caps=caps))
+    assert first["resultType"] == "input_required"
+    assert first["inputRequests"]["input-1"]["method"] == "sampling/createMessage"
+    answer = {"input-1": {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}}
+    done = call_tool(client, token, "sample", id=2, caps=caps, requestState=first["requestState"], inputResponses=answer)
+    assert result_of(done)["content"][0]["text"] == "model said 4"
+
+
+def test_request_input_without_the_capability_is_32021(client, token):
+    response = call_tool(client, token, "sample", caps={"elicitation": {"form": {}}})
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["code"] == -32021
+    assert error["data"] == {"requiredCapabilities": {"sampling": {}}}
