@@ -672,3 +672,38 @@ def test_request_input_without_the_capability_is_32021(client, token):
     error = error_of(response)
     assert error["code"] == -32021
     assert error["data"] == {"requiredCapabilities": {"sampling": {}}}
+
+
+@pytest.mark.parametrize(
+    ("params", "outcome"),
+    [
+        ({"_meta": None}, (400, -32602)),
+        ({"_meta": []}, (400, -32602)),
+        ({"_meta": {"io.modelcontextprotocol/protocolVersion": None, "io.modelcontextprotocol/clientCapabilities": {}}}, (400, -32020)),
+        ({"_meta": {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": []}}, (400, -32602)),
+        ({"_meta": {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {"elicitation": "yes"}}}, (400, -32602)),
+        ({"_meta": {**envelope(), "io.modelcontextprotocol/logLevel": "loud"}}, (400, -32602)),
+        ({"_meta": {**envelope(), "progressToken": {"x": 1}}}, (400, -32602)),
+        ({"name": "ask", "arguments": [], "_meta": envelope()}, (400, -32602)),
+        ({"name": "ask", "arguments": {}, "requestState": None, "_meta": envelope()}, (200, "input_required")),
+        ({"name": "ask", "arguments": {}, "requestState": "v1.x.y", "inputResponses": "no", "_meta": envelope()}, (400, -32602)),
+        ({"name": "ask", "arguments": {}, "requestState": "v1.x.y", "inputResponses": [1], "_meta": envelope()}, (400, -32602)),
+        ({"name": "ask", "arguments": {}, "inputResponses": {"input-1": {"action": "accept", "content": {"name": "x"}}}, "_meta": envelope()}, (200, "input_required")),
+        ({"name": "\udcff", "arguments": {}, "_meta": envelope()}, (400, -32020)),
+    ],
+)
+def test_hostile_modern_requests_never_cause_a_server_error(client, token, params, outcome):
+    """Bad envelopes, arguments, states and answers: the ladder's 400s, or a fresh round (an
+    absent or null requestState, answers without a state), never a server error."""
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+    name = params.get("name") if isinstance(params.get("name"), str) else None
+    h = headers(token, "tools/call", name.encode("utf-8", "replace").decode() if name else None)
+    response = client.post("/mcp", json.dumps(message), content_type="application/json", headers=h)
+    data = response.json()
+    assert data["id"] == 7
+    status, detail = outcome
+    assert response.status_code == status, data
+    if status == 400:
+        assert data["error"]["code"] == detail
+    else:
+        assert data["result"]["resultType"] == detail
