@@ -707,3 +707,47 @@ def test_hostile_modern_requests_never_cause_a_server_error(client, token, param
         assert data["error"]["code"] == detail
     else:
         assert data["result"]["resultType"] == detail
+
+
+def _region(region: str, count: int = 1) -> str:
+    return f"{region}:{count}"
+
+
+REGISTRY.register(
+    _region,
+    name="regional",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"},
+        },
+        "required": ["region"],
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "param_headers", "status"),
+    [
+        ({"region": "eu"}, {"Mcp-Param-Region": "eu"}, 200),
+        ({"region": "eu", "count": 3}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "3"}, 200),
+        ({"region": "eu", "count": 3}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "3.0"}, 200),
+        ({"region": "日本"}, {"Mcp-Param-Region": "=?base64?" + base64.b64encode("日本".encode()).decode() + "?="}, 200),
+        ({"region": "eu"}, {}, 400),
+        ({"region": "eu"}, {"Mcp-Param-Region": "us"}, 400),
+        ({"region": "eu"}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "1"}, 400),
+        ({"region": "eu", "count": 3}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "4"}, 400),
+    ],
+)
+def test_mcp_param_headers_mirror_annotated_arguments(client, token, arguments, param_headers, status):
+    message = body("tools/call", {"name": "regional", "arguments": arguments})
+    response = client.post(
+        "/mcp", json.dumps(message), content_type="application/json",
+        headers={**headers(token, "tools/call", "regional"), **param_headers},
+    )
+    assert response.status_code == status, response.content
+    if status == 400:
+        assert error_of(response)["code"] == -32020
+    else:
+        assert result_of(response)["resultType"] == "complete"

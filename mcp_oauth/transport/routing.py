@@ -108,6 +108,10 @@ async def route_request(
         if entry is None:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method[:100]}", http_status=404, request_id=message_id)
         modern.check_capability(entry, envelope, message_id)
+        if method == "tools/call":
+            tool = registry.get(incoming.params.get("name")) if isinstance(incoming.params.get("name"), str) else None
+            if tool is not None:
+                modern.check_param_headers(tool.input_schema, incoming.params.get("arguments"), headers, message_id)
         return entry, Call(
             method=method,
             message_id=message_id,
