@@ -18,6 +18,7 @@ rung                                                                   HTTP   co
 version not a modern revision we serve (``data.supported/requested``)  400    -32022
 method unknown in this era (front end, :mod:`.handlers`)               404    -32601
 needed client capability not declared (``data.requiredCapabilities``)  400    -32021
+``tools/call``: ``Mcp-Param-*`` ≠ an ``x-mcp-header`` argument          400    -32020
 =====================================================================  =====  ======
 """
 

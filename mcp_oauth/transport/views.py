@@ -36,6 +36,7 @@ body
 unsupported version (``data.supported``/``requested``)     400     -32022
 method unknown in 2026-07-28                               404     -32601
 client capability missing (``data.requiredCapabilities``)  400     -32021
+``Mcp-Param-*`` ≠ an ``x-mcp-header`` tool argument         400     -32020
 invalid params (incl. a bad ``requestState``)              400     -32602
 **2025-11-25 request**:
 method this server does not have in the handshake era      200     -32601
