@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .jsonrpc import McpError
+from .input_required import InputRound
+from .jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -34,6 +35,9 @@ logger = logging.getLogger("mcp_oauth.transport")
 
 #: RFC 5424 severities in increasing order (MCP 2025-11-25 "Logging" ``LoggingLevel``).
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+#: Client capability each input request method needs (MCP 2026-07-28: never ask what was not declared).
+_CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 #: A coroutine function that puts one JSON-RPC message on the open response stream.
 MessageSink = Callable[[dict[str, Any]], Awaitable[None]]
@@ -81,26 +85,39 @@ class ToolContext:
     """The call a tool is serving.
 
     Attributes: ``principal`` (:class:`~mcp_oauth.resource_server.authentication.BearerPrincipal`),
-    ``session`` (:class:`~mcp_oauth.models.McpSession`), ``request`` (the Django
-    ``HttpRequest`` of the POST), ``request_id`` (JSON-RPC id of ``tools/call``),
-    ``protocol_version`` (negotiated), ``progress_token`` (from ``params._meta``, or
-    None), ``tool_name``. Shortcuts: ``user`` (None for client-credentials tokens),
-    ``application``, ``client_id``, ``scopes`` (frozenset granted to the token),
-    ``resource`` (:class:`~mcp_oauth.models.ProtectedResource`), ``client_capabilities``
-    (dict declared at ``initialize``).
+    ``session`` (:class:`~mcp_oauth.models.McpSession`; None in a 2026-07-28 request), ``request``
+    (the front end's request object, a Django ``HttpRequest``), ``request_id`` (JSON-RPC id of
+    ``tools/call``), ``protocol_version`` (negotiated, or the request's own in 2026-07-28),
+    ``progress_token`` (from ``params._meta``, or None), ``tool_name``, ``era`` (``"legacy"``:
+    a 2025-11-25-family session; ``"modern"``: a stateless 2026-07-28 request), ``arguments``
+    (the validated arguments), ``input_round`` (modern: the multi-round-trip state of this call,
+    :class:`~mcp_oauth.transport.input_required.InputRound`). Shortcuts: ``user`` (None for
+    client-credentials tokens), ``application``, ``client_id``, ``scopes`` (frozenset granted to
+    the token), ``resource`` (:class:`~mcp_oauth.models.ProtectedResource`),
+    ``client_capabilities`` (declared at ``initialize``, or in this request's ``_meta``).
 
     Sync tools run in a worker thread; they call the async helpers through
     ``asgiref.sync.async_to_sync(ctx.log)("info", "…")``.
     """
 
     principal: BearerPrincipal
-    session: McpSession
+    session: McpSession | None
     request: HttpRequest
     request_id: int | str
     protocol_version: str
     tool_name: str = ""
     progress_token: int | str | None = None
     sink: MessageSink | None = field(default=None, repr=False)
+    era: str = "legacy"
+    declared_capabilities: dict[str, Any] | None = None
+    meta_log_level: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    input_round: InputRound | None = field(default=None, repr=False)
+
+    @property
+    def modern(self) -> bool:
+        """True in a stateless 2026-07-28 request (no session, no server-to-client requests)."""
+        return self.era == "modern"
 
     @property
     def user(self) -> Any:
@@ -124,6 +141,10 @@ class ToolContext:
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
+        if self.declared_capabilities is not None:
+            return dict(self.declared_capabilities)
+        if self.session is None:
+            return {}
         return dict(self.session.client_capabilities or {})
 
     @property
@@ -169,13 +190,57 @@ class ToolContext:
         """
         if level not in LOG_LEVELS:
             raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-        minimum = self.session.log_level
+        if self.modern:
+            # MCP 2026-07-28: only when this request's _meta carries a log level.
+            minimum = self.meta_log_level
+            if minimum is None:
+                return False
+        else:
+            minimum = self.session.log_level if self.session is not None else None
         if minimum in LOG_LEVELS and LOG_LEVELS.index(level) < LOG_LEVELS.index(minimum):
             return False
         params: dict[str, Any] = {"level": level, "data": data}
         if logger_name:
             params["logger"] = logger_name
         return await self.send_notification("notifications/message", params)
+
+    async def request_input(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+        """Ask the client (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) in
+        either era and return its ``result`` object.
+
+        2025-11-25 session: a live server-to-client request (:meth:`send_request`). 2026-07-28
+        request: this round ends with ``input_required`` carrying the request under the next input
+        key; on the retry the client's answer to that key is returned (the tool body runs again
+        up to here, see :mod:`~mcp_oauth.transport.input_required`).
+
+        :raises McpError: 2026-07-28: -32021 when the client did not declare the capability the
+            method needs (``data.requiredCapabilities``); 2025-11-25: the client answered with an error.
+        :raises InputRequired: 2026-07-28, not answered yet.
+        """
+        if not self.modern:
+            return await self.send_request(method, params, timeout=timeout)
+        needed = _CAPABILITY_OF.get(method)
+        if needed is not None and not isinstance(self.client_capabilities.get(needed), dict):
+            raise McpError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                f"This tool needs the client capability {needed}",
+                {"requiredCapabilities": {needed: {}}},
+            )
+        if self.input_round is None:
+            self.input_round = InputRound()
+        key = self.input_round.next_key()
+        settled = self.input_round.settled(key)
+        if isinstance(settled, dict) and settled.get("kind") == "raw" and settled.get("method") == method:
+            return dict(settled.get("result") or {})
+        asked = self.input_round.asked(key)
+        answer = self.input_round.response(key)
+        if isinstance(asked, dict) and asked.get("method") == method and isinstance(answer, dict):
+            self.input_round.settle(key, {"kind": "raw", "method": method, "result": answer})
+            return answer
+        request: dict[str, Any] = {"method": method}
+        if params is not None:
+            request["params"] = params
+        raise self.input_round.ask(key, request, {"kind": "raw", "method": method})
 
     async def send_request(
         self,
@@ -202,6 +267,8 @@ class ToolContext:
         :raises RuntimeError: not streaming (JSON response mode: the client cannot be asked).
         :raises TimeoutError: no answer within ``timeout`` seconds.
         """
+        if self.modern or self.session is None:
+            raise RuntimeError("a 2026-07-28 request cannot carry server-to-client requests (use input_required)")
         if self.sink is None:
             raise RuntimeError("server-to-client requests need a streaming (ASGI) tools/call response")
         request_id = request_id or "srv-" + secrets.token_urlsafe(12)
