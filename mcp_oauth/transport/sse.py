@@ -23,10 +23,11 @@ Both send a ``: keepalive`` comment after ``SSE_KEEPALIVE_SECONDS`` of silence.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -168,8 +169,12 @@ class ResponseChannel:
             self._opened = True
             self.queue.put_nowait(("open", None))
 
-    def start(self, coro: Awaitable[Any]) -> asyncio.Task:
-        self.task = asyncio.ensure_future(coro)
+    def start(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        """Run the handler as a task in a fresh context: the task outlives the view, and the
+        view's context may hold the executor of a sync middleware's ``async_to_sync`` bridge,
+        which is gone by the time the handler's ``sync_to_async`` calls would use it
+        ("CurrentThreadExecutor already quit")."""
+        self.task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
         self.task.add_done_callback(lambda done: self.queue.put_nowait(("done", done)))
         return self.task
 
