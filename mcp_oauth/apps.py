@@ -15,8 +15,10 @@ class MCPOAuthConfig(AppConfig):
 
         from . import checks  # noqa: F401 - registers the system checks
         from .settings import apply_dot_defaults, mcp_oauth_settings
+        from .resource_server.cache import connect_receivers
         from .signals import sync_default_resource
 
         apply_dot_defaults()
+        connect_receivers()
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)

@@ -74,7 +74,7 @@ def check_tool_registry(app_configs, **kwargs):
 
     from .tools import ToolRegistry
 
-    path = mcp_oauth_settings.TOOL_REGISTRY
+    path = mcp_oauth_settings.user_settings.get("TOOL_REGISTRY", mcp_oauth_settings.defaults["TOOL_REGISTRY"])
     try:
         registry = import_string(path) if isinstance(path, str) else path
     except ImportError as exc:

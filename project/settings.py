@@ -9,6 +9,12 @@
 | MCP_BASE_URL | http://127.0.0.1:$PORT |
 | DATABASE_URL | sqlite:///db.sqlite3 (e.g. postgres://user@127.0.0.1:5432/test) |
 | CELERY_BROKER_URL | unset: tasks run eagerly in-process |
+| DB_POOL_MAX_SIZE | 8: PostgreSQL connections per worker process at most (Django's psycopg pool) |
+| DB_POOL_MIN_SIZE | 1 |
+| DB_POOL_TIMEOUT | 5: seconds a request waits for a pooled connection before its 503 + Retry-After |
+| DB_STATEMENT_TIMEOUT_MS | 10000: PostgreSQL statement_timeout (a slow database answers 503, not a hang) |
+| REDIS_URL | unset: per-process memory cache; set: Django's Redis cache (tokens, throttles, resources) |
+| MCP_WAKEUP_URL | unset: REDIS_URL when set, else in-process wake-ups; "postgres" for LISTEN/NOTIFY |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
 """
 
@@ -39,6 +45,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "mcp_oauth.overload.OverloadMiddleware",  # first: 503 + Retry-After when the DB pool or cache is exhausted
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -79,6 +86,30 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # One file per process, so concurrent test runs never share it.
     DATABASES["default"]["TEST"] = {"NAME": os.path.join(tempfile.gettempdir(), f"mcp-authz-test-{os.getpid()}.sqlite3")}
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's built-in psycopg pool (Django >= 5.1): bounded connections per process; a request
+    # that waits longer than "timeout" for one gets 503 + Retry-After (mcp_oauth.overload).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "pool": {
+                "min_size": int(os.environ.get("DB_POOL_MIN_SIZE", "1")),
+                "max_size": int(os.environ.get("DB_POOL_MAX_SIZE", "8")),
+                "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "5")),
+            },
+            "options": f"-c statement_timeout={int(os.environ.get('DB_STATEMENT_TIMEOUT_MS', '10000'))}",
+        }
+    )
+
+REDIS_URL = os.environ.get("REDIS_URL") or None
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "mcp"),
+            "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 1},
+        }
+    }
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -102,6 +133,7 @@ MCP_OAUTH = {
     "BASE_URL": os.environ.get("MCP_BASE_URL", f"http://127.0.0.1:{PORT}"),
     "DEFAULT_RESOURCE_NAME": "django-mcp-authz demo",
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
+    "WAKEUP_URL": os.environ.get("MCP_WAKEUP_URL") or REDIS_URL,
 }
 
 OAUTH2_PROVIDER = {
