@@ -133,3 +133,25 @@ def check_cimd_test_setting(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@register(Tags.security)
+def check_client_secret_hasher(app_configs, **kwargs):
+    """E050 ``OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"]`` names a hasher missing from ``PASSWORD_HASHERS``:
+    client secrets could be neither stored nor verified."""
+    from django.contrib.auth.hashers import get_hashers_by_algorithm
+    from oauth2_provider.settings import oauth2_settings
+
+    from .client_secrets import ALGORITHM, HASHER_PATH
+
+    algorithm = oauth2_settings.CLIENT_SECRET_HASHER
+    if not isinstance(algorithm, str) or algorithm == "default" or algorithm in get_hashers_by_algorithm():
+        return []
+    hint = f'Add "{HASHER_PATH}" to PASSWORD_HASHERS (after your password hasher).' if algorithm == ALGORITHM else None
+    return [
+        Error(
+            f'OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"] {algorithm!r} is not in PASSWORD_HASHERS.',
+            hint=hint,
+            id="mcp_oauth.E050",
+        )
+    ]

@@ -108,7 +108,8 @@ DEFAULTS: dict[str, Any] = {
     # Retry-After (seconds).
     # "elicitation" counts the URL-elicitation pages of the elicitation app (start, callback,
     # secure input, connections; SEP-1036: servers MUST rate-limit them).
-    "THROTTLE_RATES": {"register": "30/hour", "authorize": "60/minute", "token": "120/minute", "elicitation": "60/minute"},
+    "THROTTLE_RATES": {"register": "30/hour", "authorize": "60/minute", "token": "120/minute", "elicitation": "60/minute",
+                       "client_auth_failure": "30/minute"},
     # Django cache alias holding the counters (use a shared cache, e.g. Redis, with many processes).
     "THROTTLE_CACHE": "default",
     # Dotted path of a callable (request, scope) -> str naming the caller; None: REMOTE_ADDR.
@@ -171,6 +172,9 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    # Client secrets: a keyed SHA-256 suited to high-entropy machine secrets (mcp_oauth.client_secrets),
+    # not a password-stretching hash; it must be listed in PASSWORD_HASHERS (check mcp_oauth.E040).
+    "CLIENT_SECRET_HASHER": "mcp_oauth_sha256",
     # Client ID Metadata Documents: on, fetched by the SSRF-safe fetcher, 5 KB cap (CIMD draft §6.6).
     "CIMD_ENABLED": True,
     "CIMD_METADATA_FETCHER": "mcp_oauth.cimd.fetcher.SafeMetadataFetcher",
