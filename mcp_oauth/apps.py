@@ -17,8 +17,10 @@ class MCPOAuthConfig(AppConfig):
         from .settings import apply_dot_defaults, mcp_oauth_settings
         from .resource_server.cache import connect_receivers
         from .signals import sync_default_resource
+        from .transport import wakeup
 
         apply_dot_defaults()
         connect_receivers()
+        wakeup.connect_receivers()
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)

@@ -70,6 +70,7 @@ from ..settings import mcp_oauth_settings
 from ..signals import client_response_received, mcp_session_ended
 from ..tools import ToolRegistry
 from . import dispatch
+from . import wakeup
 from .context import pending_requests
 from .jsonrpc import (
     INVALID_REQUEST,
@@ -293,6 +294,7 @@ class McpView:
             for receiver, outcome in responses:
                 if isinstance(outcome, Exception):
                     logger.error("client_response_received receiver %r failed", receiver, exc_info=outcome)
+            await sync_to_async(wakeup.publish)(wakeup.answer_topic(session.pk))  # the asker may wait elsewhere
         return HttpResponse(status=202)
 
     async def handle_request(
