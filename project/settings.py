@@ -15,6 +15,7 @@
 | DB_STATEMENT_TIMEOUT_MS | 10000: PostgreSQL statement_timeout (a slow database answers 503, not a hang) |
 | REDIS_URL | unset: per-process memory cache; set: Django's Redis cache (tokens, throttles, resources) |
 | MCP_WAKEUP_URL | unset: REDIS_URL when set, else in-process wake-ups; "postgres" for LISTEN/NOTIFY |
+| MCP_SSE_POLL_INTERVAL_SECONDS | 0.25: how often waiting streams poll when no shared wake-up channel is configured |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
 """
 
@@ -143,6 +144,7 @@ MCP_OAUTH = {
     "DEFAULT_RESOURCE_NAME": "django-mcp-authz demo",
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
     "WAKEUP_URL": os.environ.get("MCP_WAKEUP_URL") or REDIS_URL,
+    "SSE_POLL_INTERVAL_SECONDS": float(os.environ.get("MCP_SSE_POLL_INTERVAL_SECONDS", "0.25")),
 }
 
 OAUTH2_PROVIDER = {

@@ -37,10 +37,12 @@ import asyncio
 import logging
 import threading
 from collections import defaultdict
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import close_old_connections, connection, transaction
 from django.db.models.signals import post_save
+from django.utils import timezone
 
 from ..settings import mcp_oauth_settings
 
@@ -271,31 +273,37 @@ class WakeupHub:
         previous polls, waking the local streams of their sessions (recovers lost wake-ups)."""
         from asgiref.sync import sync_to_async
 
-        marks: list[int] = [0, 0]
+        marks: list[int | None] = [None, None]
         while True:
-            await asyncio.sleep(float(mcp_oauth_settings.WAKEUP_SAFETY_POLL_SECONDS))
+            interval = float(mcp_oauth_settings.WAKEUP_SAFETY_POLL_SECONDS)
+            await asyncio.sleep(interval)
             if not any(topic.startswith("session:") for topic in self.waiting_topics()):
                 continue
+            since = timezone.now() - timedelta(seconds=2 * interval + 5)
+            low = marks[0] if marks[0] is not None else marks[1]
             try:
-                sessions, newest = await sync_to_async(_recent_outbox_sessions, thread_sensitive=False)(marks[0])
+                sessions, newest = await sync_to_async(_recent_outbox_sessions, thread_sensitive=False)(low, since)
             except Exception as exc:  # noqa: BLE001 - database busy: try again next round
                 logger.warning("wake-up safety poll failed: %s", exc)
                 continue
-            marks = [marks[1], max(newest, marks[1])]
+            marks = [marks[1], newest]
             for session_id in sessions:
                 self.wake_local(session_topic(session_id))
 
 
-def _recent_outbox_sessions(after_id: int) -> tuple[set[str], int]:
-    """Sessions with outbox rows of id > ``after_id`` (the first call only learns the newest id),
-    and the newest id. Runs on a pool thread and gives its connection back at once."""
+def _recent_outbox_sessions(after_id: int | None, since: datetime) -> tuple[set[str], int]:
+    """Sessions with outbox rows of id > ``after_id`` created since ``since``, and the newest id
+    seen. The id bound keeps the query on the primary-key index (``None``: the last 10,000 ids).
+    Runs on a pool thread and gives its connection back at once."""
     from ..models import McpSessionEvent
 
     try:
-        if after_id == 0:
+        if after_id is None:
             newest = McpSessionEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
-            return set(), newest
-        rows = list(McpSessionEvent.objects.filter(id__gt=after_id).values_list("id", "session_id")[:10000])
+            after_id = max(0, newest - 10000)
+        rows = list(
+            McpSessionEvent.objects.filter(id__gt=after_id, created_at__gte=since).values_list("id", "session_id")[:10000]
+        )
         return {session for _, session in rows}, max((row_id for row_id, _ in rows), default=after_id)
     finally:
         close_old_connections()
