@@ -138,6 +138,18 @@ DEFAULTS: dict[str, Any] = {
     # A waiting stream re-reads the database this often even without a wake-up (seconds),
     # to recover a missed one. One query per process per interval, not one per stream.
     "WAKEUP_SAFETY_POLL_SECONDS": 5.0,
+    # --- MCP 2026-07-28 stateless requests (mcp_oauth.transport.modern / request_state) ---
+    # ttlMs of cacheable results (tools/list, server/discover, ...): how long a client may reuse
+    # one (milliseconds).
+    "RESULT_TTL_MS": 60_000,
+    # Keys that seal requestState (AES-256-GCM; MCP 2026-07-28 "Multi round-trip requests"): a
+    # list of secrets (str or bytes, at least 32 characters), the first one seals, every one
+    # opens (rotation: put the new key first, drop the old one after REQUEST_STATE_TTL_SECONDS).
+    # Every worker must have the same list. None: one key derived from SECRET_KEY with HKDF
+    # (manage.py check warns: rotating SECRET_KEY then invalidates pending states).
+    "REQUEST_STATE_KEYS": None,
+    # Lifetime of one requestState (seconds): the client must answer within it.
+    "REQUEST_STATE_TTL_SECONDS": 600,
 }
 
 #: Settings that hold a dotted path, imported once on first access (DRF ``IMPORT_STRINGS`` style).
