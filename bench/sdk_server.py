@@ -76,8 +76,12 @@ def app_factory():
 
 
 def main() -> None:
+    import sys
+    from pathlib import Path
+
     import uvicorn
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--database-url", required=True)

@@ -16,9 +16,11 @@
 | REDIS_URL | unset: per-process memory cache; set: Django's Redis cache (tokens, throttles, resources) |
 | MCP_WAKEUP_URL | unset: REDIS_URL when set, else in-process wake-ups; "postgres" for LISTEN/NOTIFY |
 | MCP_SSE_POLL_INTERVAL_SECONDS | 0.25: how often waiting streams poll when no shared wake-up channel is configured |
+| MCP_THROTTLE_RATES | JSON merged over the default THROTTLE_RATES, e.g. '{"token": null}' |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
 """
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -145,6 +147,8 @@ MCP_OAUTH = {
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
     "WAKEUP_URL": os.environ.get("MCP_WAKEUP_URL") or REDIS_URL,
     "SSE_POLL_INTERVAL_SECONDS": float(os.environ.get("MCP_SSE_POLL_INTERVAL_SECONDS", "0.25")),
+    # e.g. MCP_THROTTLE_RATES='{"token": null}' (JSON) for a load test from one address
+    "THROTTLE_RATES": json.loads(os.environ.get("MCP_THROTTLE_RATES", "{}")),
 }
 
 OAUTH2_PROVIDER = {
