@@ -143,8 +143,8 @@ class Server:
                 self.process.wait(timeout=5)
 
 
-def gunicorn(name: str, workers: int, port: int, **env: str) -> Server:
-    argv = [str(Path(sys.executable).parent / "gunicorn"), "project.asgi:application", "-k",
+def gunicorn(name: str, workers: int, port: int, app: str = "project.asgi:application", **env: str) -> Server:
+    argv = [str(Path(sys.executable).parent / "gunicorn"), app, "-k",
             "uvicorn_worker.UvicornWorker", "-w", str(workers), "-b", f"127.0.0.1:{port}", "--backlog", "4096",
             "--keep-alive", "75", "--log-level", "warning"]
     return Server(name, argv, port, server_env(**env))
@@ -300,7 +300,8 @@ def scenario_compare(args, fx) -> None:
         "ours": gunicorn("ours", 1, ports["ours"]),
         "sdk-stateful": sdk("sdk-stateful", ports["sdk-stateful"], stateless=False),
         "sdk-stateless": sdk("sdk-stateless", ports["sdk-stateless"], stateless=True),
-        "bare": gunicorn("bare", 1, ports["bare"], DJANGO_SETTINGS_MODULE="bench.bare_settings"),
+        "bare": gunicorn("bare", 1, ports["bare"], app="bench.bare_asgi:application",
+                         DJANGO_SETTINGS_MODULE="bench.bare_settings"),
     }
     totals = {name: {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0} for name in servers}
     try:

@@ -107,7 +107,7 @@ REDIS_URL = os.environ.get("REDIS_URL") or None
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "mcp_oauth.redis_cache.RedisCache",  # Django's, reusing its redis client
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "mcp"),
             "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 1},
