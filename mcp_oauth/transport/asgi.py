@@ -20,8 +20,9 @@ and every non-HTTP scope, goes to the wrapped application unchanged::
 A site that keeps its own ``asgi.py`` unchanged still serves the endpoint through its URLconf
 (``mcp_oauth.urls``), only slower.
 
-What the lane keeps from Django's handler: one ``ThreadSensitiveContext`` per request (sync
-tools and ORM calls run on the request's own thread), disconnect detection (a client leaving
+What the lane keeps from Django's handler: one ``ThreadSensitiveContext`` per POST/DELETE
+request (sync tools and ORM calls run on the request's own thread; a GET stream's short sync
+steps share the process's thread-sensitive thread, so an idle stream parks no thread), disconnect detection (a client leaving
 an SSE stream cancels the response), ``set_script_prefix``, the security headers of
 ``SecurityMiddleware`` that apply to an API (``X-Content-Type-Options``, ``Referrer-Policy``,
 ``Cross-Origin-Opener-Policy``), and overload answers: a database or cache that is exhausted or
@@ -79,6 +80,12 @@ class McpLane(ASGIHandler):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not self.serves(scope):
             return await self.app(scope, receive, send)
+        if scope.get("method") == "GET":
+            # A GET stream lives for hours and is idle nearly all the time: its few short sync
+            # steps (authorization, session lookup, outbox reads on a wake-up) share the
+            # process's one thread-sensitive thread instead of parking a thread per stream.
+            await self.handle(scope, receive, send)
+            return
         async with ThreadSensitiveContext():
             await self.handle(scope, receive, send)
 

@@ -22,8 +22,8 @@ Backends, chosen by ``MCP_OAUTH["WAKEUP_URL"]``:
 ============================  ==========================================================
 
 An idle subscriber costs one :class:`asyncio.Event` and a set entry: no thread, no database
-connection, no query. When the subscriber connection (re)connects, every local waiter is
-woken once (it may have missed something while disconnected).
+connection, no query. When the subscriber connection reconnects, every local waiter is woken
+once (it may have missed something while disconnected).
 
 Publishing is synchronous and safe from any thread or process (a view, a Celery task, a
 signal receiver); :func:`publish_on_commit` defers it until the current transaction commits.
@@ -222,7 +222,10 @@ class WakeupHub:
                 async with client.pubsub() as pubsub:
                     await pubsub.psubscribe(CHANNEL_PREFIX + "*")
                     self.reconnects += 1
-                    self.wake_all_local()  # anything published while we were away
+                    logger.info("wake-up channel (Redis) subscribed (%d)", self.reconnects)
+                    if self.reconnects > 1:
+                        self.wake_all_local()  # anything published while we were away
+                    # (the first time, the safety poll covers the instant before subscribing)
                     backoff = 0.1
                     async for message in pubsub.listen():
                         if message.get("type") != "pmessage":
@@ -257,7 +260,8 @@ class WakeupHub:
                 async with aconn:
                     await aconn.execute(f"LISTEN {PG_CHANNEL}")
                     self.reconnects += 1
-                    self.wake_all_local()
+                    if self.reconnects > 1:
+                        self.wake_all_local()
                     backoff = 0.1
                     async for notify in aconn.notifies():
                         self.wake_local(notify.payload)
@@ -287,6 +291,8 @@ class WakeupHub:
                 logger.warning("wake-up safety poll failed: %s", exc)
                 continue
             marks = [marks[1], newest]
+            if sessions:
+                logger.info("wake-up safety poll: %d session(s) with recent outbox rows", len(sessions))
             for session_id in sessions:
                 self.wake_local(session_topic(session_id))
 
