@@ -553,7 +553,7 @@ def scenario_idle(args, fx) -> None:
             base_rss = server.rss_kb()
             for start in range(0, len(sessions), 200):
                 streams.extend(await asyncio.gather(*(_open_stream(port, token, s) for s in sessions[start:start + 200])))
-            await asyncio.sleep(8)  # settled: every stream made its first read
+            await asyncio.sleep(20)  # settled: every stream made its first read
             rss = server.rss_kb()
             xacts, conns = _pg_counters()
             threads = sum(int(Path(f"/proc/{pid}/status").read_text().split("Threads:")[1].split()[0])
