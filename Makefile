@@ -8,7 +8,7 @@ DEMO_USERNAME ?= demo
 DEMO_PASSWORD ?= demo-password
 export PORT DEMO_USERNAME DEMO_PASSWORD
 
-.PHONY: install js-install run test lint migrate clean
+.PHONY: install js-install run serve test lint migrate clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ run: migrate
 	@echo "  Log in as:   $(DEMO_USERNAME) / $(DEMO_PASSWORD)   (admin: http://$(HOST):$(PORT)/admin/)"
 	@echo ""
 	$(VENV)/bin/uvicorn project.asgi:application --host $(HOST) --port $(PORT)
+
+# The production topology on this machine (README "Run in production"): PostgreSQL (bounded
+# psycopg pool per worker), Redis (cache, Celery broker, wake-ups), gunicorn with WORKERS uvicorn
+# workers, a Celery worker and beat. Override DATABASE_URL, REDIS_URL, WORKERS, DB_POOL_MAX_SIZE, PORT.
+serve: install
+	$(PY) -m project.serve
 
 test: install js-install
 	$(VENV)/bin/pytest

@@ -6,14 +6,19 @@
   :func:`elicitation.url.finish_elicitation` after its transaction commits; retried on
   database errors; idempotent (``notified_at`` is set in the same transaction as the
   outbox row, under a row lock, so a retry or a duplicate delivery never sends twice).
+* ``elicitation.tasks.reconcile_completion_notifications`` — the safety net of the one above
+  (beat, every few seconds): completed URL elicitations whose notification was never sent
+  (the queued task was lost with the broker's data, or is late) are notified now, through the
+  same idempotent task body, so each client gets each notification exactly once.
 * ``elicitation.tasks.expire_elicitations`` — pending elicitations past ``expires_at`` become
   ``expired`` (schedule it every minute or so).
 * ``elicitation.tasks.cleanup`` — deletes finished elicitations older than
   ``ELICITATION["RETENTION_DAYS"]``.
 
-Schedule the last two with Celery beat::
+Schedule the last three with Celery beat::
 
     CELERY_BEAT_SCHEDULE = {
+        "elicitation-reconcile": {"task": "elicitation.tasks.reconcile_completion_notifications", "schedule": 10},
         "elicitation-expire": {"task": "elicitation.tasks.expire_elicitations", "schedule": 60},
         "elicitation-cleanup": {"task": "elicitation.tasks.cleanup", "schedule": 3600},
     }
@@ -79,6 +84,47 @@ def notify_elicitation_complete(elicitation_pk: int) -> str:
         row.notified_at = timezone.now()
         row.save(update_fields=["notified_at"])
     return "sent"
+
+
+@shared_task(name="elicitation.tasks.reconcile_completion_notifications", ignore_result=True)
+def reconcile_completion_notifications(older_than_seconds: float = 10, within_seconds: float = 86400,
+                                       limit: int = 1000) -> int:
+    """Send the completion notifications that were never sent.
+
+    Picks URL elicitations ``completed`` between ``within_seconds`` and ``older_than_seconds``
+    ago, with ``notified_at`` empty and a live asking session (at most ``limit`` per run,
+    oldest first), and runs :func:`notify_elicitation_complete` for each. That body takes the
+    row lock and checks ``notified_at``, so a late original task and this run never both send:
+    whichever comes second answers ``"already-sent"``.
+
+    :returns: how many notifications this run sent.
+    """
+    from mcp_oauth.models import McpSession
+
+    from .models import Elicitation
+
+    now = timezone.now()
+    pending = list(
+        Elicitation.objects.filter(
+            mode=Elicitation.Mode.URL,
+            status=Elicitation.Status.COMPLETED,
+            notified_at__isnull=True,
+            completed_at__lte=now - timedelta(seconds=float(older_than_seconds)),
+            completed_at__gte=now - timedelta(seconds=float(within_seconds)),
+            session__in=McpSession.objects.live(),
+        )
+        .order_by("completed_at")
+        .values_list("pk", flat=True)[: int(limit)]
+    )
+    sent = 0
+    for pk in pending:
+        try:
+            sent += notify_elicitation_complete(pk) == "sent"
+        except DatabaseError as exc:  # one row failing must not stop the others
+            log.warning("reconciling the notification of elicitation %s failed: %s", pk, exc)
+    if sent:
+        log.warning("re-sent %d completion notification(s) that were never delivered", sent)
+    return sent
 
 
 @shared_task(name="elicitation.tasks.expire_elicitations", ignore_result=True)

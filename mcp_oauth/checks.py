@@ -128,7 +128,7 @@ def check_tool_registry(app_configs, **kwargs):
 
     from .tools import ToolRegistry
 
-    path = mcp_oauth_settings.TOOL_REGISTRY
+    path = mcp_oauth_settings.user_settings.get("TOOL_REGISTRY", mcp_oauth_settings.defaults["TOOL_REGISTRY"])
     try:
         registry = import_string(path) if isinstance(path, str) else path
     except ImportError as exc:
@@ -299,3 +299,25 @@ def check_request_state_keys(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@register(Tags.security)
+def check_client_secret_hasher(app_configs, **kwargs):
+    """E050 ``OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"]`` names a hasher missing from ``PASSWORD_HASHERS``:
+    client secrets could be neither stored nor verified."""
+    from django.contrib.auth.hashers import get_hashers_by_algorithm
+    from oauth2_provider.settings import oauth2_settings
+
+    from .client_secrets import ALGORITHM, HASHER_PATH
+
+    algorithm = oauth2_settings.CLIENT_SECRET_HASHER
+    if not isinstance(algorithm, str) or algorithm == "default" or algorithm in get_hashers_by_algorithm():
+        return []
+    hint = f'Add "{HASHER_PATH}" to PASSWORD_HASHERS (after your password hasher).' if algorithm == ALGORITHM else None
+    return [
+        Error(
+            f'OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"] {algorithm!r} is not in PASSWORD_HASHERS.',
+            hint=hint,
+            id="mcp_oauth.E050",
+        )
+    ]

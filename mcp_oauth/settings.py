@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
 
 DEFAULTS: dict[str, Any] = {
     # Canonical scheme://host[:port] of the site as clients see it, without a
@@ -121,7 +122,8 @@ DEFAULTS: dict[str, Any] = {
     # Retry-After (seconds).
     # "elicitation" counts the URL-elicitation pages of the elicitation app (start, callback,
     # secure input, connections; SEP-1036: servers MUST rate-limit them).
-    "THROTTLE_RATES": {"register": "30/hour", "authorize": "60/minute", "token": "120/minute", "elicitation": "60/minute"},
+    "THROTTLE_RATES": {"register": "30/hour", "authorize": "60/minute", "token": "120/minute", "elicitation": "60/minute",
+                       "client_auth_failure": "30/minute"},
     # Django cache alias holding the counters (use a shared cache, e.g. Redis, with many processes).
     "THROTTLE_CACHE": "default",
     # Dotted path of a callable (request, scope) -> str naming the caller; None: REMOTE_ADDR.
@@ -134,6 +136,22 @@ DEFAULTS: dict[str, Any] = {
     # A dynamically registered client whose tokens have all been expired (and whose refresh
     # tokens are all revoked or expired) for this many days is deleted (None: never).
     "DCR_PRUNE_AFTER_DAYS": 30,
+    # --- production shape (mcp_oauth.overload, mcp_oauth.resource_server.cache, mcp_oauth.transport.wakeup) ---
+    # Retry-After (seconds) of the 503 answered when the database pool is exhausted, the
+    # database is slow past its statement_timeout, or the cache is unreachable.
+    "OVERLOAD_RETRY_AFTER_SECONDS": 2,
+    # Django cache alias holding token principals and the resource-registry generation
+    # (a shared cache such as Redis with several processes; invalidation is a key delete).
+    "TOKEN_CACHE": "default",
+    # How long one token lookup stays cached at most (seconds; never past the token's expiry).
+    # Revocation, deletion, user deactivation and client changes delete the entry at once.
+    "TOKEN_CACHE_SECONDS": 300,
+    # Wake-up channel of waiting streams: None (in-process only, the embedded default),
+    # "redis://…" (pub/sub; every worker), or "postgres" (LISTEN/NOTIFY on the default database).
+    "WAKEUP_URL": None,
+    # A waiting stream re-reads the database this often even without a wake-up (seconds),
+    # to recover a missed one. One query per process per interval, not one per stream.
+    "WAKEUP_SAFETY_POLL_SECONDS": 5.0,
     # --- MCP 2026-07-28 stateless requests (mcp_oauth.transport.modern / request_state) ---
     # ttlMs of cacheable results (tools/list, server/discover, ...): how long a client may reuse
     # one (milliseconds).
@@ -147,6 +165,9 @@ DEFAULTS: dict[str, Any] = {
     # Lifetime of one requestState (seconds): the client must answer within it.
     "REQUEST_STATE_TTL_SECONDS": 600,
 }
+
+#: Settings that hold a dotted path, imported once on first access (DRF ``IMPORT_STRINGS`` style).
+IMPORT_STRINGS: frozenset[str] = frozenset({"TOOL_REGISTRY", "THROTTLE_KEY_FUNCTION"})
 
 #: DOT settings the app turns on unless the site sets them itself in
 #: ``OAUTH2_PROVIDER``. Values that depend on MCP_OAUTH (the issuer) are added by
@@ -177,6 +198,9 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    # Client secrets: a keyed SHA-256 suited to high-entropy machine secrets (mcp_oauth.client_secrets),
+    # not a password-stretching hash; it must be listed in PASSWORD_HASHERS (check mcp_oauth.E040).
+    "CLIENT_SECRET_HASHER": "mcp_oauth_sha256",
     # Client ID Metadata Documents: on, fetched by the SSRF-safe fetcher, 5 KB cap (CIMD draft §6.6).
     "CIMD_ENABLED": True,
     "CIMD_METADATA_FETCHER": "mcp_oauth.cimd.fetcher.SafeMetadataFetcher",
@@ -214,13 +238,18 @@ class AppSettings:
     """Attribute access to one settings dict (``settings.<setting_name>``) with ``defaults`` behind it,
     in the style of DRF's ``api_settings``; other apps of the project reuse it for their namespace.
 
-    Raises :class:`AttributeError` for a key that is not in ``defaults``. Call :meth:`reload`
+    Raises :class:`AttributeError` for a key that is not in ``defaults``; a key named in
+    ``import_strings`` holding a dotted path is imported on first access and the object is
+    kept (:class:`ImportError` when it does not import). Call :meth:`reload`
     when the setting changes (a ``setting_changed`` receiver does it for the project's apps).
     """
 
-    def __init__(self, setting_name: str, defaults: dict[str, Any]) -> None:
+    def __init__(
+        self, setting_name: str, defaults: dict[str, Any], import_strings: frozenset[str] = frozenset()
+    ) -> None:
         self.setting_name = setting_name
         self.defaults = defaults
+        self.import_strings = import_strings
         self._cached: set[str] = set()
 
     @property
@@ -233,6 +262,12 @@ class AppSettings:
         if attr.startswith("_") or attr not in self.defaults:
             raise AttributeError(f"Invalid {self.setting_name} setting: {attr!r}")
         value = self.user_settings.get(attr, self.defaults[attr])
+        if attr in self.import_strings and isinstance(value, str):
+            # Resolved once (until reload): no import_string() on the request path.
+            try:
+                value = import_string(value)
+            except ImportError as exc:
+                raise ImportError(f"Could not import {value!r} for {self.setting_name}[{attr!r}]: {exc}") from exc
         self._cached.add(attr)
         setattr(self, attr, value)
         return value
@@ -249,7 +284,7 @@ class MCPOAuthSettings(AppSettings):
     """``settings.MCP_OAUTH`` with :data:`DEFAULTS` behind it, plus derived values (``base_url``, ``issuer``)."""
 
     def __init__(self, defaults: dict[str, Any] | None = None) -> None:
-        super().__init__("MCP_OAUTH", defaults or DEFAULTS)
+        super().__init__("MCP_OAUTH", defaults or DEFAULTS, IMPORT_STRINGS)
 
     # Derived values -------------------------------------------------------
 

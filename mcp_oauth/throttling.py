@@ -13,6 +13,9 @@ scope           default            endpoint and answer when over the limit (HTTP
                                    endpoint's rate-limit error, RFC 8628 §3.5)
 ``elicitation`` ``60/minute``      the ``elicitation`` app's pages (URL-mode start page, third-party
                                    callback, secure input, connections): its error page, status 429
+``client_auth_  ``30/minute``      failed confidential-client authentications per client
+failure``                          (:mod:`mcp_oauth.client_secrets`): then ``invalid_client`` without
+                                   hashing until the window ends
 ==============  =================  ==============================================================
 
 A rate is ``"<count>/<period>"`` with period ``second``, ``minute``, ``hour`` or ``day`` (or
@@ -126,6 +129,46 @@ def check(request: HttpRequest, scope: str) -> int | None:
     if count <= limit:
         return None
     return max(1, math.ceil((window + 1) * period - now))
+
+
+def _failure_key(scope: str, ident: str, period: int) -> str:
+    window = int(time.time() // period)
+    return f"{CACHE_PREFIX}{scope}:{hashlib.sha256(ident.encode()).hexdigest()[:32]}:{window}"
+
+
+def is_exhausted(scope: str, ident: str) -> bool:
+    """Whether ``ident`` already used up ``scope``'s allowance in the current window (counts nothing).
+
+    For limits on *failures* (``client_auth_failure``): check first, then :func:`count_failure`
+    only when the attempt failed. A cache outage counts as not exhausted.
+    """
+    rate = rate_for(scope)
+    if rate is None:
+        return False
+    limit, period = rate
+    try:
+        return int(caches[mcp_oauth_settings.THROTTLE_CACHE].get(_failure_key(scope, ident, period)) or 0) >= limit
+    except Exception as exc:  # noqa: BLE001 - the cache backend's own errors: never refuse for them
+        log.warning("throttle cache unavailable: %s", exc)
+        return False
+
+
+def count_failure(scope: str, ident: str) -> None:
+    """Count one failure of ``ident`` against ``scope`` (see :func:`is_exhausted`)."""
+    rate = rate_for(scope)
+    if rate is None:
+        return
+    _, period = rate
+    key = _failure_key(scope, ident, period)
+    cache = caches[mcp_oauth_settings.THROTTLE_CACHE]
+    try:
+        cache.add(key, 0, period + 1)
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add() and incr()
+            cache.set(key, 1, period + 1)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("throttle cache unavailable: %s", exc)
 
 
 def json_response(retry_after: int, error: str = "slow_down") -> HttpResponse:

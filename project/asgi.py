@@ -1,6 +1,16 @@
+"""ASGI entry point of the reference site.
+
+The MCP endpoint is served by the lean lane (:func:`mcp_oauth.transport.asgi.mcp_lane`) before
+Django's middleware stack; every other path (pages, admin, OAuth endpoints) by Django.
+"""
+
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from mcp_oauth.transport.asgi import mcp_lane  # noqa: E402 - after Django is set up
+
+application = mcp_lane(django_application)

@@ -11,6 +11,14 @@
 | CELERY_BROKER_URL | unset: tasks run eagerly in-process |
 | DJANGO_STATIC_ROOT | BASE_DIR/staticfiles (where `collectstatic` puts the static files served without DEBUG) |
 | MCP_REQUEST_STATE_KEYS | comma-separated secrets sealing 2026-07-28 requestState, newest first; unset: derived from SECRET_KEY (check W060) |
+| DB_POOL_MAX_SIZE | 8: PostgreSQL connections per worker process at most (Django's psycopg pool) |
+| DB_POOL_MIN_SIZE | 1 |
+| DB_POOL_TIMEOUT | 5: seconds a request waits for a pooled connection before its 503 + Retry-After |
+| DB_STATEMENT_TIMEOUT_MS | 10000: PostgreSQL statement_timeout (a slow database answers 503, not a hang) |
+| REDIS_URL | unset: per-process memory cache; set: Django's Redis cache (tokens, throttles, resources) |
+| MCP_WAKEUP_URL | unset: REDIS_URL when set, else in-process wake-ups; "postgres" for LISTEN/NOTIFY |
+| MCP_SSE_POLL_INTERVAL_SECONDS | 0.25: how often waiting streams poll when no shared wake-up channel is configured |
+| MCP_THROTTLE_RATES | JSON merged over the default THROTTLE_RATES, e.g. '{"token": null}' |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
 | DJANGO_SECURE_SSL_REDIRECT | "1" without DEBUG: http requests are redirected to https |
 | DJANGO_HSTS_SECONDS | 31536000 without DEBUG (Strict-Transport-Security max-age) |
@@ -22,6 +30,7 @@ DATABASE_URL and ELICITATION_ENCRYPTION_KEYS set; `manage.py check --deploy` is 
 (tests/test_deploy_check.py).
 """
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -50,6 +59,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "mcp_oauth.overload.OverloadMiddleware",  # first: 503 + Retry-After when the DB pool or cache is exhausted
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from the ASGI app itself (uvicorn)
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -91,6 +101,39 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # One file per process, so concurrent test runs never share it.
     DATABASES["default"]["TEST"] = {"NAME": os.path.join(tempfile.gettempdir(), f"mcp-authz-test-{os.getpid()}.sqlite3")}
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's built-in psycopg pool (Django >= 5.1): bounded connections per process; a request
+    # that waits longer than "timeout" for one gets 503 + Retry-After (mcp_oauth.overload).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "pool": {
+                "min_size": int(os.environ.get("DB_POOL_MIN_SIZE", "1")),
+                "max_size": int(os.environ.get("DB_POOL_MAX_SIZE", "8")),
+                "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "5")),
+            },
+            "options": f"-c statement_timeout={int(os.environ.get('DB_STATEMENT_TIMEOUT_MS', '10000'))}",
+        }
+    )
+
+REDIS_URL = os.environ.get("REDIS_URL") or None
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "mcp_oauth.redis_cache.RedisCache",  # Django's, reusing its redis client
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "mcp"),
+            "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 1},
+        }
+    }
+
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",  # user passwords (the first entry)
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.BCryptSHA256PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+    "mcp_oauth.client_secrets.ClientSecretHasher",  # OAuth client secrets (mcp_oauth.client_secrets)
+]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -133,6 +176,10 @@ MCP_OAUTH = {
     "DEFAULT_RESOURCE_NAME": "django-mcp-authz demo",
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
     "REQUEST_STATE_KEYS": [k.strip() for k in os.environ.get("MCP_REQUEST_STATE_KEYS", "").split(",") if k.strip()] or None,
+    "WAKEUP_URL": os.environ.get("MCP_WAKEUP_URL") or REDIS_URL,
+    "SSE_POLL_INTERVAL_SECONDS": float(os.environ.get("MCP_SSE_POLL_INTERVAL_SECONDS", "0.25")),
+    # e.g. MCP_THROTTLE_RATES='{"token": null}' (JSON) for a load test from one address
+    "THROTTLE_RATES": json.loads(os.environ.get("MCP_THROTTLE_RATES", "{}")),
 }
 
 OAUTH2_PROVIDER = {
@@ -152,6 +199,7 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE = {
     "mcp-oauth-cleanup": {"task": "mcp_oauth.tasks.cleanup", "schedule": 3600},
     "mcp-oauth-prune-dynamic-clients": {"task": "mcp_oauth.tasks.prune_dynamic_clients", "schedule": 3600},
+    "elicitation-reconcile-notifications": {"task": "elicitation.tasks.reconcile_completion_notifications", "schedule": 10},
     "elicitation-expire": {"task": "elicitation.tasks.expire_elicitations", "schedule": 60},
     "elicitation-cleanup": {"task": "elicitation.tasks.cleanup", "schedule": 3600},
 }

@@ -19,7 +19,10 @@ def _base_url(settings):
     """Tests talk to Django's test client, whose host is ``testserver``."""
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": BASE_URL}
     settings.ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast test users
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",  # fast test users
+        "mcp_oauth.client_secrets.ClientSecretHasher",  # client secrets (DOT CLIENT_SECRET_HASHER)
+    ]
     from django.core.cache import caches
 
     for cache in caches.all():  # throttle counters and CIMD back-offs must not leak between tests

@@ -33,6 +33,7 @@ from oauthlib.oauth2.rfc6749 import errors
 from .. import trust
 from ..audit import record
 from ..cimd.validator import CIMDValidatorMixin
+from ..client_secrets import check_client_secret
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
 from .redirects import redirect_scheme_allowed, redirect_uri_registered
@@ -49,6 +50,10 @@ def _s256(verifier: str) -> str:
 
 class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
     """``OAUTH2_VALIDATOR_CLASS`` of the MCP profile (installed by default)."""
+
+    def _check_secret(self, provided_secret, stored_secret) -> bool:
+        """Constant-time, fast for machine secrets, legacy hashes upgraded, failures throttled (:mod:`..client_secrets`)."""
+        return check_client_secret(provided_secret, stored_secret)
 
     def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs) -> bool:
         """Exact string match with a registered URI, loopback ports aside, and never plain ``http``

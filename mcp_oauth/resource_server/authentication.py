@@ -1,7 +1,9 @@
 """Bearer-token authentication for protected resources (OAuth 2.1 §5, RFC 6750, RFC 8707).
 
 :func:`authenticate_bearer` is the one place where an access token is checked:
-it is read only from the ``Authorization`` header, looked up by its hash, and
+it is read only from the ``Authorization`` header, looked up by its hash (through the shared token cache,
+:mod:`mcp_oauth.resource_server.cache`, whose entries are invalidated on revocation,
+deletion, user deactivation and client changes), and
 accepted only when it is unexpired, bound exactly to the resource being served,
 belongs to an active user (or is a client-credentials token) and carries the
 required scopes.
@@ -9,15 +11,14 @@ required scopes.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from oauth2_provider.models import get_access_token_model
 
 from ..models import ProtectedResource
+from .cache import access_token_by_checksum, resource_by_uri, token_checksum
 from .challenges import challenge_response
 
 
@@ -133,13 +134,7 @@ def _authenticate_bearer(
     if token is None:
         raise BearerChallenge(resource, scopes=needed)
 
-    checksum = hashlib.sha256(token.encode("utf-8")).hexdigest()
-    access_token = (
-        get_access_token_model()
-        .objects.select_related("application", "user")
-        .filter(token_checksum=checksum)
-        .first()
-    )
+    access_token = access_token_by_checksum(token_checksum(token))
     if access_token is None:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
@@ -188,4 +183,4 @@ def resolve_resource(resource_uri: str | None = None) -> ProtectedResource:
     """
     if resource_uri is None:
         return ProtectedResource.objects.default()
-    return ProtectedResource.objects.get_by_uri(resource_uri)
+    return resource_by_uri(resource_uri)

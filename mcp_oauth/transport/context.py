@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import wakeup
 from .input_required import InputRound
 from .jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 
@@ -278,7 +279,7 @@ class ToolContext:
             if params is not None:
                 message["params"] = params
             await self.sink(message)
-            answer = await _wait_answer(future, timeout, poll, poll_interval)
+            answer = await _wait_answer(future, timeout, poll, poll_interval, self.session.pk)
         finally:
             pending_requests.discard(self.session.pk, request_id)
         if "error" in answer:
@@ -293,17 +294,18 @@ async def _wait_answer(
     timeout: float | None,
     poll: Callable[[], Awaitable[dict[str, Any] | None]] | None,
     poll_interval: float,
+    session_id: str = "",
 ) -> dict[str, Any]:
     if poll is None:
         return await asyncio.wait_for(future, timeout)
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
+    poll_interval = wakeup.answer_poll_interval(poll_interval)
     while True:
         step = poll_interval if deadline is None else min(poll_interval, deadline - loop.time())
         if step <= 0:
             raise TimeoutError
-        done, _ = await asyncio.wait({future}, timeout=step)
-        if done:
+        if await wakeup.wait_for_answer(future, session_id, step):
             return future.result()
         answer = await poll()
         if answer is not None:

@@ -12,9 +12,10 @@ Two kinds of stream, both async generators of ``bytes`` for a
   ``Last-Event-ID`` is refused with 400, so a client gives up quickly). A
   disconnect does not cancel the tool ("Disconnection SHOULD NOT be interpreted
   as the client cancelling its request"): the stream waits for it and drops its output.
-* :func:`outbox_stream` is the session's GET stream: it polls the session's
-  outbox (:mod:`~mcp_oauth.transport.sessions`) every ``SSE_POLL_INTERVAL_SECONDS``
-  and sends each row as an event with id ``"<row id>"``, in order, starting after
+* :func:`outbox_stream` is the session's GET stream: it reads the session's
+  outbox (:mod:`~mcp_oauth.transport.sessions`) when woken by a new row
+  (:mod:`~mcp_oauth.transport.wakeup`; without a shared wake-up channel it polls every
+  ``SSE_POLL_INTERVAL_SECONDS``), holding no database connection in between, and sends each row as an event with id ``"<row id>"``, in order, starting after
   ``Last-Event-ID``; it ends when the session ends (DELETE, expiry) or the client goes.
 
 Both send a ``: keepalive`` comment after ``SSE_KEEPALIVE_SECONDS`` of silence.
@@ -32,6 +33,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from ..settings import mcp_oauth_settings
+from . import wakeup
 from .jsonrpc import dumps
 from .sessions import read_outbox, touch_session
 
@@ -116,26 +119,35 @@ async def outbox_stream(
     """Stream the session's outbox rows with ``id > after_id`` in id order, then new rows as they come."""
     yield b": stream open\n\n"
     last_id = after_id
-    last_sent = time.monotonic()
-    poll = sync_to_async(read_outbox, thread_sensitive=True)
-    touch = sync_to_async(touch_session, thread_sensitive=True)
-    while True:
-        rows, live = await poll(session_id, last_id, batch)
-        if not live:
-            return
-        for row_id, message in rows:
-            last_id = row_id
-            yield format_event(str(row_id), message)
-        now = time.monotonic()
-        if rows:
-            last_sent = now
-            if len(rows) == batch:
-                continue
-        elif now - last_sent >= keepalive_seconds:
-            await touch(session_id)
-            last_sent = now
-            yield KEEPALIVE
-        await asyncio.sleep(poll_seconds)
+    last_sent = last_touch = time.monotonic()
+    poll = sync_to_async(wakeup.released(read_outbox), thread_sensitive=True)
+    touch = sync_to_async(wakeup.released(touch_session), thread_sensitive=True)
+    # Woken by a push (wakeup.py) when one reaches every process; else polled every poll_seconds.
+    push = wakeup.hub.shared
+    touch_every = max(keepalive_seconds, float(mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS) / 4)
+    with wakeup.hub.subscribe(wakeup.session_topic(session_id)) as doorbell:
+        woken = True
+        while True:
+            if woken:
+                rows, live = await poll(session_id, last_id, batch)
+                if not live:
+                    return
+                for row_id, message in rows:
+                    last_id = row_id
+                    yield format_event(str(row_id), message)
+                if rows:
+                    last_sent = time.monotonic()
+                    if len(rows) == batch:
+                        continue
+            now = time.monotonic()
+            if now - last_sent >= keepalive_seconds:
+                if now - last_touch >= touch_every:
+                    await touch(session_id)
+                    last_touch = now
+                last_sent = now
+                yield KEEPALIVE
+            wait = keepalive_seconds - (now - last_sent) if push else poll_seconds
+            woken = await doorbell.wait(max(wait, 0.001)) or not push
 
 
 class ResponseChannel:

@@ -73,9 +73,11 @@ from django.views.decorators.csrf import csrf_exempt
 from ..cors import mcp_cors, origin_allowed
 from ..models import McpSession, ProtectedResource
 from ..resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer
+from ..resource_server.cache import resource_by_uri
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
 from ..signals import client_response_received, mcp_session_ended
+from . import wakeup
 from .context import pending_requests
 from .handlers import methods
 from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, JsonRpcError, McpError, dumps, error_message, parse_message
@@ -161,7 +163,7 @@ def read_body(request: HttpRequest) -> bytes:
 def _authorize(request: HttpRequest, origin_ok: bool) -> ProtectedResource | BearerPrincipal | HttpResponse:
     """Resolve the resource from the URL, check the Origin, authenticate (one thread hop)."""
     try:
-        resource = ProtectedResource.objects.get_by_uri(mcp_oauth_settings.absolute(request.path))
+        resource = resource_by_uri(mcp_oauth_settings.absolute(request.path))
     except (ProtectedResource.DoesNotExist, InvalidResource):
         return error_response(JsonRpcError(INVALID_REQUEST, "Not Found: no MCP endpoint at this URL", http_status=404))
     if not origin_ok:
@@ -261,6 +263,7 @@ class McpView:
             for receiver, outcome in responses:
                 if isinstance(outcome, Exception):
                     logger.error("client_response_received receiver %r failed", receiver, exc_info=outcome)
+            await sync_to_async(wakeup.publish)(wakeup.answer_topic(session.pk))  # the asker may wait elsewhere
         return HttpResponse(status=202)
 
     async def run(self, request: HttpRequest, entry: Method, call: Call) -> HttpResponse:

@@ -1,0 +1,651 @@
+"""Load harness of the production topology (issue 12), side by side with the official SDK server.
+
+Starts its own servers on free ports against PostgreSQL (``DATABASE_URL``, default the
+``wt_prod`` database) and Redis (``REDIS_URL``, default DB 6), runs the chosen scenarios and
+prints figures and ratios. Not a test: nothing is asserted. Every pool is bounded so that one
+run uses at most 20 PostgreSQL connections.
+
+Scenarios (``--only a,b``; all by default):
+
+``compare``   tools/call echo, C keep-alive connections, one interleaved run of R rounds:
+              ours (gunicorn, 1 uvicorn worker) vs the ``mcp`` SDK server stateful and stateless
+              (uvicorn, 1 process, bearer auth against the same token table) vs a bare async
+              Django JSON view (gunicorn, 1 worker). req/s, p50/p99, server CPU per call, ratios.
+``auth``      in-process cost of the bearer check on a warm cache vs the whole request.
+``grants``    client_credentials and refresh_token (public client, rotation) on 1 worker:
+              grants per CPU-second of the server.
+``notify``    completion notification across processes: complete_elicitation() here, Celery
+              worker in another process, event on a GET stream served by a third: p50/p99.
+``idle``      N idle GET streams on one worker: memory per stream, queries/s and DB connections
+              while idle.
+``sessions``  200 concurrent sessions x 60 s of tools/call on the production topology
+              (2 workers): errors, statuses, req/s, p99.
+``redeem``    1,000 concurrent redemptions of one authorization code: successes, 4xx, 5xx, drops.
+
+Usage::
+
+    .venv/bin/python bench/prod_topology.py [--only compare] [--seconds 5] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.loadgen import Connection, Tally, percentile, timed  # noqa: E402
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/wt_prod")
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/6")
+BASE = "http://127.0.0.1:18100"  # the resource identifier all servers share (token audience)
+FERNET = "X92QSNoDmtPFsChL9dqwHiIybErPh6w6IMjIOw9LYJ8="
+ACCEPT = "application/json, text/event-stream"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": DATABASE_URL,
+        "REDIS_URL": REDIS_URL,
+        "CELERY_BROKER_URL": REDIS_URL,
+        "CACHE_KEY_PREFIX": "bench",
+        "MCP_BASE_URL": BASE,
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "bench-secret-" + "k" * 40,
+        "ELICITATION_ENCRYPTION_KEYS": FERNET,
+        "MCP_LOG_LEVEL": "WARNING",
+        "MCP_THROTTLE_RATES": json.dumps({"token": None, "register": None, "authorize": None}),
+        "DB_POOL_MAX_SIZE": "4",
+        **extra,
+    }
+
+
+class Server:
+    """A server process tree; ``cpu()`` is the user+system CPU seconds of it and its children."""
+
+    def __init__(self, name: str, argv: list[str], port: int, env: dict[str, str]) -> None:
+        self.name, self.port = name, port
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        start_new_session=True)
+
+    def wait_ready(self, path: str = "/", timeout: float = 60) -> Server:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited: {self.process.stderr.read().decode()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"{self.name} did not start")
+
+    def pids(self) -> list[int]:
+        found, pending = [], [self.process.pid]
+        while pending:
+            pid = pending.pop()
+            found.append(pid)
+            try:
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                children = []
+            pending += [int(child) for child in children]
+        return found
+
+    def cpu(self) -> float:
+        total = 0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def rss_kb(self) -> int:
+        total = 0
+        for pid in self.pids():
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            except OSError:
+                pass
+        return total
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=5)
+
+
+def gunicorn(name: str, workers: int, port: int, app: str = "project.asgi:application", **env: str) -> Server:
+    argv = [str(Path(sys.executable).parent / "gunicorn"), app, "-k",
+            "uvicorn_worker.UvicornWorker", "-w", str(workers), "-b", f"127.0.0.1:{port}", "--backlog", "4096",
+            "--keep-alive", "75", "--log-level", "warning"]
+    return Server(name, argv, port, server_env(**env))
+
+
+def sdk(name: str, port: int, stateless: bool) -> Server:
+    argv = [sys.executable, "bench/sdk_server.py", "--port", str(port), "--database-url", DATABASE_URL,
+            "--resource", BASE + "/mcp"] + (["--stateless"] if stateless else [])
+    return Server(name, argv, port, server_env(BENCH_POOL="4"))
+
+
+# --- fixtures in the database -----------------------------------------------------------------
+
+
+def django_setup() -> None:
+    for key, value in server_env(DJANGO_ALLOWED_HOSTS="testserver,127.0.0.1").items():
+        os.environ[key] = value
+    os.environ["DB_POOL_MAX_SIZE"] = "2"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    from mcp_oauth.signals import ensure_default_resource
+
+    ensure_default_resource()
+
+
+def fixtures() -> dict:
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+    from oauth2_provider.models import (get_access_token_model, get_application_model, get_refresh_token_model,
+                                        set_token_value)
+
+    from mcp_oauth.signals import ensure_default_resource
+
+    resource = ensure_default_resource()
+    User = get_user_model()
+    user, _ = User.objects.get_or_create(username="bench", defaults={"email": "bench@example.com"})
+    user.set_password("bench-password")
+    user.is_active = True
+    user.save()
+    Application = get_application_model()
+    public, _ = Application.objects.get_or_create(
+        name="bench-public", defaults={"client_type": "public", "authorization_grant_type": "authorization-code",
+                                       "redirect_uris": "http://127.0.0.1/callback"})
+    service = Application(name="bench-service", client_type="confidential",
+                          authorization_grant_type="client-credentials")
+    service_secret = service.client_secret
+    service.save()
+    AccessToken, RefreshToken = get_access_token_model(), get_refresh_token_model()
+
+    def mint(user=user, app=public):
+        raw = secrets.token_urlsafe(32)
+        token = AccessToken(user=user, application=app, scope="mcp", expires=timezone.now() + timedelta(hours=2),
+                            resource=[resource.uri])
+        set_token_value(token, raw)
+        token.save()
+        return raw, token
+
+    def refresh_token():
+        _, access = mint()
+        raw = secrets.token_urlsafe(32)
+        refresh = RefreshToken(user=user, application=public, access_token=access)
+        set_token_value(refresh, raw)
+        refresh.save()
+        return raw
+
+    return {"resource": resource, "user": user, "public": public, "service": service,
+            "service_secret": service_secret, "mint": mint, "refresh_token": refresh_token}
+
+
+# --- MCP client loops -------------------------------------------------------------------------
+
+
+def mcp_headers(token: str, session: str | None = None, version: bool = True) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {token}", "Accept": ACCEPT, "Content-Type": "application/json"}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    if version:
+        headers["MCP-Protocol-Version"] = "2025-11-25"
+    return headers
+
+
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
+
+
+def call_body(n: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                       "params": {"name": "echo", "arguments": {"text": "hello"}}}).encode()
+
+
+async def open_session(conn: Connection, token: str, kind: str) -> dict[str, str] | None:
+    if kind in ("bare", "sdk-stateless"):
+        headers = mcp_headers(token, version=kind != "bare")
+        return headers
+    response = await conn.request("POST", "/mcp", mcp_headers(token, version=False), json.dumps(INIT).encode())
+    session = response.headers.get("mcp-session-id")
+    if response.status != 200 or not session:
+        return None
+    headers = mcp_headers(token, session)
+    await conn.request("POST", "/mcp", headers, b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    return headers
+
+
+def ok_call(response, n: int) -> bool:
+    if response is None or response.status != 200:
+        return False
+    try:
+        messages = response.json_messages()
+    except ValueError:
+        return False
+    return any(m.get("id") == n and "result" in m and not m["result"].get("isError") for m in messages)
+
+
+async def call_loop(port: int, token: str, kind: str, seconds: float, tally: Tally, bad: list[int]) -> None:
+    conn = Connection("127.0.0.1", port)
+    try:
+        headers = await open_session(conn, token, kind)
+    except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError):
+        headers = None
+    if headers is None:
+        tally.errors += 1
+        return
+    deadline = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+        response = await timed(conn, tally, "POST", "/mcp", headers, call_body(n))
+        if not ok_call(response, n):
+            bad[0] += 1
+    await conn.close()
+
+
+async def run_calls(port: int, token: str, kind: str, seconds: float, connections: int) -> tuple[Tally, int]:
+    tally, bad = Tally(), [0]
+    await asyncio.gather(*(call_loop(port, token, kind, seconds, tally, bad) for _ in range(connections)))
+    return tally, bad[0]
+
+
+# --- scenarios --------------------------------------------------------------------------------
+
+
+def scenario_compare(args, fx) -> None:
+    token, _ = fx["mint"]()
+    ports = {name: free_port() for name in ("ours", "sdk-stateful", "sdk-stateless", "bare")}
+    servers = {
+        "ours": gunicorn("ours", 1, ports["ours"]),
+        "sdk-stateful": sdk("sdk-stateful", ports["sdk-stateful"], stateless=False),
+        "sdk-stateless": sdk("sdk-stateless", ports["sdk-stateless"], stateless=True),
+        "bare": gunicorn("bare", 1, ports["bare"], app="bench.bare_asgi:application",
+                         DJANGO_SETTINGS_MODULE="bench.bare_settings"),
+    }
+    totals = {name: {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0} for name in servers}
+    try:
+        for server in servers.values():
+            server.wait_ready()
+        for name, server in servers.items():  # warm up: caches, pools, imports
+            asyncio.run(run_calls(server.port, token, name if name != "ours" else "ours", 1.0, 4))
+        for _ in range(args.rounds):
+            for name, server in servers.items():
+                cpu = server.cpu()
+                started = time.monotonic()
+                tally, bad = asyncio.run(run_calls(server.port, token, name, args.seconds, args.connections))
+                totals[name]["seconds"] += time.monotonic() - started
+                totals[name]["cpu"] += server.cpu() - cpu
+                totals[name]["tally"].merge(tally)
+                totals[name]["bad"] += bad
+    finally:
+        for server in servers.values():
+            server.stop()
+    print(f"\n== tools/call echo, {args.connections} connections, {args.rounds} interleaved rounds x {args.seconds}s "
+          "(1 server process each)")
+    print(f"{'server':15} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/call':>12} {'errors':>7}")
+    rows = {}
+    for name, total in totals.items():
+        tally = total["tally"]
+        count = len(tally.latencies)
+        rps = count / total["seconds"] if total["seconds"] else 0
+        cpu_ms = 1000 * total["cpu"] / count if count else float("nan")
+        rows[name] = (rps, cpu_ms)
+        print(f"{name:15} {rps:8.0f} {1000 * percentile(tally.latencies, .5):8.1f} "
+              f"{1000 * percentile(tally.latencies, .99):8.1f} {cpu_ms:12.2f} {total['bad'] + tally.errors:7d}")
+    ref_rps, ref_cpu = rows["sdk-stateful"]
+    for name in ("ours", "sdk-stateless", "bare"):
+        rps, cpu_ms = rows[name]
+        print(f"{name} / sdk-stateful: {rps / ref_rps:.2f} x req/s, {cpu_ms / ref_cpu:.2f} x CPU per call")
+
+
+def scenario_auth(args, fx) -> None:
+    """In-process: the bearer check with a warm token cache vs its cold (database) path."""
+    from django.core.cache import cache
+    from django.test import RequestFactory
+
+    from mcp_oauth.resource_server.authentication import authenticate_bearer
+    from mcp_oauth.resource_server.cache import TOKEN_PREFIX, resource_by_uri, token_checksum
+
+    token, _ = fx["mint"]()
+    resource = resource_by_uri(BASE + "/mcp")
+    request = RequestFactory().post("/mcp", HTTP_AUTHORIZATION=f"Bearer {token}")
+    n = 2000
+    authenticate_bearer(request, resource)
+    started = time.process_time()
+    for _ in range(n):
+        authenticate_bearer(request, resource)
+    warm = (time.process_time() - started) / n
+    started = time.process_time()
+    for _ in range(200):
+        cache.delete(TOKEN_PREFIX + token_checksum(token))
+        authenticate_bearer(request, resource)
+    cold = (time.process_time() - started) / 200
+    started = time.process_time()
+    for _ in range(n):
+        resource_by_uri(BASE + "/mcp")
+    registry = (time.process_time() - started) / n
+    print("\n== bearer check, in process (CPU per call)")
+    print(f"warm cache (Redis GET + checks): {warm * 1e6:.0f} us; cold (PostgreSQL + cache fill): {cold * 1e6:.0f} us;"
+          f" resource registry lookup: {registry * 1e6:.0f} us")
+
+
+async def grant_loop(port: int, seconds: float, tally: Tally, body_for, on_ok) -> None:
+    conn = Connection("127.0.0.1", port)
+    deadline = time.monotonic() + seconds
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    while time.monotonic() < deadline:
+        extra, body = body_for()
+        response = await timed(conn, tally, "POST", "/oauth/token", {**headers, **extra}, body)
+        if response is not None and response.status == 200:
+            on_ok(json.loads(response.body))
+    await conn.close()
+
+
+def scenario_grants(args, fx) -> None:
+    import base64
+    from urllib.parse import urlencode
+
+    port = free_port()
+    server = gunicorn("ours-grants", 1, port).wait_ready()
+    results = {}
+    try:
+        service, secret = fx["service"], fx["service_secret"]
+        basic = "Basic " + base64.b64encode(f"{service.client_id}:{secret}".encode()).decode()
+        cc_body = urlencode({"grant_type": "client_credentials", "resource": BASE + "/mcp"}).encode()
+        public = fx["public"]
+
+        def run(label, make_loops):
+            tally = Tally()
+            coroutines = make_loops(tally)  # the ORM work (refresh tokens) happens here, outside the loop
+
+            async def together():
+                await asyncio.gather(*coroutines)
+
+            cpu = server.cpu()
+            started = time.monotonic()
+            asyncio.run(together())
+            elapsed, used = time.monotonic() - started, server.cpu() - cpu
+            ok = tally.statuses.get(200, 0)
+            results[label] = (ok, elapsed, used, dict(tally.statuses), tally.errors)
+
+        # warm up (the first grant of a worker process costs ~1.5 s of imports and set-up)
+        run("warm-up", lambda tally: [
+            grant_loop(port, 1.0, tally, lambda: ({"Authorization": basic}, cc_body), lambda _: None)])
+        results.pop("warm-up")
+        run("client_credentials", lambda tally: [
+            grant_loop(port, args.seconds, tally, lambda: ({"Authorization": basic}, cc_body), lambda _: None)
+            for _ in range(8)])
+
+        def refresh_loops(tally):
+            loops = []
+            for _ in range(8):
+                state = {"refresh": fx["refresh_token"]()}
+
+                def body_for(state=state):
+                    return {}, urlencode({"grant_type": "refresh_token", "refresh_token": state["refresh"],
+                                          "client_id": public.client_id}).encode()
+
+                def on_ok(payload, state=state):
+                    state["refresh"] = payload["refresh_token"]
+
+                loops.append(grant_loop(port, args.seconds, tally, body_for, on_ok))
+            return loops
+
+        run("refresh_token (public)", refresh_loops)
+    finally:
+        server.stop()
+    print("\n== grants on 1 worker, 8 connections")
+    for label, (ok, elapsed, used, statuses, errors) in results.items():
+        per_core = ok / used if used else float("nan")
+        print(f"{label:24} {ok / elapsed:7.0f} grants/s, {1000 * used / max(ok, 1):6.2f} ms CPU/grant, "
+              f"{per_core:6.0f} grants per CPU-second; statuses {statuses}, drops {errors}")
+
+
+def scenario_redeem(args, fx) -> None:
+    from django.test import Client
+
+    from tests.oauth_helpers import REDIRECT_URI, get_code
+
+    port = free_port()
+    server = gunicorn("ours-redeem", 2, port).wait_ready()
+    try:
+        client = Client()
+        client.force_login(fx["user"])
+        public = fx["public"]
+        if REDIRECT_URI not in public.redirect_uris.split():
+            public.redirect_uris = f"{public.redirect_uris} {REDIRECT_URI}"
+            public.save()
+        code, verifier, _ = get_code(client, public, resource=BASE + "/mcp")
+        from urllib.parse import urlencode
+
+        body = urlencode({"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT_URI,
+                          "client_id": public.client_id, "code_verifier": verifier,
+                          "resource": BASE + "/mcp"}).encode()
+        tally = Tally()
+
+        async def one():
+            conn = Connection("127.0.0.1", port)
+            await timed(conn, tally, "POST", "/oauth/token", {"Content-Type": "application/x-www-form-urlencoded"}, body)
+            await conn.close()
+
+        async def all_at_once():
+            await asyncio.gather(*(one() for _ in range(args.redemptions)))
+
+        started = time.monotonic()
+        asyncio.run(all_at_once())
+        elapsed = time.monotonic() - started
+    finally:
+        server.stop()
+    fivexx = sum(count for status, count in tally.statuses.items() if status >= 500)
+    print(f"\n== {args.redemptions} concurrent redemptions of one code (2 workers): statuses {tally.statuses}, "
+          f"successes {tally.statuses.get(200, 0)}, 5xx {fivexx}, dropped {tally.errors}, {elapsed:.1f} s, "
+          f"p99 {1000 * percentile(tally.latencies, .99):.0f} ms")
+
+
+def scenario_sessions(args, fx) -> None:
+    port = free_port()
+    server = gunicorn("ours-2w", 2, port, DB_POOL_MAX_SIZE="8").wait_ready()
+    tokens = [fx["mint"]()[0] for _ in range(args.sessions)]
+    try:
+        for token in tokens[:4]:
+            asyncio.run(run_calls(port, token, "ours", 0.5, 1))
+        tally, bad = Tally(), [0]
+
+        async def everyone():
+            await asyncio.gather(*(call_loop(port, token, "ours", args.session_seconds, tally, bad) for token in tokens))
+
+        cpu = server.cpu()
+        started = time.monotonic()
+        asyncio.run(everyone())
+        elapsed, used = time.monotonic() - started, server.cpu() - cpu
+    finally:
+        server.stop()
+    count = len(tally.latencies)
+    print(f"\n== {args.sessions} concurrent sessions x {args.session_seconds}s tools/call (2 workers, pool 8 each): "
+          f"{count} requests, {count / elapsed:.0f} req/s, statuses {tally.statuses}, failed calls {bad[0]}, "
+          f"dropped {tally.errors}, p50 {1000 * percentile(tally.latencies, .5):.0f} ms, "
+          f"p99 {1000 * percentile(tally.latencies, .99):.0f} ms, CPU {1000 * used / max(count, 1):.2f} ms/request")
+
+
+def _pg_counters() -> tuple[int, int]:
+    import psycopg
+
+    with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
+        name = conn.info.dbname
+        xacts = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
+                             (name,)).fetchone()[0]
+        conns = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()[0]
+    return xacts, conns - 1  # minus this connection
+
+
+def _session_for(fx, token_row) -> str:
+    from mcp_oauth.models import McpSession
+
+    return McpSession.objects.create(user=fx["user"], application=fx["public"], resource=fx["resource"],
+                                     protocol_version="2025-11-25",
+                                     client_capabilities={"elicitation": {"url": {}}}).pk
+
+
+async def _open_stream(port: int, token: str, session: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = (f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+            f"Accept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n")
+    writer.write(head.encode())
+    status = await reader.readline()
+    if b" 200 " not in status:
+        raise RuntimeError(f"stream refused: {status!r}")
+    while (await reader.readline()) not in (b"\r\n", b""):
+        pass
+    return reader, writer
+
+
+def scenario_idle(args, fx) -> None:
+    port = free_port()
+    server = gunicorn("ours-idle", 1, port, MCP_SSE_POLL_INTERVAL_SECONDS="0.25").wait_ready()
+    token, row = fx["mint"]()
+    sessions = [_session_for(fx, row) for _ in range(args.streams)]
+    streams = []
+    try:
+        asyncio.run(run_calls(port, token, "ours", 0.5, 2))
+
+        async def hold():
+            base_rss = server.rss_kb()
+            for start in range(0, len(sessions), 200):
+                streams.extend(await asyncio.gather(*(_open_stream(port, token, s) for s in sessions[start:start + 200])))
+            await asyncio.sleep(20)  # settled: every stream made its first read
+            rss = server.rss_kb()
+            xacts, conns = _pg_counters()
+            threads = sum(int(Path(f"/proc/{pid}/status").read_text().split("Threads:")[1].split()[0])
+                          for pid in server.pids())
+            await asyncio.sleep(args.idle_seconds)
+            xacts_after, conns_after = _pg_counters()
+            for _, writer in streams:
+                writer.close()
+            return base_rss, rss, xacts_after - xacts, conns_after, threads
+
+        base_rss, rss, xacts, conns, threads = asyncio.run(hold())
+    finally:
+        server.stop()
+    print(f"\n== {args.streams} idle GET streams on 1 worker: {(rss - base_rss) / args.streams:.1f} KB each "
+          f"(RSS {base_rss / 1024:.0f} -> {rss / 1024:.0f} MB), {xacts / args.idle_seconds:.1f} transactions/s on the "
+          f"database while idle ({args.idle_seconds}s, includes this harness's 2 probes), {conns} DB connections of "
+          f"the database open, {threads} threads in the server")
+
+
+def scenario_notify(args, fx) -> None:
+    from elicitation.models import Elicitation
+    from elicitation.url import complete_elicitation
+    from datetime import timedelta
+    from django.utils import timezone
+
+    port = free_port()
+    web = gunicorn("ours-notify", 1, port).wait_ready()
+    worker = Server("celery", [sys.executable, "-m", "celery", "-A", "project", "worker", "-l", "warning",
+                               "--concurrency", "1", "--pool", "solo"], 0, server_env(DB_POOL_MAX_SIZE="2"))
+    from celery import current_app
+
+    current_app.conf.update(broker_url=REDIS_URL, task_always_eager=False)
+    token, row = fx["mint"]()
+    latencies = []
+    try:
+        time.sleep(5)  # the worker connects to the broker
+
+        from asgiref.sync import sync_to_async
+
+        def new_elicitation(session):
+            return Elicitation.objects.create(
+                mode="url", kind="external", message="bench", target_url="https://pay.example/1", user=fx["user"],
+                session_id=session, expires_at=timezone.now() + timedelta(minutes=5))
+
+        async def measure():
+            for _ in range(args.notifications):
+                session = await sync_to_async(_session_for)(fx, row)
+                reader, writer = await _open_stream(port, token, session)
+                await reader.readline()  # ": stream open"
+                await reader.readline()
+                elicitation = await sync_to_async(new_elicitation)(session)
+                await asyncio.sleep(0.05)
+                started = time.monotonic()
+                await sync_to_async(complete_elicitation)(elicitation.elicitation_id)
+                while True:
+                    line = await asyncio.wait_for(reader.readline(), 10)
+                    if line.startswith(b"data:"):
+                        latencies.append(time.monotonic() - started)
+                        break
+                writer.close()
+
+        asyncio.run(measure())
+    finally:
+        web.stop()
+        worker.stop()
+    print(f"\n== completion notification across processes (here -> Redis -> Celery worker -> outbox -> Redis wake-up "
+          f"-> GET stream on a gunicorn worker), {len(latencies)} samples: p50 {1000 * percentile(latencies, .5):.0f} ms,"
+          f" p99 {1000 * percentile(latencies, .99):.0f} ms")
+
+
+SCENARIOS = {"compare": scenario_compare, "auth": scenario_auth, "grants": scenario_grants, "notify": scenario_notify,
+             "idle": scenario_idle, "sessions": scenario_sessions, "redeem": scenario_redeem}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--session-seconds", type=float, default=60)
+    parser.add_argument("--redemptions", type=int, default=1000)
+    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--idle-seconds", type=float, default=10)
+    parser.add_argument("--notifications", type=int, default=50)
+    args = parser.parse_args()
+    django_setup()
+    fx = fixtures()
+    for name in args.only.split(","):
+        SCENARIOS[name.strip()](args, fx)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""Caches of the resource server's hot path, with their invalidation.
+
+Two caches serve a ``tools/call`` (or any bearer-protected request) without a database query:
+
+* **Protected-resource registry, in process.** :func:`resource_by_uri` answers from a dict of
+  the enabled :class:`~mcp_oauth.models.ProtectedResource` rows, loaded whole on first use.
+  Every worker checks one shared *generation* key (``mcp_oauth:resources:gen`` in
+  ``MCP_OAUTH["TOKEN_CACHE"]``) per lookup and reloads when it changed; saving or deleting a
+  resource bumps it, so a disabled resource stops being served on every worker at once.
+* **Token principals, in the shared cache.** :func:`access_token_by_checksum` keeps the
+  ``AccessToken`` row (with its ``application`` and ``user``) under
+  ``mcp_oauth:token:<sha256 of the token>`` for at most ``TOKEN_CACHE_SECONDS`` and never
+  past the token's expiry. The raw token is never a key or a value.
+
+Invalidation (signals, effective on every worker because the cache is shared):
+
+==========================================  ==================================================
+event                                       effect
+==========================================  ==================================================
+``AccessToken`` saved or deleted            its entry is replaced by a tombstone
+(RFC 7009 revocation deletes the row)
+user saved (``is_active`` false, …)         every token entry of the user: tombstone
+``Application`` saved or deleted            every token entry of the client: tombstone
+``ProtectedResource`` saved or deleted      the resource generation changes
+==========================================  ==================================================
+
+A tombstone (kept ``TOMBSTONE_SECONDS``) rather than a delete closes the race where a
+request that read the row before the change writes it back after the invalidation: entries
+are written with ``cache.add``, which never replaces a tombstone. Invalidation runs at once
+and again after the transaction commits.
+
+Bulk ``QuerySet.update()`` sends no signal: call :func:`forget_user_tokens`,
+:func:`forget_application_tokens` or :func:`bump_resource_generation` after one.
+
+A cache outage degrades to database lookups (logged), never to a refused request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.core.cache import caches
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.utils import timezone
+from oauth2_provider.models import get_access_token_model, get_application_model
+
+from ..models import ProtectedResource
+from ..overload import UNAVAILABLE_ERRORS
+from ..resources import canonicalize_resource
+from ..settings import mcp_oauth_settings
+
+__all__ = [
+    "access_token_by_checksum",
+    "bump_resource_generation",
+    "forget_application_tokens",
+    "forget_token",
+    "forget_user_tokens",
+    "resource_by_uri",
+    "token_checksum",
+]
+
+logger = logging.getLogger("mcp_oauth.resource_server")
+
+TOKEN_PREFIX = "mcp_oauth:token:"
+RESOURCE_GENERATION_KEY = "mcp_oauth:resources:gen"
+TOMBSTONE = "revoked"
+#: How long an invalidated token entry refuses to be re-cached (seconds): longer than any request.
+TOMBSTONE_SECONDS = 60
+
+
+def _cache():
+    return caches[mcp_oauth_settings.TOKEN_CACHE]
+
+
+def _cache_errors() -> tuple[type[BaseException], ...]:
+    from django.db import InterfaceError, OperationalError
+
+    return tuple(error for error in UNAVAILABLE_ERRORS if error not in (OperationalError, InterfaceError))
+
+
+_CACHE_ERRORS = _cache_errors()
+
+
+def token_checksum(token: str) -> str:
+    """SHA-256 hex digest of a raw token: DOT's ``token_checksum`` column and the cache key."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+# --- tokens ----------------------------------------------------------------------------------
+
+
+def _load_token(checksum: str) -> Any:
+    return (
+        get_access_token_model()
+        .objects.select_related("application", "user")
+        .filter(token_checksum=checksum)
+        .first()
+    )
+
+
+def access_token_by_checksum(checksum: str) -> Any:
+    """The ``AccessToken`` whose ``token_checksum`` is ``checksum`` (``application`` and ``user``
+    loaded), or None. From the shared cache when there; else one query, then cached.
+
+    Callers still check expiry, audience, user and client state on every use: the cache only
+    saves the lookup.
+    """
+    cache = _cache()
+    key = TOKEN_PREFIX + checksum
+    try:
+        entry = cache.get(key)
+    except _CACHE_ERRORS as exc:
+        logger.warning("token cache unavailable, reading the database: %s", exc)
+        return _load_token(checksum)
+    if entry is not None and entry != TOMBSTONE:
+        return entry
+    token = _load_token(checksum)
+    if token is None or entry == TOMBSTONE:
+        return token
+    remaining = (token.expires - timezone.now()).total_seconds() if isinstance(token.expires, datetime) else 0
+    timeout = min(float(mcp_oauth_settings.TOKEN_CACHE_SECONDS), remaining)
+    if timeout >= 1:
+        try:
+            cache.add(key, token, timeout=int(timeout))
+        except _CACHE_ERRORS as exc:
+            logger.warning("token cache unavailable, not caching: %s", exc)
+    return token
+
+
+def _tombstone(checksums: list[str]) -> None:
+    if not checksums:
+        return
+    try:
+        _cache().set_many({TOKEN_PREFIX + checksum: TOMBSTONE for checksum in checksums}, timeout=TOMBSTONE_SECONDS)
+    except _CACHE_ERRORS as exc:
+        logger.error("token cache unavailable: could not invalidate %d token(s): %s", len(checksums), exc)
+
+
+def _now_and_on_commit(checksums: list[str]) -> None:
+    _tombstone(checksums)
+    transaction.on_commit(lambda: _tombstone(checksums))
+
+
+def forget_token(checksum: str) -> None:
+    """Invalidate the cached lookup of one token (by its checksum), now and after commit."""
+    if checksum:
+        _now_and_on_commit([checksum])
+
+
+def forget_user_tokens(user_pk: Any) -> None:
+    """Invalidate the cached lookups of every access token of the user ``user_pk``."""
+    checksums = list(
+        get_access_token_model().objects.filter(user_id=user_pk).values_list("token_checksum", flat=True)
+    )
+    _now_and_on_commit(checksums)
+
+
+def forget_application_tokens(application_pk: Any) -> None:
+    """Invalidate the cached lookups of every access token of the client ``application_pk``."""
+    checksums = list(
+        get_access_token_model().objects.filter(application_id=application_pk).values_list("token_checksum", flat=True)
+    )
+    _now_and_on_commit(checksums)
+
+
+# --- protected resources ---------------------------------------------------------------------
+
+
+class _ResourceRegistry:
+    """The enabled resources by canonical URI, reloaded when the shared generation changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._generation: Any = object()
+        self._by_uri: dict[str, ProtectedResource] = {}
+
+    def _current_generation(self) -> Any:
+        try:
+            cache = _cache()
+            generation = cache.get(RESOURCE_GENERATION_KEY)
+            if generation is None:
+                # First worker up, or the cache was flushed or restarted: a new generation
+                # makes every worker reload.
+                cache.add(RESOURCE_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+                generation = cache.get(RESOURCE_GENERATION_KEY)
+            return generation
+        except _CACHE_ERRORS as exc:
+            logger.warning("resource generation unavailable, reloading resources: %s", exc)
+            return object()  # unknown: never equal, so the registry reloads
+
+    def get(self, uri: str) -> ProtectedResource:
+        canonical = canonicalize_resource(uri)
+        generation = self._current_generation()
+        if generation != self._generation:
+            rows = {row.uri: row for row in ProtectedResource.objects.enabled()}
+            with self._lock:
+                self._by_uri, self._generation = rows, generation
+        try:
+            return self._by_uri[canonical]
+        except KeyError:
+            raise ProtectedResource.DoesNotExist(f"no enabled protected resource {canonical!r}") from None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._generation = object()
+            self._by_uri = {}
+
+
+_registry = _ResourceRegistry()
+
+
+def resource_by_uri(uri: str) -> ProtectedResource:
+    """The enabled resource whose canonical URI equals the canonical form of ``uri``.
+
+    Same contract as ``ProtectedResource.objects.get_by_uri`` (the returned row is shared:
+    do not modify it). One cache read per call, no query while nothing changed.
+
+    :raises ProtectedResource.DoesNotExist: no enabled resource has that URI.
+    :raises mcp_oauth.resources.InvalidResource: ``uri`` is not a resource URI.
+    """
+    return _registry.get(uri)
+
+
+def bump_resource_generation() -> None:
+    """Make every worker reload its resource registry (now and after the transaction commits)."""
+
+    def bump() -> None:
+        _registry.clear()
+        try:
+            _cache().set(RESOURCE_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+        except _CACHE_ERRORS as exc:
+            logger.error("cache unavailable: could not announce a resource change: %s", exc)
+
+    bump()
+    transaction.on_commit(bump)
+
+
+# --- receivers -------------------------------------------------------------------------------
+
+
+def _token_changed(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
+    if not created:
+        forget_token(instance.token_checksum)
+
+
+def _user_changed(sender: Any, instance: Any, created: bool = False, update_fields: Any = None, **kwargs: Any) -> None:
+    if created or (update_fields is not None and set(update_fields) <= {"last_login"}):
+        return  # a login changes nothing a token lookup uses
+    forget_user_tokens(instance.pk)
+
+
+def _application_changed(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
+    if not created:
+        forget_application_tokens(instance.pk)
+
+
+def _resource_changed(sender: Any, **kwargs: Any) -> None:
+    bump_resource_generation()
+
+
+def connect_receivers() -> None:
+    """Connect the invalidation receivers (called once from ``MCPOAuthConfig.ready``)."""
+    from django.contrib.auth import get_user_model
+
+    token_model = get_access_token_model()
+    application_model = get_application_model()
+    user_model = get_user_model()
+    for signal in (post_save, post_delete):
+        uid = "post_save" if signal is post_save else "post_delete"
+        signal.connect(_token_changed, sender=token_model, dispatch_uid=f"mcp_oauth.cache.token.{uid}")
+        signal.connect(_application_changed, sender=application_model, dispatch_uid=f"mcp_oauth.cache.app.{uid}")
+        signal.connect(_resource_changed, sender=ProtectedResource, dispatch_uid=f"mcp_oauth.cache.resource.{uid}")
+    post_save.connect(_user_changed, sender=user_model, dispatch_uid="mcp_oauth.cache.user.post_save")

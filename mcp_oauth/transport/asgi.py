@@ -1,0 +1,169 @@
+"""The lean ASGI lane of the MCP endpoint: routed before Django's handler, same view and table.
+
+Under Django's ASGI handler every request crosses the whole middleware stack, and each
+``MiddlewareMixin`` runs its ``process_request``/``process_response`` through
+``sync_to_async``: with the reference site's seven middleware that is 13 thread hops per
+request, plus the ``request_started`` signal's. None of it serves a bearer-token JSON-RPC
+endpoint (no cookies, sessions, CSRF, messages or frames). :func:`mcp_lane` wraps the site's
+ASGI application and serves ``MCP_OAUTH["MCP_PATH"]`` itself: it reads the body, builds the
+same ``ASGIRequest``, calls the same view (:data:`~mcp_oauth.transport.views.mcp_endpoint`,
+with its CORS and the one method -> handler table behind it), sends the response, then closes
+it (``request_finished``: the database connection goes back to the pool). Every other path,
+and every non-HTTP scope, goes to the wrapped application unchanged::
+
+    # asgi.py
+    from django.core.asgi import get_asgi_application
+    from mcp_oauth.transport.asgi import mcp_lane
+
+    application = mcp_lane(get_asgi_application())
+
+A site that keeps its own ``asgi.py`` unchanged still serves the endpoint through its URLconf
+(``mcp_oauth.urls``), only slower.
+
+What the lane keeps from Django's handler: one ``ThreadSensitiveContext`` per POST/DELETE
+request (sync tools and ORM calls run on the request's own thread; a GET stream's short sync
+steps share the process's thread-sensitive thread, so an idle stream parks no thread), disconnect detection (a client leaving
+an SSE stream cancels the response), ``set_script_prefix``, the security headers of
+``SecurityMiddleware`` that apply to an API (``X-Content-Type-Options``, ``Referrer-Policy``,
+``Cross-Origin-Opener-Policy``), and overload answers: a database or cache that is exhausted or
+away gives 503 + ``Retry-After`` (:mod:`mcp_oauth.overload`), any other failure a JSON-RPC
+-32603 with HTTP 500 (logged), never a dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
+from django.http import HttpResponse
+from django.urls import set_script_prefix
+
+from ..overload import is_unavailable_error, unavailable_response
+from ..settings import mcp_oauth_settings
+
+__all__ = ["McpLane", "mcp_lane"]
+
+logger = logging.getLogger("mcp_oauth.transport")
+
+
+class McpLane(ASGIHandler):
+    """ASGI application: the MCP endpoint served directly, everything else by ``app``."""
+
+    def __init__(self, app: Any, view: Any = None) -> None:
+        # No super().__init__(): the lane loads no middleware.
+        self.app = app
+        self._view = view
+
+    @property
+    def view(self) -> Any:
+        if self._view is None:
+            from .views import mcp_endpoint
+
+            self._view = mcp_endpoint
+        return self._view
+
+    def serves(self, scope: dict[str, Any]) -> bool:
+        if scope.get("type") != "http":
+            return False
+        path = scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root):]
+        mcp_path = str(mcp_oauth_settings.MCP_PATH).rstrip("/")
+        return path in (mcp_path, mcp_path + "/")
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if not self.serves(scope):
+            return await self.app(scope, receive, send)
+        if scope.get("method") == "GET":
+            # A GET stream lives for hours and is idle nearly all the time: its few short sync
+            # steps (authorization, session lookup, outbox reads on a wake-up) share the
+            # process's one thread-sensitive thread instead of parking a thread per stream.
+            await self.handle(scope, receive, send)
+            return
+        async with ThreadSensitiveContext():
+            await self.handle(scope, receive, send)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        try:
+            request = ASGIRequest(scope, body_file)
+        except UnicodeDecodeError:
+            body_file.close()
+            await self.send_response(HttpResponse(status=400), send)
+            return
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(self._respond(request, send)),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+            else:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        response = tasks[1].result() if tasks[1].done() and not tasks[1].cancelled() else None
+        if response is not None:
+            await sync_to_async(response.close)()  # request_finished: connections back to the pool
+        else:
+            from django.core import signals
+
+            await signals.request_finished.asend(sender=self.__class__)
+        body_file.close()
+
+    async def _respond(self, request: ASGIRequest, send: Any) -> HttpResponse:
+        try:
+            response = await self.view(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure gets a defined answer
+            if is_unavailable_error(exc):
+                logger.warning("answering 503: %s: %s", type(exc).__name__, exc)
+                response = unavailable_response()
+            else:
+                logger.error("MCP endpoint failed", exc_info=exc)
+                response = HttpResponse(
+                    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}',
+                    status=500,
+                    content_type="application/json",
+                )
+        _security_headers(response)
+        try:
+            await self.send_response(response, send)
+        except asyncio.CancelledError:
+            pass  # the client left during the response
+        return response
+
+
+def _security_headers(response: HttpResponse) -> None:
+    """What ``SecurityMiddleware`` adds to every response, as far as it concerns an API."""
+    if getattr(settings, "SECURE_CONTENT_TYPE_NOSNIFF", True):
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    policy = getattr(settings, "SECURE_REFERRER_POLICY", "same-origin")
+    if policy:
+        value = policy if isinstance(policy, str) else ",".join(policy)
+        response.headers.setdefault("Referrer-Policy", value)
+    coop = getattr(settings, "SECURE_CROSS_ORIGIN_OPENER_POLICY", "same-origin")
+    if coop:
+        response.headers.setdefault("Cross-Origin-Opener-Policy", coop)
+
+
+def mcp_lane(app: Any) -> McpLane:
+    """Wrap a site's ASGI application so that the MCP endpoint skips Django's middleware stack."""
+    return McpLane(app)
