@@ -68,6 +68,19 @@ DEFAULTS: dict[str, Any] = {
     "DCR_ALLOW_ANONYMOUS_CONFIDENTIAL": False,
     # How long a redeemed authorization code is remembered to detect its replay (seconds).
     "REDEEMED_CODE_RETENTION_SECONDS": 24 * 3600,
+    # Refresh-token rotation (mcp_oauth.authorization_server.rotation): a refresh token that was
+    # just rotated out may be presented again for this many seconds (concurrent refreshes of
+    # one client) and gets a working sibling pair instead of a family revocation. 0 switches
+    # the grace off; at most 300 (manage.py check: mcp_oauth.E040).
+    "REFRESH_TOKEN_GRACE_SECONDS": 60,
+    # Scope hierarchy: a scope grants the scopes it lists (transitively), e.g.
+    # {"mcp:admin": ["mcp"]}: a token with mcp:admin passes a check that needs "mcp", and a
+    # challenge never asks for a scope that another needed scope already implies
+    # (MCP 2026-07-28 "Scope challenge handling"; see mcp_oauth.scopes).
+    "SCOPE_HIERARCHY": {},
+    # Dotted path of the policy adapter class (mcp_oauth.adapter.get_adapter): token
+    # verification, trust verdict, consent-page description, consent skipping, token -> user.
+    "ADAPTER": "mcp_oauth.adapter.DefaultMCPAdapter",
     # Template of the consent page (override it in your own templates/ dir).
     "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
     # --- Client ID Metadata Documents (mcp_oauth.cimd; the DOT side is CIMD_* in OAUTH2_PROVIDER) ---

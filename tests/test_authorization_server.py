@@ -394,7 +394,9 @@ def test_denied_consent_redirects_access_denied_with_iss(logged_in, public_app):
     assert query["state"] == params["state"]
 
 
-def test_refresh_keeps_binding_and_rotates(logged_in, public_app):
+def test_refresh_keeps_binding_and_rotates(logged_in, public_app, settings):
+    # No grace window: an immediate reuse is a reuse (tests/test_refresh_rotation.py covers the window).
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REFRESH_TOKEN_GRACE_SECONDS": 0}
     code, verifier, _ = get_code(logged_in, public_app, resource=RESOURCE)
     first = token_request(logged_in, public_app, code, verifier).json()
     refreshed = logged_in.post(

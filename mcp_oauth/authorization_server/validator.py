@@ -23,8 +23,6 @@ import base64
 import hashlib
 import secrets
 
-from datetime import timedelta
-
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
@@ -38,6 +36,7 @@ from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
 from .redirects import redirect_uri_registered
 from .resources import InvalidTarget, select_resource
+from .rotation import RefreshRotationMixin
 
 
 def _checksum(value: str) -> str:
@@ -48,7 +47,7 @@ def _s256(verifier: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode("ascii", "replace")).digest()).rstrip(b"=").decode()
 
 
-class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
+class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validator):
     """``OAUTH2_VALIDATOR_CLASS`` of the MCP profile (installed by default)."""
 
     def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs) -> bool:
@@ -179,47 +178,13 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
                 "resource": list(getattr(request, "resource", None) or []),
                 "expires_in": token.get("expires_in"),
                 "refresh_token_issued": "refresh_token" in token,
+                **({"grace_sibling": True} if getattr(request, "_mcp_generation", (None, False))[1] else {}),
             },
         )
         now = timezone.now()
         if not ClientProfile.objects.filter(application=client).update(last_used_at=now):
             ClientProfile.objects.get_or_create(application=client, defaults={"last_used_at": now})
         return result
-
-    def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
-        reuse = self._is_refresh_reuse(refresh_token)
-        valid = super().validate_refresh_token(refresh_token, client, request, *args, **kwargs)
-        if not valid and reuse is not None:
-            record(
-                AuditEvent.Kind.REFRESH_TOKEN_REUSE,
-                request=request,
-                user=reuse.user,
-                client_id=getattr(reuse.application, "client_id", ""),
-                detail={
-                    "presented_by": getattr(client, "client_id", None),
-                    "revoked_at": reuse.revoked.isoformat(),
-                    "family_revoked": bool(oauth2_settings.REFRESH_TOKEN_REUSE_PROTECTION and reuse.token_family),
-                },
-            )
-        return valid
-
-    @staticmethod
-    def _is_refresh_reuse(refresh_token: str):
-        """The revoked refresh token ``refresh_token`` names when presenting it is a reuse, else None.
-
-        Mirrors DOT's rule (RFC 9700 §4.14.2): a revoked token is reused when it was revoked
-        before the grace period or never superseded by a rotation.
-        """
-        RefreshToken = get_refresh_token_model()
-        rows = RefreshToken.objects.filter(token_checksum=_checksum(refresh_token)).select_related("application", "user")
-        if rows.filter(revoked__isnull=True).exists():
-            return None
-        rt = rows.order_by("-revoked").first()
-        if rt is None:
-            return None
-        grace_expired = rt.revoked <= timezone.now() - timedelta(seconds=oauth2_settings.REFRESH_TOKEN_GRACE_PERIOD_SECONDS)
-        superseded = get_access_token_model().objects.filter(source_refresh_token=rt).exists()
-        return rt if (grace_expired or not superseded) else None
 
     def revoke_token(self, token, token_type_hint, request, *args, **kwargs):
         application_pk = getattr(request.client, "pk", None)
