@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
@@ -33,6 +34,7 @@ from oauth2_provider.views.mixins import OAuthLibMixin
 
 from .. import throttling, trust
 from ..audit import record
+from ..errors import OAuthError
 from ..models import AuditEvent, Consent, ProtectedResource
 from ..loopback import is_loopback_host
 from ..settings import mcp_oauth_settings
@@ -146,7 +148,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         if retry_after is None:
             return None
         if "text/html" not in request.META.get("HTTP_ACCEPT", ""):
-            return throttling.json_response(retry_after, "temporarily_unavailable")
+            return throttling.throttle_error(retry_after, "temporarily_unavailable").response()
         error = {"error": "temporarily_unavailable", "description": "Too many requests. Please wait a moment and try again."}
         response = TemplateResponse(request, self.get_template_names(), {"error": error}, status=429)
         response["Retry-After"] = str(retry_after)
@@ -315,29 +317,30 @@ class MCPTokenView(TokenView):
     """
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        limited = throttling.throttled(request, "token")
-        if limited is not None:
-            return _no_store(limited)
-        from django.core.exceptions import ObjectDoesNotExist
-        from django.http import JsonResponse
+        try:
+            return _no_store(self.token_response(request, *args, **kwargs))
+        except OAuthError as exc:
+            return exc.response()
 
+    def token_response(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        """DOT's token response, after the checks DOT and oauthlib do not make.
+
+        :raises OAuthError: 429 ``slow_down`` (throttled), 400 ``invalid_request`` (no
+            ``grant_type``), 400 ``unsupported_grant_type`` (the device grant), 400
+            ``invalid_grant`` (a concurrent request consumed the code first).
+        """
+        throttling.enforce(request, "token")
         if not request.POST.get("grant_type"):
-            return _no_store(JsonResponse(
-                {"error": "invalid_request", "error_description": "grant_type is required."}, status=400
-            ))
+            raise OAuthError("invalid_request", "grant_type is required.")
         if request.POST.get("grant_type") == "urn:ietf:params:oauth:grant-type:device_code":
             # DOT routes this grant before oauthlib; the MCP profile does not offer it.
-            return _no_store(JsonResponse(
-                {"error": "unsupported_grant_type", "error_description": "The device grant is not supported."}, status=400
-            ))
+            raise OAuthError("unsupported_grant_type", "The device grant is not supported.")
         try:
-            return _no_store(super().post(request, *args, **kwargs))
+            return super().post(request, *args, **kwargs)
         except ObjectDoesNotExist:
             # A concurrent request consumed the same code or refresh token between
             # DOT's validation and its issuance (RFC 6749 §5.2: invalid_grant).
-            return _no_store(JsonResponse(
-                {"error": "invalid_grant", "error_description": "The grant was already used."}, status=400
-            ))
+            raise OAuthError("invalid_grant", "The grant was already used.") from None
 
 
 class MCPRevokeTokenView(RevokeTokenView):

@@ -8,11 +8,11 @@ scopes (MCP 2025-11-25 "Protected Resource Metadata Discovery Requirements",
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from django.http import HttpResponse
 
+from ..errors import OAuthError
 from ..models import ProtectedResource
 from ..resources import resource_path
 from ..settings import mcp_oauth_settings
@@ -71,16 +71,27 @@ def challenge_response(
     The body is ``{"error": …, "error_description": …}``; without credentials there
     is no ``error`` code (RFC 6750 §3.1), only a description for people reading it.
     """
-    body = {}
-    if error:
-        body["error"] = error
-    body["error_description"] = error_description or (
+    return challenge_error(
+        resource, status, error=error, error_description=error_description, scopes=scopes
+    ).response()
+
+
+def challenge_error(
+    resource: ProtectedResource,
+    status: int = 401,
+    *,
+    error: str | None = None,
+    error_description: str | None = None,
+    scopes: Iterable[str] | None = None,
+) -> OAuthError:
+    """The :class:`~mcp_oauth.errors.OAuthError` of :func:`challenge_response` (raise it, or render it)."""
+    description = error_description or (
         "This resource needs an OAuth access token in the Authorization header; "
         "the WWW-Authenticate header says where to get one."
     )
-    response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
-    response["WWW-Authenticate"] = bearer_challenge(
-        resource, error=error, error_description=error_description, scopes=scopes
+    return OAuthError(
+        error,
+        description,
+        status=status,
+        www_authenticate=bearer_challenge(resource, error=error, error_description=error_description, scopes=scopes),
     )
-    response["Cache-Control"] = "no-store"
-    return response
