@@ -144,6 +144,8 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     # A refresh token unused for 30 days expires (rotation renews it): RFC 9700 §4.14.2.
     "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
     "SCOPES": {"mcp": "Use this site's MCP tools on your behalf"},
+    # The site's SCOPES plus offline_access while refresh tokens are issued (mcp_oauth.scopes).
+    "SCOPES_BACKEND_CLASS": "mcp_oauth.scopes.MCPScopes",
     "DEFAULT_SCOPES": ["__all__"],
     "PKCE_REQUIRED": True,
     "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,

@@ -20,6 +20,7 @@ from django.utils.decorators import method_decorator
 from ..models import ProtectedResource
 from ..resource_server.challenges import PRM_WELL_KNOWN
 from ..resources import InvalidResource
+from ..scopes import advertised
 from ..settings import mcp_oauth_settings
 
 
@@ -80,7 +81,8 @@ def protected_resource_metadata(resource: ProtectedResource) -> dict:
     data = {
         "resource": resource.uri,
         "authorization_servers": [mcp_oauth_settings.issuer],
-        "scopes_supported": resource.scope_list or sorted(oauth2_settings.SCOPES),
+        # never offline_access (MCP 2026-07-28): refresh tokens are the AS's business
+        "scopes_supported": advertised(resource.scope_list or sorted(oauth2_settings.SCOPES)),
         "bearer_methods_supported": ["header"],
     }
     if resource.name:

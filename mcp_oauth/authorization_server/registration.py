@@ -28,6 +28,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from oauth2_provider.dcr import IsAuthenticatedDCRPermission
 from oauth2_provider.models import get_application_model
+from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import DynamicClientRegistrationManagementView, DynamicClientRegistrationView
 
@@ -131,7 +132,7 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, str) and len(value) > limit:
             raise RegistrationError("invalid_client_metadata", f"{name} is longer than {limit} characters.")
     if "scope" in accepted:
-        unknown = sorted(set(accepted["scope"].split()) - set(oauth2_settings.SCOPES))
+        unknown = sorted(set(accepted["scope"].split()) - set(get_scopes_backend().get_all_scopes()))
         if unknown:
             raise RegistrationError("invalid_client_metadata", f"scope: unknown scope(s) {' '.join(unknown)}.")
     if "contacts" in data:

@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from oauth2_provider.models import get_access_token_model
 
 from ..models import ProtectedResource
+from ..scopes import missing as scope_missing
 from .challenges import challenge_response
 
 
@@ -150,14 +151,14 @@ def authenticate_bearer(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
         )
     granted = frozenset(access_token.scope.split())
-    missing = [scope for scope in needed if scope not in granted]
+    missing = scope_missing(granted, needed)  # honours MCP_OAUTH["SCOPE_HIERARCHY"]
     if missing:
         raise BearerChallenge(
             resource,
             status=403,
             error="insufficient_scope",
             error_description="The access token lacks the scopes: " + " ".join(missing),
-            scopes=list(dict.fromkeys([*sorted(granted), *needed])),
+            scopes=needed,  # every scope the request needs, the same for every token (MCP 2026-07-28)
         )
     return BearerPrincipal(
         user=user, application=application, access_token=access_token, scopes=granted, resource=resource

@@ -15,6 +15,7 @@ from django.http import HttpResponse
 from ..errors import OAuthError
 from ..models import ProtectedResource
 from ..resources import resource_path
+from ..scopes import challenge_scopes, missing
 from ..settings import mcp_oauth_settings
 
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -45,9 +46,11 @@ def bearer_challenge(
 
     Shape: ``Bearer resource_metadata="<url>", scope="<scopes>"`` followed by
     ``error="…"`` and ``error_description="…"`` when given. ``scopes`` defaults to
-    the resource's required scopes; ``scope`` is omitted when there are none.
+    the resource's required scopes; ``scope`` is omitted when there are none. The scopes go
+    through :func:`mcp_oauth.scopes.challenge_scopes` (no ``offline_access``, none implied by
+    another listed scope).
     """
-    scope_list = list(resource.scope_list if scopes is None else scopes)
+    scope_list = challenge_scopes(resource.scope_list if scopes is None else scopes)
     params = [("resource_metadata", resource_metadata_url(resource))]
     if scope_list:
         params.append(("scope", " ".join(dict.fromkeys(scope_list))))
@@ -95,3 +98,25 @@ def challenge_error(
         status=status,
         www_authenticate=bearer_challenge(resource, error=error, error_description=error_description, scopes=scopes),
     )
+
+
+def insufficient_scope_response(
+    resource: ProtectedResource,
+    operation_scopes: Iterable[str],
+    granted_scopes: Iterable[str] = (),
+    *,
+    description: str | None = None,
+) -> HttpResponse:
+    """403 ``insufficient_scope`` for an operation on ``resource`` needing ``operation_scopes`` (MCP 2026-07-28).
+
+    One challenge names every scope the operation needs — the resource's required scopes and
+    the operation's — minimised by ``SCOPE_HIERARCHY`` and without ``offline_access``
+    (:func:`mcp_oauth.scopes.challenge_scopes`), so the same operation always gets the same
+    challenge whatever the token holds. ``granted_scopes`` only shape the default description
+    (the scopes the token lacks).
+    """
+    needed = [*resource.scope_list, *operation_scopes]
+    if description is None:
+        lacking = missing(granted_scopes, needed)
+        description = "The access token lacks the scopes: " + " ".join(lacking or challenge_scopes(needed))
+    return challenge_response(resource, 403, error="insufficient_scope", error_description=description, scopes=needed)
