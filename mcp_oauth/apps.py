@@ -17,6 +17,11 @@ class MCPOAuthConfig(AppConfig):
         from .settings import apply_dot_defaults, mcp_oauth_settings
         from .signals import sync_default_resource
 
+        from django.contrib.auth import get_user_model
+
+        from .lifecycle import connect as connect_lifecycle
+
         apply_dot_defaults()
+        connect_lifecycle(get_user_model())
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)

@@ -208,7 +208,7 @@ def test_confidential_registration_never_logs_its_secret(client, admin_user):
 def test_trust_policy_denial(client, resource):
     TrustRule.objects.create(target="redirect_host", pattern="evil.example", action="deny")
     body = {"redirect_uris": ["https://evil.example/cb"], "token_endpoint_auth_method": "none"}
-    assert client.post("/oauth/register", json.dumps(body), content_type="application/json").status_code == 403
+    assert client.post("/oauth/register", json.dumps(body), content_type="application/json").status_code == 400
     event = only(Kind.TRUST_DENIED)
     assert event.detail["verdict"] == "denied" and event.detail["stage"] == "registration"
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
+from urllib.parse import urlsplit
 
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
@@ -125,6 +126,28 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         refresh_token = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
         request._mcp_token_family = getattr(refresh_token, "token_family", None)
         return refresh_token
+
+    def save_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
+        """Store the code; a ``code_challenge`` seen before (on a pending or a redeemed code) is recorded as a
+        suspicious ``pkce.challenge_reused`` event (RFC 9700 §2.1.1: a challenge is per authorization request).
+
+        The code is still issued: the verifier stays secret, so a replayed challenge alone gains nothing,
+        but a client that reuses its PKCE pair, or a copied authorization request, shows in the audit log.
+        """
+        challenge = getattr(request, "code_challenge", None) or ""
+        reused = bool(challenge) and (
+            get_grant_model().objects.filter(code_challenge=challenge).exists()
+            or RedeemedAuthorizationCode.objects.filter(code_challenge=challenge).exists()
+        )
+        super().save_authorization_code(client_id, code, request, *args, **kwargs)
+        if reused:
+            record(
+                AuditEvent.Kind.PKCE_CHALLENGE_REUSED,
+                request=request,
+                user=request.user if getattr(request.user, "pk", None) else None,
+                client_id=getattr(request.client, "client_id", "") or client_id or "",
+                detail={"redirect_host": urlsplit(getattr(request, "redirect_uri", "") or "").hostname},
+            )
 
     def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
         super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)

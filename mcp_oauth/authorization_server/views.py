@@ -286,6 +286,14 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             return self.redirect(url, application)
         return self.render_to_response(response, status=response["error"].status_code)
 
+    def redirect(self, redirect_to, application):
+        """DOT's redirect to the client; after the consent POST it is a 303 See Other (RFC 9700 §4.12:
+        never 307, which would replay the form to the client; OAuth 2.1 §7.5.3)."""
+        response = super().redirect(redirect_to, application)
+        if self.request.method == "POST":
+            response.status_code = 303
+        return response
+
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         application = kwargs.get("application")
