@@ -138,7 +138,8 @@ def assert_whoami(result, client_id: str) -> None:
     data = structured(result)
     assert data["user"] == USERNAME
     assert data["client_id"] == client_id
-    assert data["scopes"] == ["mcp"]
+    # The SDK adds offline_access because the AS metadata lists it (MCP 2026-07-28 "Refresh tokens")
+    assert data["scopes"] == ["mcp", "offline_access"]
 
 
 def run(coro):

@@ -182,3 +182,13 @@ def test_every_management_401_carries_a_bearer_challenge(client, resource):
         assert response.json()["error"] == "invalid_token"
         assert response["WWW-Authenticate"].startswith("Bearer ") and 'error="invalid_token"' in response["WWW-Authenticate"]
         assert response["Cache-Control"] == "no-store"
+
+
+def test_registration_is_an_api_without_csrf(resource):
+    """A native client has no CSRF cookie: the endpoint stays csrf-exempt (as DOT's) with the error mixin."""
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    assert register(strict, PUBLIC).status_code == 201
+    refused = register(strict, {**PUBLIC, "application_type": "service"})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_client_metadata"

@@ -26,6 +26,9 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
+from oauth2_provider.compat import login_not_required
 from oauth2_provider.dcr import IsAuthenticatedDCRPermission
 from oauth2_provider.models import get_application_model
 from oauth2_provider.scopes import get_scopes_backend
@@ -261,6 +264,8 @@ class AnonymousPublicClientPermission:
         return IsAuthenticatedDCRPermission().has_permission(request)
 
 
+@method_decorator(csrf_exempt, name="dispatch")  # as DOT's view (its session case is checked by its permission)
+@method_decorator(login_not_required, name="dispatch")
 class MCPRegistrationView(OAuthErrorMixin, DynamicClientRegistrationView):
     """``POST /oauth/register`` (RFC 7591 §3); see the module docstring."""
 
@@ -341,6 +346,8 @@ def as_oauth_error(response: HttpResponse) -> OAuthError:
                       status=response.status_code)
 
 
+@method_decorator(csrf_exempt, name="dispatch")
+@method_decorator(login_not_required, name="dispatch")
 class MCPRegistrationManagementView(OAuthErrorMixin, DynamicClientRegistrationManagementView):
     """RFC 7592 client configuration endpoint (GET/PUT/DELETE ``/oauth/register/<client_id>``).
 

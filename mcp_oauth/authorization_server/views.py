@@ -284,7 +284,11 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         if redirect:
             url = _add_iss_to_redirect(response["url"], mcp_oauth_settings.issuer)
             return self.redirect(url, application)
-        return self.render_to_response(response, status=response["error"].status_code)
+        page = self.render_to_response(response, status=response["error"].status_code)
+        retry_after = getattr(response["error"], "retry_after", None)
+        if retry_after:  # temporarily_unavailable (a CIMD document that could not be fetched yet)
+            page["Retry-After"] = str(retry_after)
+        return page
 
     def redirect(self, redirect_to, application):
         """DOT's redirect to the client; after the consent POST it is a 303 See Other (RFC 9700 §4.12:
