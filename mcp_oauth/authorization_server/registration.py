@@ -36,6 +36,7 @@ from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import DynamicClientRegistrationManagementView, DynamicClientRegistrationView
 
 from .. import throttling, trust
+from ..adapter import get_adapter
 from ..audit import record
 from ..errors import OAuthError, OAuthErrorMixin
 from ..models import AuditEvent, ClientProfile
@@ -302,7 +303,7 @@ class MCPRegistrationView(OAuthErrorMixin, DynamicClientRegistrationView):
                 client_uri=accepted.get("client_uri", ""),
                 logo_uri=accepted.get("logo_uri", ""),
             )
-        verdict = trust.evaluate_application(application)
+        verdict = get_adapter().trust_verdict(application)
         record(
             AuditEvent.Kind.CLIENT_REGISTERED,
             request=request,

@@ -31,6 +31,7 @@ from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from .. import trust
+from ..adapter import get_adapter
 from ..cimd.validator import CIMDValidatorMixin
 from ..audit import record
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
@@ -167,7 +168,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         # and the authorization view applies the policy itself (with an error page).
         if client is None or not getattr(request, "grant_type", None):
             return client
-        verdict = trust.evaluate_application(client)
+        verdict = get_adapter().trust_verdict(client)
         if verdict.allowed:
             return client
         if not getattr(request, "_mcp_trust_recorded", False):

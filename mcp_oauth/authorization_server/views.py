@@ -33,10 +33,10 @@ from oauth2_provider.views import AuthorizationView, IntrospectTokenView, Revoke
 from oauth2_provider.views.mixins import OAuthLibMixin
 
 from .. import throttling, trust
+from ..adapter import get_adapter
 from ..audit import record
 from ..errors import OAuthError
 from ..models import AuditEvent, Consent, ProtectedResource
-from ..loopback import is_loopback_host
 from ..settings import mcp_oauth_settings
 from .consent import ConsentTransactionMixin
 from .resources import InvalidTarget, select_resource
@@ -50,27 +50,8 @@ UI_SECURITY_HEADERS = {
 
 
 def describe_client(application, verdict: trust.Verdict | None = None) -> dict:
-    """What the consent page says about a client (MCP "Client ID Metadata Documents" security, CIMD §8.5).
-
-    Returns ``{"name", "client_id_host", "registration_source", "redirect_hosts", "all_loopback",
-    "trust"}``; ``trust`` is the :mod:`mcp_oauth.trust` verdict (``trusted`` or ``unknown`` on a
-    consent page), evaluated when ``verdict`` is not given.
-    """
-    if verdict is None:
-        verdict = trust.evaluate_application(application)
-    redirect_uris = application.redirect_uris.split()
-    hosts = [urlsplit(uri).hostname or uri for uri in redirect_uris]
-    client_id_host = None
-    if application.client_id.startswith("https://"):
-        client_id_host = urlsplit(application.client_id).hostname
-    return {
-        "name": application.name or application.client_id,
-        "client_id_host": client_id_host,
-        "registration_source": application.registration_source,
-        "redirect_hosts": list(dict.fromkeys(hosts)),
-        "all_loopback": bool(redirect_uris) and all(is_loopback_host(urlsplit(u).hostname) for u in redirect_uris),
-        "trust": verdict.decision,
-    }
+    """What the consent page says about a client: :meth:`mcp_oauth.adapter.DefaultMCPAdapter.describe_client`."""
+    return get_adapter().describe_client(application, verdict)
 
 
 def _request_error(description: str, credentials: dict, error_class=oauth_errors.InvalidRequestError):
@@ -169,10 +150,10 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         from oauth2_provider.settings import oauth2_settings
 
         if application is not None:
-            verdict = trust.evaluate_application(application)
+            verdict = get_adapter().trust_verdict(application)
             client_id = application.client_id
         elif oauth2_settings.CIMD_ENABLED and is_cimd_client_id(client_id):
-            verdict = trust.evaluate(client_id=client_id, registration_source=trust.CIMD)
+            verdict = get_adapter().trust_verdict(client_id=client_id, registration_source=trust.CIMD)
         else:
             return None
         if not verdict.allowed:
@@ -192,6 +173,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             application = None
         verdict = self.check_trust(request, application=application, client_id=client_id)
         scopes, credentials = super().validate_authorization_request(request)
+        self.mcp_credentials = credentials
         if application is None:
             # First sight of a CIMD client: DOT has just fetched and stored it; judge it whole
             # (its redirect hosts are known now).
@@ -289,6 +271,26 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         if retry_after:  # temporarily_unavailable (a CIMD document that could not be fetched yet)
             page["Retry-After"] = str(retry_after)
         return page
+
+    def render_to_response(self, context, **response_kwargs):
+        """The consent page, unless the adapter approves this request without it (:meth:`can_skip_consent`)."""
+        application = context.get("application") if isinstance(context, dict) else None
+        credentials = getattr(self, "mcp_credentials", None)
+        if (
+            self.request.method == "GET" and application is not None and "form" in context and credentials
+            and self.request.user.is_authenticated
+            and get_adapter().can_skip_consent(self.request, application, list(context.get("scopes") or []),
+                                               getattr(getattr(self, "mcp_resource", None), "uri", None))
+        ):
+            try:
+                uri, _headers, _body, _status = self.create_authorization_response(
+                    request=self.request, scopes=" ".join(context.get("scopes") or []), credentials=credentials,
+                    allow=True,
+                )
+            except OAuthToolkitError as error:
+                return self.error_response(error, application)
+            return self.redirect(uri, application)
+        return super().render_to_response(context, **response_kwargs)
 
     def redirect(self, redirect_to, application):
         """DOT's redirect to the client; after the consent POST it is a 303 See Other (RFC 9700 §4.12:

@@ -17,6 +17,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from oauth2_provider.models import get_access_token_model
 
+from ..adapter import get_adapter
 from ..models import ProtectedResource
 from ..scopes import missing as scope_missing
 from .challenges import challenge_response
@@ -140,7 +141,7 @@ def authenticate_bearer(
             error_description="The access token was not issued for this resource.",
             scopes=needed,
         )
-    user = access_token.user
+    user = get_adapter().user_for_token(access_token)
     if user is not None and not user.is_active:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed

@@ -18,7 +18,8 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
 from ..models import ProtectedResource
-from .authentication import BearerChallenge, authenticate_bearer, resolve_resource
+from ..adapter import get_adapter
+from .authentication import BearerChallenge, resolve_resource
 from .challenges import bearer_challenge
 
 
@@ -69,7 +70,7 @@ class MCPBearerAuthentication(BaseAuthentication):
         view = request.parser_context.get("view") if request.parser_context else None
         resource = _view_resource(view)
         try:
-            principal = authenticate_bearer(request._request, resource, ())
+            principal = get_adapter().authenticate_request(request._request, resource, ())
         except BearerChallenge as challenge:
             if challenge.error is None:
                 return None  # no credentials: let other authenticators try, then 401 via authenticate_header

@@ -63,7 +63,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from ..cors import mcp_cors, origin_allowed
 from ..models import McpSession, ProtectedResource
-from ..resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer
+from ..adapter import get_adapter
+from ..resource_server.authentication import BearerChallenge, BearerPrincipal
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
 from ..signals import client_response_received, mcp_session_ended
@@ -185,7 +186,7 @@ def _authorize(request: HttpRequest, origin_ok: bool) -> ProtectedResource | Bea
     if not origin_ok:
         return error_response(JsonRpcError(INVALID_REQUEST, "Forbidden: Origin not allowed", http_status=403))
     try:
-        return authenticate_bearer(request, resource)
+        return get_adapter().authenticate_request(request, resource)
     except BearerChallenge as challenge:
         return challenge.response()
 
