@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from oauth2_provider.exceptions import FatalClientError
@@ -94,6 +94,20 @@ def grace_successor(generation: RefreshGeneration | None, revoked_at, now) -> Re
     return successor if live else None
 
 
+def take_write_lock() -> None:
+    """On SQLite, make the current transaction a writer before it reads anything.
+
+    SQLite has no row locks (``SELECT … FOR UPDATE`` is a no-op): two refresh transactions that
+    both read first and then write deadlock, and one fails at once with "database is locked"
+    instead of waiting. A first statement that writes (nothing) takes the database's write lock,
+    waiting for it under the connection's busy timeout, so concurrent rotations queue up.
+    PostgreSQL and the other backends rely on the row lock of :meth:`RefreshRotationMixin._locked_generation`.
+    """
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {RefreshGeneration._meta.db_table} SET rotated_at = rotated_at WHERE 1 = 0")
+
+
 class RefreshRotationMixin:
     """Validator mixin implementing the rotation described in the module docstring."""
 
@@ -151,6 +165,7 @@ class RefreshRotationMixin:
             return super()._save_bearer_token(token, request, *args, **kwargs)
         if "scope" not in token:
             raise FatalClientError("Failed to renew access token: missing scope")
+        take_write_lock()
         self._check_and_set_request_resource(request)
         expires = timezone.now() + timedelta(seconds=token.get("expires_in", oauth2_settings.ACCESS_TOKEN_EXPIRE_SECONDS))
 
