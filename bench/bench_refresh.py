@@ -118,6 +118,9 @@ def main() -> None:
         errors = sum(1 for status, _ in results if status >= 500)
         other = sum(1 for status, _ in results if status != 200 and status < 500)
         print(f"{count:>8} {generations:>11} {working:>8} {errors:>4} {other:>6} {elapsed:>8.2f} {count / elapsed:>7.1f}")
+        for status, body in results:
+            if status != 200:
+                print(f"         {status}: {body}")
 
 
 if __name__ == "__main__":

@@ -143,3 +143,25 @@ def test_every_refresh_token_has_a_generation(logged_in, public_app):
     first = first_pair(logged_in, public_app)
     refresh(logged_in, public_app, first["refresh_token"])
     assert RefreshTokenGeneration.objects.count() == get_refresh_token_model().objects.count() == 2
+
+
+def test_a_rotation_between_reading_and_validating_is_not_taken_for_a_reuse(logged_in, public_app, monkeypatch):
+    """The race behind a lost 2-way refresh on PostgreSQL: request B reads the live token, A's rotation
+    commits, then B validates. B must go on (and get a sibling when saving), never revoke the family."""
+    from oauthlib.common import Request
+
+    from mcp_oauth.authorization_server import rotation
+    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
+
+    first = first_pair(logged_in, public_app)
+    stale = rotation._presented_row(first["refresh_token"])  # B's read: still live
+    winner = refresh(logged_in, public_app, first["refresh_token"]).json()  # A rotates
+    monkeypatch.setattr(rotation, "_presented_row", lambda raw: stale)
+    request = Request("http://testserver/oauth/token")
+    assert MCPOAuth2Validator().validate_refresh_token(first["refresh_token"], public_app, request) is True
+    assert request.refresh_token_instance.pk == stale.pk
+    assert works(logged_in, winner["access_token"])
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
+    monkeypatch.undo()
+    sibling = refresh(logged_in, public_app, first["refresh_token"])
+    assert sibling.status_code == 200 and works(logged_in, sibling.json()["access_token"])

@@ -32,7 +32,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from oauth2_provider.exceptions import FatalClientError
-from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model, refresh_token_expire_timedelta
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
@@ -60,7 +60,7 @@ def _presented_row(refresh_token: str):
     checksum = hashlib.sha256(refresh_token.encode("utf-8")).hexdigest()
     return (
         get_refresh_token_model().objects.filter(token_checksum=checksum)
-        .select_related("application", "user")
+        .select_related("application", "user", "access_token")
         .order_by(F("revoked").desc(nulls_first=True))
         .first()
     )
@@ -118,7 +118,18 @@ class RefreshRotationMixin:
         if rt is None:
             return False
         if rt.revoked is None:
-            return super().validate_refresh_token(refresh_token, client, request, *args, **kwargs)
+            # DOT's checks for a live token, on this row: DOT would read the row again, and a
+            # concurrent rotation committed in between would look like a reuse to it (and revoke
+            # the family the winner just extended). The race is settled under the lock at saving.
+            if rt.access_token is None:
+                return False
+            expire_delta = refresh_token_expire_timedelta()
+            if expire_delta and rt.access_token.expires + expire_delta <= timezone.now():
+                return False
+            request.user = rt.user
+            request.refresh_token = refresh_token
+            request.refresh_token_instance = rt
+            return rt.application_id == getattr(client, "pk", None)
         generation_id = generation_id_of(rt)
         generation = RefreshGeneration.objects.filter(pk=generation_id).first() if generation_id else None
         if grace_successor(generation, rt.revoked, timezone.now()) is not None:
