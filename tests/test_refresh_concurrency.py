@@ -111,3 +111,15 @@ def test_replay_after_the_window_revokes_the_family(client, user, resource, publ
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     assert not any(_bearer_works(client, body["access_token"]) for _, body in results)
     assert AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE, detail__family_revoked=True).exists()
+
+
+def test_many_two_way_races(client, user, resource, public_app):
+    """The 2-way race, 25 times: the interleavings differ from round to round (read, rotate, validate, save)."""
+    client.force_login(user)
+    for _ in range(25):
+        code, verifier, _ = get_code(client, public_app)
+        first = token_request(client, public_app, code, verifier).json()
+        results = concurrent_refreshes(public_app, first["refresh_token"], 2)
+        assert [status for status, _ in results] == [200, 200], results
+        assert all(_bearer_works(client, body["access_token"]) for _, body in results)
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
