@@ -165,3 +165,14 @@ def test_a_rotation_between_reading_and_validating_is_not_taken_for_a_reuse(logg
     monkeypatch.undo()
     sibling = refresh(logged_in, public_app, first["refresh_token"])
     assert sibling.status_code == 200 and works(logged_in, sibling.json()["access_token"])
+
+
+def test_generations_without_tokens_are_pruned(logged_in, public_app):
+    from mcp_oauth.authorization_server.rotation import prune_generations
+
+    first = first_pair(logged_in, public_app)
+    refresh(logged_in, public_app, first["refresh_token"])
+    get_refresh_token_model().objects.filter(revoked__isnull=False).delete()  # what cleartokens does
+    RefreshGeneration.objects.update(created_at=timezone.now() - timedelta(days=2))
+    assert prune_generations() == 1
+    assert RefreshGeneration.objects.count() == 1 and RefreshGeneration.objects.get().members.count() == 1

@@ -232,3 +232,11 @@ class RefreshRotationMixin:
             generation, sibling = target
         RefreshTokenGeneration.objects.create(refresh_token=refresh_token, generation=generation, sibling=sibling)
         return refresh_token
+
+
+def prune_generations(older_than_seconds: int = 24 * 3600) -> int:
+    """Delete generations left without refresh tokens (DOT's ``cleartokens`` deleted them) and older than
+    ``older_than_seconds``; schedule it with DOT's cleanup. :returns: the number of generations deleted."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    deleted, _ = RefreshGeneration.objects.filter(members__isnull=True, created_at__lt=cutoff).delete()
+    return deleted
