@@ -104,3 +104,19 @@ def test_malformed_hierarchy_is_a_system_check_error(settings):
 
 def test_bearer_challenge_default_scopes(resource):
     assert 'scope="mcp"' in bearer_challenge(resource)
+
+
+@pytest.mark.urls("tests.urls")
+@pytest.mark.parametrize("path", ["/api/notes", "/api/scoped"])  # DRF permission class, @require_bearer
+def test_views_honour_the_hierarchy_and_challenge_the_same_way(client, user, resource, public_app, mint_token,
+                                                               settings, path):
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SCOPE_HIERARCHY": {"profile:admin": ["profile"]}}
+    broad = mint_token(user, public_app, scope="mcp profile:admin", resource=resource.uri)
+    assert client.get(path, HTTP_AUTHORIZATION=f"Bearer {broad}").status_code == 200
+    challenges = set()
+    for scope in ("mcp", "mcp offline_access"):
+        narrow = mint_token(user, public_app, scope=scope, resource=resource.uri)
+        response = client.get(path, HTTP_AUTHORIZATION=f"Bearer {narrow}")
+        assert response.status_code == 403
+        challenges.add(response["WWW-Authenticate"])
+    assert len(challenges) == 1 and 'scope="mcp profile"' in challenges.pop()

@@ -19,6 +19,7 @@ from rest_framework.permissions import BasePermission
 
 from ..models import ProtectedResource
 from ..adapter import get_adapter
+from ..scopes import missing as scope_missing
 from .authentication import BearerChallenge, resolve_resource
 from .challenges import bearer_challenge
 
@@ -98,8 +99,7 @@ class HasResourceScopes(BasePermission):
         if principal is None:
             raise exceptions.NotAuthenticated()
         needed = list(dict.fromkeys([*resource.scope_list, *getattr(view, "required_scopes", ())]))
-        granted = set(principal.scopes)
-        missing = [scope for scope in needed if scope not in granted]
+        missing = scope_missing(principal.scopes, needed)  # honours MCP_OAUTH["SCOPE_HIERARCHY"]
         if missing:
             raise InsufficientScope(
                 BearerChallenge(
@@ -107,7 +107,7 @@ class HasResourceScopes(BasePermission):
                     status=403,
                     error="insufficient_scope",
                     error_description="The access token lacks the scopes: " + " ".join(missing),
-                    scopes=list(dict.fromkeys([*sorted(granted), *needed])),
+                    scopes=needed,  # every scope the view needs, whatever the token holds (MCP 2026-07-28)
                 )
             )
         return True
