@@ -33,10 +33,15 @@ class MCPOAuthConfig(AppConfig):
         from .signals import sync_default_resource
         from .transport import wakeup
 
+        from django.contrib.auth import get_user_model
+
+        from .lifecycle import connect as connect_lifecycle
+
         apply_dot_defaults()
         checks.replace_dot_bcp_check()
         connect_receivers()
         wakeup.connect_receivers()
+        connect_lifecycle(get_user_model())
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
         for module in mcp_oauth_settings.TOOL_MODULES:

@@ -262,6 +262,24 @@ def check_trust_and_throttling(app_configs, **kwargs):
     return [*trust_messages(), *throttling_messages()]
 
 
+@register()
+def check_rotation_and_scopes(app_configs, **kwargs):
+    """E040 REFRESH_TOKEN_GRACE_SECONDS outside 0..300; E041 malformed SCOPE_HIERARCHY; E042 bad ADAPTER."""
+    from .adapter import check_settings as adapter_messages
+    from .authorization_server.rotation import MAX_GRACE_SECONDS
+    from .scopes import check_settings as scope_messages
+    from .settings import mcp_oauth_settings
+
+    messages = scope_messages() + adapter_messages()
+    grace = mcp_oauth_settings.REFRESH_TOKEN_GRACE_SECONDS
+    if not isinstance(grace, int) or isinstance(grace, bool) or not 0 <= grace <= MAX_GRACE_SECONDS:
+        messages.append(Error(
+            f'MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"] must be an integer from 0 to {MAX_GRACE_SECONDS} (seconds).',
+            id="mcp_oauth.E040",
+        ))
+    return messages
+
+
 @register(Tags.security)
 def check_cimd_test_setting(app_configs, **kwargs):
     """E040 ``CIMD_ALLOW_LOOPBACK_FOR_TESTS`` is on outside DEBUG: the fetcher could be aimed at this host."""

@@ -81,6 +81,19 @@ DEFAULTS: dict[str, Any] = {
     # Modules imported at start-up besides every installed app's TOOLS_MODULE, e.g.
     # ["mysite.mcp_tools"]: tools can live in a project package that is not an installed app.
     "TOOL_MODULES": [],
+    # Refresh-token rotation (mcp_oauth.authorization_server.rotation): a refresh token that was
+    # just rotated out may be presented again for this many seconds (concurrent refreshes of
+    # one client) and gets a working sibling pair instead of a family revocation. 0 switches
+    # the grace off; at most 300 (manage.py check: mcp_oauth.E040).
+    "REFRESH_TOKEN_GRACE_SECONDS": 60,
+    # Scope hierarchy: a scope grants the scopes it lists (transitively), e.g.
+    # {"mcp:admin": ["mcp"]}: a token with mcp:admin passes a check that needs "mcp", and a
+    # challenge never asks for a scope that another needed scope already implies
+    # (MCP 2026-07-28 "Scope challenge handling"; see mcp_oauth.scopes).
+    "SCOPE_HIERARCHY": {},
+    # Dotted path of the policy adapter class (mcp_oauth.adapter.get_adapter): token
+    # verification, trust verdict, consent-page description, consent skipping, token -> user.
+    "ADAPTER": "mcp_oauth.adapter.DefaultMCPAdapter",
     # Template of the consent page (override it in your own templates/ dir).
     "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
     # Template of the connected-apps page (the clients a user authorized; revoke one).
@@ -178,6 +191,8 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     # A refresh token unused for 30 days expires (rotation renews it): RFC 9700 §4.14.2.
     "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
     "SCOPES": {"mcp": "Use this site's MCP tools on your behalf"},
+    # The site's SCOPES plus offline_access while refresh tokens are issued (mcp_oauth.scopes).
+    "SCOPES_BACKEND_CLASS": "mcp_oauth.scopes.MCPScopes",
     "DEFAULT_SCOPES": ["__all__"],
     "PKCE_REQUIRED": True,
     "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,

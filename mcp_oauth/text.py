@@ -11,7 +11,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
+
+from .errors import OAuthError
 
 
 def storable(value: Any) -> bool:
@@ -48,12 +50,7 @@ def refuse_unstorable_params(view: Callable) -> Callable:
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not request_params_storable(request):
-            response = JsonResponse(
-                {"error": "invalid_request", "error_description": "Parameters must be text without NUL characters."},
-                status=400,
-            )
-            response["Cache-Control"] = "no-store"
-            return response
+            return OAuthError("invalid_request", "Parameters must be text without NUL characters.").response()
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -129,11 +129,19 @@ def test_token_revoked_through_the_revocation_endpoint(logged_in, user, public_a
 
 
 def test_refresh_token_reuse_detected(logged_in, user, public_app):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mcp_oauth.models import RefreshGeneration
+
     code, verifier, _ = get_code(logged_in, public_app)
     first = token_request(logged_in, public_app, code, verifier).json()
     refresh = {"grant_type": "refresh_token", "client_id": public_app.client_id}
     second = logged_in.post("/oauth/token", {**refresh, "refresh_token": first["refresh_token"]}).json()
     assert not AuditEvent.objects.filter(kind=Kind.REFRESH_TOKEN_REUSE).exists()
+    # past the grace window of the rotation (REFRESH_TOKEN_GRACE_SECONDS, 60 s)
+    RefreshGeneration.objects.filter(rotated_at__isnull=False).update(rotated_at=timezone.now() - timedelta(seconds=61))
     replay = logged_in.post("/oauth/token", {**refresh, "refresh_token": first["refresh_token"]})
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
     event = only(Kind.REFRESH_TOKEN_REUSE)
@@ -200,7 +208,7 @@ def test_confidential_registration_never_logs_its_secret(client, admin_user):
 def test_trust_policy_denial(client, resource):
     TrustRule.objects.create(target="redirect_host", pattern="evil.example", action="deny")
     body = {"redirect_uris": ["https://evil.example/cb"], "token_endpoint_auth_method": "none"}
-    assert client.post("/oauth/register", json.dumps(body), content_type="application/json").status_code == 403
+    assert client.post("/oauth/register", json.dumps(body), content_type="application/json").status_code == 400
     event = only(Kind.TRUST_DENIED)
     assert event.detail["verdict"] == "denied" and event.detail["stage"] == "registration"
 

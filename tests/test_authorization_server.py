@@ -152,7 +152,7 @@ def test_consent_form_is_single_use(logged_in, public_app):
     params = authorize_params(public_app, challenge)
     form = hidden_fields(logged_in.get("/oauth/authorize?" + urlencode(params)).content.decode())
     form["allow"] = "Authorize"
-    assert logged_in.post("/oauth/authorize", form).status_code == 302
+    assert logged_in.post("/oauth/authorize", form).status_code == 303
     again = logged_in.post("/oauth/authorize", form)
     assert again.status_code == 400 and "Location" not in again
     assert get_grant_model().objects.count() == 1
@@ -171,7 +171,7 @@ def test_consent_form_without_transaction_or_fields_is_an_error_page(logged_in, 
     if drop == "transaction":
         assert response.status_code == 400 and b"invalid_request" in response.content
     else:  # the stored request fills it in
-        assert response.status_code == 302
+        assert response.status_code == 303
     assert "Location" not in response or response["Location"].startswith(REDIRECT_URI)
 
 
@@ -394,7 +394,9 @@ def test_denied_consent_redirects_access_denied_with_iss(logged_in, public_app):
     assert query["state"] == params["state"]
 
 
-def test_refresh_keeps_binding_and_rotates(logged_in, public_app):
+def test_refresh_keeps_binding_and_rotates(logged_in, public_app, settings):
+    # No grace window: an immediate reuse is a reuse (tests/test_refresh_rotation.py covers the window).
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REFRESH_TOKEN_GRACE_SECONDS": 0}
     code, verifier, _ = get_code(logged_in, public_app, resource=RESOURCE)
     first = token_request(logged_in, public_app, code, verifier).json()
     refreshed = logged_in.post(

@@ -59,6 +59,6 @@ def test_revoke_a_connected_app_in_chromium(live, loopback, chromium_executable,
     assert seen["mcp_status"] == 401
     client_id = storage.client_info.client_id
     assert Consent.objects.get(application__client_id=client_id).revoked_at is not None
-    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED, client_id=client_id).count() == 1
+    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED, client_id=client_id).count() == 1
     posts = same_origin_posts(chromium, live.base)
     assert len(posts) == 3 and all(p["origin"] == live.base and p["status"] in (302, 303) for p in posts), posts

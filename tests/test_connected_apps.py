@@ -105,9 +105,12 @@ def test_revoke_one_client_revokes_its_tokens_and_consent_and_is_audited(user, p
     assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
     consent = Consent.objects.get(user=user, application=public_app)
     assert consent.revoked_at is not None
-    (event,) = AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED, client_id=public_app.client_id)
+    (event,) = AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED, client_id=public_app.client_id)
     assert event.user == user
-    assert event.detail == {"via": "user", "action": "revoke consent", "reason": "revoked on the connected apps page", "count": 2}
+    assert event.detail == {
+        "reason": "revoked on the connected apps page", "user_id": str(user.pk), "client_id": public_app.client_id,
+        "tokens": 2, "consents": 1,
+    }
 
 
 def test_another_users_client_or_an_unknown_action_changes_nothing(user, other_user, public_app, resource, mint_token):
@@ -122,7 +125,7 @@ def test_another_users_client_or_an_unknown_action_changes_nothing(user, other_u
     assert missing.status_code == 400
     assert mcp_status(access) == 200
     assert Consent.objects.get(user=other_user).revoked_at is None
-    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED).exists()
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED).exists()
 
 
 def test_post_needs_the_csrf_token(user, public_app, resource, mint_token):
@@ -139,7 +142,7 @@ def test_revoke_user_grants_for_all_clients_leaves_other_users_alone(user, other
     assert [mcp_status(token) for token in mine] == [401, 401]
     assert mcp_status(theirs) == 200
     assert not Consent.objects.filter(user=user, revoked_at__isnull=True).exists()
-    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED, user=user).count() == 2
+    (event,) = AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED, user=user)
+    assert event.detail == {"reason": "account closed", "user_id": str(user.pk), "client_id": None, "tokens": 4, "consents": 2}
     assert user_grants(user) == []
     assert revoke_user_grants(user, reason="again") == 0
-    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED, user=user).count() == 2

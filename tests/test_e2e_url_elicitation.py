@@ -295,7 +295,7 @@ async def connect_at_provider(browser: Browser, link: str, sites: Sites) -> dict
     assert consent.status_code == 200 and str(consent.url).startswith(provider + "/oauth/authorize?"), consent.text[:300]
     assert "client_id" in forms_of(consent.text)[0]["fields"]
     back = await browser.submit(consent, {"allow": "Authorize"})
-    assert back.status_code == 302, back.text[:300]
+    assert back.status_code == 303, back.text[:300]  # the consent POST answers 303 See Other (RFC 9700 §4.12)
     callback_url = back.headers["location"]
     assert callback_url.startswith(consumer + "/elicitation/callback/demo/?")
 

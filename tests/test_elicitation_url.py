@@ -1139,7 +1139,7 @@ def authorize_at_provider(http: httpx2.Client, authorize_url: str, *, approve: b
     (form,) = [f for f in forms_of(page.text) if "client_id" in f["fields"]]
     data = {**form["fields"], **({"allow": "Authorize"} if approve else {})}
     response = http.post(urljoin(authorize_url, form["action"] or authorize_url), data=data)
-    assert response.status_code == 302, response.text[:500]
+    assert response.status_code == 303, response.text[:500]  # consent POST: 303 See Other (RFC 9700 §4.12)
     return response.headers["location"]
 
 

@@ -248,8 +248,9 @@ def register(client, redirect_uris=("http://127.0.0.1/callback",), **extra):
 def test_registration_denied_by_redirect_host_rule(client):
     deny(REDIRECT, "evil.example")
     response = register(client, ["http://127.0.0.1/cb", "https://evil.example/cb"])
-    assert response.status_code == 403
-    assert response.json()["error"] == "access_denied"
+    assert response.status_code == 400  # RFC 7591 §3.2.2
+    assert response.json()["error"] == "invalid_redirect_uri"
+    assert response.json()["error_description"].startswith("redirect_uris: ")
     assert response["Cache-Control"] == "no-store"
     assert not Application.objects.exists()
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.TRUST_DENIED)
@@ -258,7 +259,8 @@ def test_registration_denied_by_redirect_host_rule(client):
 
 def test_registration_in_allowlist_mode_needs_an_allow_rule(client, settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TRUST_MODE": "allowlist"}
-    assert register(client).status_code == 403
+    refused = register(client)
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_redirect_uri"
     allow(REDIRECT, "127.0.0.1", source="dcr")
     response = register(client)
     assert response.status_code == 201, response.content
@@ -275,10 +277,11 @@ def test_registration_update_cannot_move_to_a_denied_host(client):
     path = f"/oauth/register/{registered['client_id']}"
     anonymous = client.put(path, json.dumps(body), content_type="application/json")
     assert anonymous.status_code == 401  # no token: no policy verdict, no audit event
+    assert anonymous.json()["error"] == "invalid_token" and anonymous["WWW-Authenticate"].startswith("Bearer ")
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.TRUST_DENIED).exists()
     response = client.put(path, json.dumps(body), content_type="application/json",
                           HTTP_AUTHORIZATION=f"Bearer {registered['registration_access_token']}")
-    assert response.status_code == 403 and response.json()["error"] == "access_denied"
+    assert response.status_code == 400 and response.json()["error"] == "invalid_redirect_uri"
     assert Application.objects.get(client_id=registered["client_id"]).redirect_uris == "http://127.0.0.1/callback"
     assert AuditEvent.objects.get(kind=AuditEvent.Kind.TRUST_DENIED).detail["stage"] == "registration update"
 

@@ -23,6 +23,7 @@ import base64
 import hashlib
 import secrets
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
@@ -31,6 +32,7 @@ from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from .. import trust
+from ..adapter import get_adapter
 from ..audit import record
 from ..cimd.validator import CIMDValidatorMixin
 from ..client_secrets import check_client_secret
@@ -38,6 +40,7 @@ from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
 from .redirects import redirect_scheme_allowed, redirect_uri_registered
 from .resources import InvalidTarget, select_resource
+from .rotation import RefreshRotationMixin
 
 
 def _checksum(value: str) -> str:
@@ -48,7 +51,7 @@ def _s256(verifier: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode("ascii", "replace")).digest()).rstrip(b"=").decode()
 
 
-class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
+class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validator):
     """``OAUTH2_VALIDATOR_CLASS`` of the MCP profile (installed by default)."""
 
     def _check_secret(self, provided_secret, stored_secret) -> bool:
@@ -134,6 +137,28 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
         request._mcp_token_family = getattr(refresh_token, "token_family", None)
         return refresh_token
 
+    def save_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
+        """Store the code; a ``code_challenge`` seen before (on a pending or a redeemed code) is recorded as a
+        suspicious ``pkce.challenge_reused`` event (RFC 9700 §2.1.1: a challenge is per authorization request).
+
+        The code is still issued: the verifier stays secret, so a replayed challenge alone gains nothing,
+        but a client that reuses its PKCE pair, or a copied authorization request, shows in the audit log.
+        """
+        challenge = getattr(request, "code_challenge", None) or ""
+        reused = bool(challenge) and (
+            get_grant_model().objects.filter(code_challenge=challenge).exists()
+            or RedeemedAuthorizationCode.objects.filter(code_challenge=challenge).exists()
+        )
+        super().save_authorization_code(client_id, code, request, *args, **kwargs)
+        if reused:
+            record(
+                AuditEvent.Kind.PKCE_CHALLENGE_REUSED,
+                request=request,
+                user=request.user if getattr(request.user, "pk", None) else None,
+                client_id=getattr(request.client, "client_id", "") or client_id or "",
+                detail={"redirect_host": urlsplit(getattr(request, "redirect_uri", "") or "").hostname},
+            )
+
     def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
         super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
         RedeemedAuthorizationCode.objects.create(
@@ -152,7 +177,7 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
         # and the authorization view applies the policy itself (with an error page).
         if client is None or not getattr(request, "grant_type", None):
             return client
-        verdict = trust.evaluate_application(client)
+        verdict = get_adapter().trust_verdict(client)
         if verdict.allowed:
             return client
         if not getattr(request, "_mcp_trust_recorded", False):
@@ -186,47 +211,13 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
                 "resource": list(getattr(request, "resource", None) or []),
                 "expires_in": token.get("expires_in"),
                 "refresh_token_issued": "refresh_token" in token,
+                **({"grace_sibling": True} if getattr(request, "_mcp_generation", (None, False))[1] else {}),
             },
         )
         now = timezone.now()
         if not ClientProfile.objects.filter(application=client).update(last_used_at=now):
             ClientProfile.objects.get_or_create(application=client, defaults={"last_used_at": now})
         return result
-
-    def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
-        reuse = self._is_refresh_reuse(refresh_token)
-        valid = super().validate_refresh_token(refresh_token, client, request, *args, **kwargs)
-        if not valid and reuse is not None:
-            record(
-                AuditEvent.Kind.REFRESH_TOKEN_REUSE,
-                request=request,
-                user=reuse.user,
-                client_id=getattr(reuse.application, "client_id", ""),
-                detail={
-                    "presented_by": getattr(client, "client_id", None),
-                    "revoked_at": reuse.revoked.isoformat(),
-                    "family_revoked": bool(oauth2_settings.REFRESH_TOKEN_REUSE_PROTECTION and reuse.token_family),
-                },
-            )
-        return valid
-
-    @staticmethod
-    def _is_refresh_reuse(refresh_token: str):
-        """The revoked refresh token ``refresh_token`` names when presenting it is a reuse, else None.
-
-        Mirrors DOT's rule (RFC 9700 §4.14.2): a revoked token is reused when it was revoked
-        before the grace period or never superseded by a rotation.
-        """
-        RefreshToken = get_refresh_token_model()
-        rows = RefreshToken.objects.filter(token_checksum=_checksum(refresh_token)).select_related("application", "user")
-        if rows.filter(revoked__isnull=True).exists():
-            return None
-        rt = rows.order_by("-revoked").first()
-        if rt is None:
-            return None
-        grace_expired = rt.revoked <= timezone.now() - timedelta(seconds=oauth2_settings.REFRESH_TOKEN_GRACE_PERIOD_SECONDS)
-        superseded = get_access_token_model().objects.filter(source_refresh_token=rt).exists()
-        return rt if (grace_expired or not superseded) else None
 
     def revoke_token(self, token, token_type_hint, request, *args, **kwargs):
         application_pk = getattr(request.client, "pk", None)

@@ -22,6 +22,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
@@ -33,7 +34,9 @@ from oauth2_provider.views.mixins import OAuthLibMixin
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
 from .. import throttling, trust
+from ..adapter import get_adapter
 from ..audit import record
+from ..errors import OAuthError
 from ..login import login_url
 from ..loopback import is_loopback_host
 from ..models import AuditEvent, Consent, ProtectedResource
@@ -51,27 +54,8 @@ UI_SECURITY_HEADERS = {
 
 
 def describe_client(application, verdict: trust.Verdict | None = None) -> dict:
-    """What the consent page says about a client (MCP "Client ID Metadata Documents" security, CIMD §8.5).
-
-    Returns ``{"name", "client_id_host", "registration_source", "redirect_hosts", "all_loopback",
-    "trust"}``; ``trust`` is the :mod:`mcp_oauth.trust` verdict (``trusted`` or ``unknown`` on a
-    consent page), evaluated when ``verdict`` is not given.
-    """
-    if verdict is None:
-        verdict = trust.evaluate_application(application)
-    redirect_uris = application.redirect_uris.split()
-    hosts = [urlsplit(uri).hostname or uri for uri in redirect_uris]
-    client_id_host = None
-    if application.client_id.startswith("https://"):
-        client_id_host = urlsplit(application.client_id).hostname
-    return {
-        "name": application.name or application.client_id,
-        "client_id_host": client_id_host,
-        "registration_source": application.registration_source,
-        "redirect_hosts": list(dict.fromkeys(hosts)),
-        "all_loopback": bool(redirect_uris) and all(is_loopback_host(urlsplit(u).hostname) for u in redirect_uris),
-        "trust": verdict.decision,
-    }
+    """What the consent page says about a client: :meth:`mcp_oauth.adapter.DefaultMCPAdapter.describe_client`."""
+    return get_adapter().describe_client(application, verdict)
 
 
 def _request_error(description: str, credentials: dict, error_class=oauth_errors.InvalidRequestError):
@@ -153,7 +137,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         if retry_after is None:
             return None
         if "text/html" not in request.META.get("HTTP_ACCEPT", ""):
-            return throttling.json_response(retry_after, "temporarily_unavailable")
+            return throttling.throttle_error(retry_after, "temporarily_unavailable").response()
         error = {"error": "temporarily_unavailable", "description": "Too many requests. Please wait a moment and try again."}
         response = TemplateResponse(request, self.get_template_names(), {"error": error}, status=429)
         response["Retry-After"] = str(retry_after)
@@ -174,10 +158,10 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         from oauth2_provider.settings import oauth2_settings
 
         if application is not None:
-            verdict = trust.evaluate_application(application)
+            verdict = get_adapter().trust_verdict(application)
             client_id = application.client_id
         elif oauth2_settings.CIMD_ENABLED and is_cimd_client_id(client_id):
-            verdict = trust.evaluate(client_id=client_id, registration_source=trust.CIMD)
+            verdict = get_adapter().trust_verdict(client_id=client_id, registration_source=trust.CIMD)
         else:
             return None
         if not verdict.allowed:
@@ -197,6 +181,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             application = None
         verdict = self.check_trust(request, application=application, client_id=client_id)
         scopes, credentials = super().validate_authorization_request(request)
+        self.mcp_credentials = credentials
         if application is None:
             # First sight of a CIMD client: DOT has just fetched and stored it; judge it whole
             # (its redirect hosts are known now).
@@ -290,7 +275,39 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         if redirect:
             url = _add_iss_to_redirect(response["url"], mcp_oauth_settings.issuer)
             return self.redirect(url, application)
-        return self.render_to_response(response, status=response["error"].status_code)
+        page = self.render_to_response(response, status=response["error"].status_code)
+        retry_after = getattr(response["error"], "retry_after", None)
+        if retry_after:  # temporarily_unavailable (a CIMD document that could not be fetched yet)
+            page["Retry-After"] = str(retry_after)
+        return page
+
+    def render_to_response(self, context, **response_kwargs):
+        """The consent page, unless the adapter approves this request without it (:meth:`can_skip_consent`)."""
+        application = context.get("application") if isinstance(context, dict) else None
+        credentials = getattr(self, "mcp_credentials", None)
+        if (
+            self.request.method == "GET" and application is not None and "form" in context and credentials
+            and self.request.user.is_authenticated
+            and get_adapter().can_skip_consent(self.request, application, list(context.get("scopes") or []),
+                                               getattr(getattr(self, "mcp_resource", None), "uri", None))
+        ):
+            try:
+                uri, _headers, _body, _status = self.create_authorization_response(
+                    request=self.request, scopes=" ".join(context.get("scopes") or []), credentials=credentials,
+                    allow=True,
+                )
+            except OAuthToolkitError as error:
+                return self.error_response(error, application)
+            return self.redirect(uri, application)
+        return super().render_to_response(context, **response_kwargs)
+
+    def redirect(self, redirect_to, application):
+        """DOT's redirect to the client; after the consent POST it is a 303 See Other (RFC 9700 §4.12:
+        never 307, which would replay the form to the client; OAuth 2.1 §7.5.3)."""
+        response = super().redirect(redirect_to, application)
+        if self.request.method == "POST":
+            response.status_code = 303
+        return response
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -323,29 +340,30 @@ class MCPTokenView(TokenView):
     """
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        limited = throttling.throttled(request, "token")
-        if limited is not None:
-            return _no_store(limited)
-        from django.core.exceptions import ObjectDoesNotExist
-        from django.http import JsonResponse
+        try:
+            return _no_store(self.token_response(request, *args, **kwargs))
+        except OAuthError as exc:
+            return exc.response()
 
+    def token_response(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        """DOT's token response, after the checks DOT and oauthlib do not make.
+
+        :raises OAuthError: 429 ``slow_down`` (throttled), 400 ``invalid_request`` (no
+            ``grant_type``), 400 ``unsupported_grant_type`` (the device grant), 400
+            ``invalid_grant`` (a concurrent request consumed the code first).
+        """
+        throttling.enforce(request, "token")
         if not request.POST.get("grant_type"):
-            return _no_store(JsonResponse(
-                {"error": "invalid_request", "error_description": "grant_type is required."}, status=400
-            ))
+            raise OAuthError("invalid_request", "grant_type is required.")
         if request.POST.get("grant_type") == "urn:ietf:params:oauth:grant-type:device_code":
             # DOT routes this grant before oauthlib; the MCP profile does not offer it.
-            return _no_store(JsonResponse(
-                {"error": "unsupported_grant_type", "error_description": "The device grant is not supported."}, status=400
-            ))
+            raise OAuthError("unsupported_grant_type", "The device grant is not supported.")
         try:
-            return _no_store(super().post(request, *args, **kwargs))
+            return super().post(request, *args, **kwargs)
         except ObjectDoesNotExist:
             # A concurrent request consumed the same code or refresh token between
             # DOT's validation and its issuance (RFC 6749 §5.2: invalid_grant).
-            return _no_store(JsonResponse(
-                {"error": "invalid_grant", "error_description": "The grant was already used."}, status=400
-            ))
+            raise OAuthError("invalid_grant", "The grant was already used.") from None
 
 
 class MCPRevokeTokenView(RevokeTokenView):

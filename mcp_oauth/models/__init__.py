@@ -11,6 +11,7 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
+from .refresh import RefreshGeneration, RefreshTokenGeneration
 from .trust import TrustRule
 
 __all__ = [
@@ -22,6 +23,8 @@ __all__ = [
     "McpSessionEvent",
     "ProtectedResource",
     "RedeemedAuthorizationCode",
+    "RefreshGeneration",
+    "RefreshTokenGeneration",
     "TrustRule",
     "new_session_id",
     "revoke_client_tokens",

@@ -17,8 +17,10 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
+from ..adapter import get_adapter
 from ..models import ProtectedResource
 from .cache import access_token_by_checksum, resource_by_uri, token_checksum
+from ..scopes import missing as scope_missing
 from .challenges import challenge_response
 
 
@@ -150,7 +152,7 @@ def _authenticate_bearer(
             error_description="The access token was not issued for this resource.",
             scopes=needed,
         )
-    user = access_token.user
+    user = get_adapter().user_for_token(access_token)
     if user is not None and not user.is_active:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
@@ -161,14 +163,14 @@ def _authenticate_bearer(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
         )
     granted = frozenset(access_token.scope.split())
-    missing = [scope for scope in needed if scope not in granted]
+    missing = scope_missing(granted, needed)  # honours MCP_OAUTH["SCOPE_HIERARCHY"]
     if missing:
         raise BearerChallenge(
             resource,
             status=403,
             error="insufficient_scope",
             error_description="The access token lacks the scopes: " + " ".join(missing),
-            scopes=list(dict.fromkeys([*sorted(granted), *needed])),
+            scopes=needed,  # every scope the request needs, the same for every token (MCP 2026-07-28)
         )
     return BearerPrincipal(
         user=user, application=application, access_token=access_token, scopes=granted, resource=resource

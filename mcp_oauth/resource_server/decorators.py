@@ -11,7 +11,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 
 from ..models import ProtectedResource
 from ..settings import mcp_oauth_settings
-from .authentication import BearerChallenge, authenticate_bearer, resolve_resource
+from ..adapter import get_adapter
+from .authentication import BearerChallenge, resolve_resource
 
 
 def require_bearer(
@@ -37,7 +38,7 @@ def require_bearer(
         except ProtectedResource.DoesNotExist:
             raise Http404("No such protected resource.") from None
         try:
-            principal = authenticate_bearer(request, protected, required)
+            principal = get_adapter().authenticate_request(request, protected, required)
         except BearerChallenge as challenge:
             return challenge.response()
         request.mcp_principal = principal  # type: ignore[attr-defined]  # documented attribute of the request

@@ -72,6 +72,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from ..cors import mcp_cors, origin_allowed
 from ..models import McpSession, ProtectedResource
+from ..adapter import get_adapter
 from ..resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer
 from ..resource_server.cache import resource_by_uri
 from ..resources import InvalidResource
@@ -169,7 +170,7 @@ def _authorize(request: HttpRequest, origin_ok: bool) -> ProtectedResource | Bea
     if not origin_ok:
         return error_response(JsonRpcError(INVALID_REQUEST, "Forbidden: Origin not allowed", http_status=403))
     try:
-        return authenticate_bearer(request, resource)
+        return get_adapter().authenticate_request(request, resource)
     except BearerChallenge as challenge:
         return challenge.response()
 
