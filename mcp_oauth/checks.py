@@ -296,19 +296,11 @@ def check_cimd_test_setting(app_configs, **kwargs):
 
 @register(Tags.security)
 def check_request_state_keys(app_configs, **kwargs):
-    """E060 a ``REQUEST_STATE_KEYS`` entry is not a secret of at least 32 characters (or bytes);
-    W060 no keys: ``requestState`` (MCP 2026-07-28) is sealed with a key derived from SECRET_KEY."""
+    """E060 a ``REQUEST_STATE_KEYS`` entry is not a secret of at least 32 characters (or bytes)."""
     keys = mcp_oauth_settings.REQUEST_STATE_KEYS
-    if not keys:
-        return [
-            Warning(
-                'MCP_OAUTH["REQUEST_STATE_KEYS"] is not set: requestState is sealed with a key derived from SECRET_KEY.',
-                hint="Set a list of random secrets (newest first) shared by every worker, so that rotating "
-                "SECRET_KEY does not invalidate pending multi-round-trip requests and keys can rotate on their own.",
-                id="mcp_oauth.W060",
-            )
-        ]
-    if isinstance(keys, (str, bytes)) or not all(isinstance(k, (str, bytes)) and len(k) >= 32 for k in keys):
+    if keys and (
+        isinstance(keys, (str, bytes)) or not all(isinstance(k, (str, bytes)) and len(k) >= 32 for k in keys)
+    ):
         return [
             Error(
                 'MCP_OAUTH["REQUEST_STATE_KEYS"] must be a list of secrets of at least 32 characters each.',
@@ -317,6 +309,23 @@ def check_request_state_keys(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@register(Tags.security, deploy=True)
+def check_request_state_keys_set(app_configs, **kwargs):
+    """W060 (deploy) no keys: ``requestState`` (MCP 2026-07-28) is sealed with a key derived from
+    SECRET_KEY (fine for one process in development; workers need the same keys, and rotating
+    SECRET_KEY would void pending multi-round-trip requests)."""
+    if mcp_oauth_settings.REQUEST_STATE_KEYS:
+        return []
+    return [
+        Warning(
+            'MCP_OAUTH["REQUEST_STATE_KEYS"] is not set: requestState is sealed with a key derived from SECRET_KEY.',
+            hint="Set a list of random secrets (newest first) shared by every worker, so that rotating "
+            "SECRET_KEY does not invalidate pending multi-round-trip requests and keys can rotate on their own.",
+            id="mcp_oauth.W060",
+        )
+    ]
 
 
 @register(Tags.security)
@@ -337,5 +346,25 @@ def check_client_secret_hasher(app_configs, **kwargs):
             f'OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"] {algorithm!r} is not in PASSWORD_HASHERS.',
             hint=hint,
             id="mcp_oauth.E050",
+        )
+    ]
+
+
+@register(Tags.security, deploy=True)
+def check_fast_client_secret_hasher(app_configs, **kwargs):
+    """W051 (deploy) client secrets are hashed with the site's password hasher (PBKDF2: ~180 ms of
+    CPU per confidential-client grant) because the app's hasher is not in ``PASSWORD_HASHERS``."""
+    from oauth2_provider.settings import oauth2_settings
+
+    from .client_secrets import HASHER_PATH
+
+    if oauth2_settings.CLIENT_SECRET_HASHER != "default" or HASHER_PATH in settings.PASSWORD_HASHERS:
+        return []
+    return [
+        Warning(
+            "Client secrets are hashed with the password hasher: every confidential-client grant "
+            "costs a password-stretching hash.",
+            hint=f'Add "{HASHER_PATH}" to PASSWORD_HASHERS, after your password hasher.',
+            id="mcp_oauth.W051",
         )
     ]

@@ -214,7 +214,10 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
     # Client secrets: a keyed SHA-256 suited to high-entropy machine secrets (mcp_oauth.client_secrets),
-    # not a password-stretching hash; it must be listed in PASSWORD_HASHERS (check mcp_oauth.E040).
+    # not a password-stretching hash. Django finds hashers through PASSWORD_HASHERS only, so this
+    # default applies while "mcp_oauth.client_secrets.ClientSecretHasher" is listed there; a site
+    # that does not list it keeps DOT's default (its password hasher) and `check --deploy` says so
+    # (mcp_oauth.W051; apply_dot_defaults).
     "CLIENT_SECRET_HASHER": "mcp_oauth_sha256",
     # Client ID Metadata Documents: on, fetched by the SSRF-safe fetcher, 5 KB cap (CIMD draft §6.6).
     "CIMD_ENABLED": True,
@@ -333,6 +336,10 @@ class MCPOAuthSettings(AppSettings):
 mcp_oauth_settings = MCPOAuthSettings()
 
 
+#: The fast client-secret hasher (:mod:`mcp_oauth.client_secrets`), as listed in ``PASSWORD_HASHERS``.
+CLIENT_SECRET_HASHER_PATH = "mcp_oauth.client_secrets.ClientSecretHasher"
+
+
 def apply_dot_defaults() -> None:
     """Install :data:`DOT_SECURE_DEFAULTS` (plus the issuer) as DOT's defaults.
 
@@ -343,6 +350,9 @@ def apply_dot_defaults() -> None:
     from oauth2_provider import settings as dot_settings
 
     dot_settings.DEFAULTS.update(DOT_SECURE_DEFAULTS)
+    if CLIENT_SECRET_HASHER_PATH not in settings.PASSWORD_HASHERS:
+        # Django could neither store nor recognise such hashes: keep DOT's own default.
+        dot_settings.DEFAULTS["CLIENT_SECRET_HASHER"] = "default"
     if mcp_oauth_settings.BASE_URL:
         dot_settings.DEFAULTS["OIDC_ISS_ENDPOINT"] = mcp_oauth_settings.issuer
     dot_settings.oauth2_settings.reload()
@@ -370,6 +380,8 @@ def _reload(*, setting: str, **kwargs: Any) -> None:
         mcp_oauth_settings.reload()
         apply_dot_defaults()
         drop_cached_oauthlib_servers()
+    elif setting == "PASSWORD_HASHERS":
+        apply_dot_defaults()
     elif setting == "OAUTH2_PROVIDER":
         from oauth2_provider.settings import oauth2_settings
 

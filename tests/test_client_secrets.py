@@ -10,8 +10,9 @@ from django.contrib.auth.hashers import make_password
 from django.core.checks import Error
 from django.test import Client
 from oauth2_provider.models import get_application_model
+from oauth2_provider.settings import oauth2_settings
 
-from mcp_oauth.checks import check_client_secret_hasher
+from mcp_oauth.checks import check_client_secret_hasher, check_fast_client_secret_hasher
 from mcp_oauth.client_secrets import ClientSecretHasher, check_client_secret, hash_client_secret
 
 pytestmark = pytest.mark.django_db
@@ -107,7 +108,15 @@ def test_hasher_round_trip_and_salt():
 
 def test_check_reports_a_hasher_missing_from_password_hashers(settings):
     assert check_client_secret_hasher(None) == []
+    assert check_fast_client_secret_hasher(None) == []
+    assert oauth2_settings.CLIENT_SECRET_HASHER == "mcp_oauth_sha256"
+    # Not listed: DOT's default applies (secrets stay storable and verifiable), --deploy warns.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    assert oauth2_settings.CLIENT_SECRET_HASHER == "default"
+    assert check_client_secret_hasher(None) == []
+    assert [message.id for message in check_fast_client_secret_hasher(None)] == ["mcp_oauth.W051"]
+    # Named explicitly but not listed: Django could neither store nor verify such secrets.
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CLIENT_SECRET_HASHER": "mcp_oauth_sha256"}
     messages = check_client_secret_hasher(None)
     assert [message.id for message in messages] == ["mcp_oauth.E050"]
     assert isinstance(messages[0], Error) and "mcp_oauth.client_secrets.ClientSecretHasher" in messages[0].hint

@@ -607,8 +607,10 @@ def test_request_state_keys_check(settings, keys, expected):
     from django.core.checks import run_checks
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": keys}
-    found = {m.id for m in run_checks() if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")}
+    found = {m.id for m in run_checks(include_deployment_checks=True) if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")}
     assert found == expected
+    # W060 is for production only (one development process may use the SECRET_KEY-derived key).
+    assert {m.id for m in run_checks() if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")} == expected - {"mcp_oauth.W060"}
 
 
 def test_a_retry_is_held_open_with_keepalives_until_the_flow_completes(token, user, provider, settings):

@@ -30,6 +30,7 @@ def production_site(tmp_path):
     env.update(
         DJANGO_SETTINGS_MODULE="project.settings",
         DJANGO_DEBUG="0",
+        DJANGO_SECURE_SSL_REDIRECT="0",  # plain http on loopback in this test
         DJANGO_STATIC_ROOT=str(tmp_path / "static"),
         DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
         PORT=str(port),
