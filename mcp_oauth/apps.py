@@ -4,7 +4,7 @@ from django.utils.translation import gettext_lazy as _
 
 
 class MCPOAuthConfig(AppConfig):
-    """Wires the app: DOT secure defaults, system checks, default resource, tool autodiscovery."""
+    """Wires the app: DOT secure defaults, system checks, default resource, tool, resource and prompt autodiscovery."""
 
     name = "mcp_oauth"
     verbose_name = _("MCP authorization")
@@ -20,3 +20,5 @@ class MCPOAuthConfig(AppConfig):
         apply_dot_defaults()
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
+        autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)
+        autodiscover_modules(mcp_oauth_settings.PROMPTS_MODULE)

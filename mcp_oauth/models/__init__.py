@@ -11,6 +11,7 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
+from .subscriptions import ResourceSubscription
 from .trust import TrustRule
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "McpSessionEvent",
     "ProtectedResource",
     "RedeemedAuthorizationCode",
+    "ResourceSubscription",
     "TrustRule",
     "new_session_id",
     "revoke_client_tokens",

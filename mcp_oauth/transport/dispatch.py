@@ -32,6 +32,7 @@ from mcp_types import methods as mcp_methods
 from pydantic import ValidationError
 
 from ..models import McpSession
+from ..registry import handlers as registry_handlers
 from ..resource_server.authentication import BearerPrincipal
 from ..settings import mcp_oauth_settings
 from ..signals import mcp_session_started, tool_called
@@ -59,7 +60,9 @@ LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[0]
 DEFAULT_PROTOCOL_VERSION = "2025-03-26"
 
 #: Methods that exist on this server; anything else is -32601 before any other check.
-METHODS: frozenset[str] = frozenset({"initialize", "ping", "tools/list", "tools/call", "logging/setLevel"})
+METHODS: frozenset[str] = frozenset(
+    {"initialize", "ping", "tools/list", "tools/call", "logging/setLevel", *registry_handlers.HANDLERS}
+)
 
 #: Tools running in this process: ``(session id, request id) -> (loop, task)``, for
 #: ``notifications/cancelled`` and session termination.
@@ -152,6 +155,7 @@ async def initialize(call: Call) -> tuple[dict[str, Any], McpSession]:
         capabilities=types.ServerCapabilities(
             tools=types.ToolsCapability(list_changed=False),
             logging=types.LoggingCapability(),
+            **registry_handlers.server_capabilities(),
         ),
         server_info=types.Implementation(name=str(mcp_oauth_settings.SERVER_NAME), version=server_version()),
         instructions=mcp_oauth_settings.INSTRUCTIONS or None,
@@ -286,4 +290,7 @@ HANDLERS = {
     "logging/setLevel": set_level,
 }
 
-assert set(HANDLERS) | {"initialize", "tools/call"} == METHODS
+#: Resources, prompts and completion (mcp_oauth.registry): ``fn(RequestContext, params) -> result``.
+REGISTRY_HANDLERS = registry_handlers.HANDLERS
+
+assert set(HANDLERS) | set(REGISTRY_HANDLERS) | {"initialize", "tools/call"} == METHODS

@@ -63,6 +63,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from ..cors import mcp_cors, origin_allowed
 from ..models import McpSession, ProtectedResource
+from ..registry import handlers as registry_handlers
+from ..registry.context import RequestContext
+from ..registry.errors import InsufficientScope
 from ..resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
@@ -324,6 +327,8 @@ class McpView:
         call.protocol_version = call.session.protocol_version
         if method == "tools/call":
             return await self.call_tool(request, call)
+        if method in dispatch.REGISTRY_HANDLERS:
+            return await self.call_registry(request, call, method)
         try:
             result = await dispatch.HANDLERS[method](call)
         except McpError as exc:
@@ -356,6 +361,28 @@ class McpView:
 
         stream = request_stream(run, keepalive_seconds=float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS))
         return _sse_response(stream)
+
+    async def call_registry(self, request: HttpRequest, call: dispatch.Call, method: str) -> HttpResponse:
+        """Resources, prompts and completion (:mod:`mcp_oauth.registry`); missing item scopes: 403 step-up."""
+        ctx = RequestContext.for_principal(
+            call.principal,
+            request=request,
+            session=call.session,
+            protocol_version=call.protocol_version,
+            method=method,
+        )
+        try:
+            result = await registry_handlers.handle(method, ctx, call.params)
+        except InsufficientScope as exc:
+            principal = call.principal
+            resource = principal.resource
+            scopes = list(dict.fromkeys([*sorted(principal.scopes), *resource.scope_list, *exc.required]))
+            return BearerChallenge(
+                resource, status=403, error="insufficient_scope", error_description=str(exc), scopes=scopes
+            ).response()
+        except McpError as exc:
+            return json_response(error_message(call.message_id, exc))
+        return json_response(result_message(call.message_id, result))
 
     # --- GET -----------------------------------------------------------------------------
 

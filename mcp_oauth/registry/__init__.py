@@ -1,0 +1,54 @@
+"""Registries of MCP server features beyond tools: resources, resource templates, prompts, completion.
+
+* :mod:`.resources` — :class:`ResourceRegistry`, ``@resource``, ``@resource_template``
+* :mod:`.models` — :class:`ModelResource` (a Django model as a resource template, FileField blobs)
+* :mod:`.prompts` — :class:`PromptRegistry`, ``@prompt``
+* :mod:`.completions` — ``completion/complete``
+* :mod:`.notify` — subscriptions, ``updated`` / ``list_changed`` through session outboxes
+* :mod:`.handlers` — the JSON-RPC handlers (transport-independent), :data:`~.handlers.HANDLERS`
+* :mod:`.context` — :class:`RequestContext`, what readers, renderers and completers receive
+
+Names importable from here are loaded lazily, so importing the package loads no model.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__all__ = [
+    "InsufficientScope",
+    "ModelResource",
+    "Prompt",
+    "PromptRegistry",
+    "RequestContext",
+    "Resource",
+    "ResourceNotFound",
+    "ResourceRegistry",
+    "ResourceTemplate",
+    "prompt",
+    "resource",
+    "resource_template",
+]
+
+_WHERE = {
+    "InsufficientScope": ".errors",
+    "ModelResource": ".models",
+    "Prompt": ".prompts",
+    "PromptRegistry": ".prompts",
+    "prompt": ".prompts",
+    "RequestContext": ".context",
+    "Resource": ".resources",
+    "ResourceNotFound": ".resources",
+    "ResourceRegistry": ".resources",
+    "ResourceTemplate": ".resources",
+    "resource": ".resources",
+    "resource_template": ".resources",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module, __name__), name)
