@@ -43,7 +43,7 @@ from .errors import InsufficientScope
 from .context import RequestContext
 from .notify import subscribe, unsubscribe
 from .prompts import PromptRegistry
-from .resources import ResourceRegistry
+from .resources import ResourceRegistry, active_resource_registry
 
 __all__ = [
     "HANDLERS",
@@ -64,8 +64,7 @@ _FALLBACK_VERSION = "2025-11-25"
 
 def get_resource_registry() -> ResourceRegistry:
     """The registry named by ``MCP_OAUTH["RESOURCE_REGISTRY"]`` (an instance or its dotted path)."""
-    value = mcp_oauth_settings.RESOURCE_REGISTRY
-    return import_string(value) if isinstance(value, str) else value
+    return active_resource_registry()
 
 
 def get_prompt_registry() -> PromptRegistry:

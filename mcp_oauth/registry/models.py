@@ -47,6 +47,7 @@ import mcp_types as types
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
+from django.db.models.fields.files import FieldFile
 from django.db.models.functions import Cast
 from django.forms.models import model_to_dict
 
@@ -185,7 +186,11 @@ class ModelResource(ResourceTemplate):
 
     def _serialize(self, ctx: RequestContext, obj: models.Model) -> Any:
         if self.serializer is None:
-            return json.loads(json.dumps(model_to_dict(obj), cls=DjangoJSONEncoder))
+            data = {
+                name: (value.name or None) if isinstance(value, FieldFile) else value
+                for name, value in model_to_dict(obj).items()
+            }
+            return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
         if _is_drf_serializer(self.serializer):
             data = self.serializer(obj, context={"request": ctx.request}).data
             return json.loads(json.dumps(data, cls=DjangoJSONEncoder))

@@ -19,7 +19,10 @@ The session's GET stream delivers the outbox (and replays it after
 
 :func:`connect_model_resource` wires a ModelResource's ``post_save`` /
 ``pre_delete`` / ``post_delete`` to these, after the transaction commits, so a
-change made in the admin reaches subscribed clients.
+change made in the admin reaches subscribed clients. ``list_changed`` goes to the users who
+see the row after the change *and* (for an update) to those who saw it before, so a row that
+moves from one owner to another leaves the first owner's list and enters the second's;
+``updated`` goes only to subscribers who may read the row after the change.
 
 All functions are synchronous (ORM).
 """
@@ -31,7 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models.signals import post_delete, post_save, pre_delete
+from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 from django.dispatch import Signal
 
 from ..models import McpSession, ResourceSubscription
@@ -39,6 +42,7 @@ from ..settings import mcp_oauth_settings
 from ..transport.jsonrpc import INVALID_PARAMS, McpError
 from ..transport.sessions import enqueue_session_message
 from .context import RequestContext
+from .resources import active_resource_registry
 
 if TYPE_CHECKING:
     from .models import ModelResource
@@ -139,70 +143,106 @@ def notify_list_changed(kind: str, *, users: Iterable[Any] | None = None) -> lis
 
 # --- ModelResource signals ---------------------------------------------------------------
 
-
-def _viewers(model_resource: ModelResource, obj: Any) -> tuple[set[str], set[Any]]:
-    """Sessions subscribed to ``obj``'s URI whose user sees it, and the users (among live
-    sessions) who see it."""
-    uri = model_resource.uri_for(obj)
-    cache: dict[Any, bool] = {}
-
-    def sees(session: McpSession) -> bool:
-        if session.user_id not in cache:
-            try:
-                cache[session.user_id] = model_resource.visible_to(RequestContext.for_session(session), obj)
-            except Exception:  # noqa: BLE001 - a broken queryset must not break the save
-                logger.exception("%r: visibility check failed", model_resource)
-                cache[session.user_id] = False
-        return cache[session.user_id]
-
-    subscribed = {
-        session.pk
-        for session in McpSession.objects.live().filter(resource_subscriptions__uri=uri).select_related("user", "resource")
-        if sees(session)
-    }
-    users = {
-        session.user_id
-        for session in McpSession.objects.live().select_related("user", "resource").distinct()
-        if session.user_id is not None and sees(session)
-    }
-    return subscribed, users
+_connected_models: set[type] = set()
 
 
-def _deliver(uri: str, session_ids: set[str], user_ids: set[Any]) -> None:
-    updated = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
-    for session_id in sorted(session_ids):
-        _enqueue(session_id, updated)
-    registry_notification.send(sender=McpSession, message=updated, user_ids=set(user_ids), uri=uri)
-    if user_ids:
-        notify_list_changed("resources", users=user_ids)
+def _active_model_resources(model: type) -> list[ModelResource]:
+    """The notifying ModelResources over ``model`` in the registry the endpoint serves now."""
+    from .models import ModelResource
+
+    return [
+        template
+        for template in active_resource_registry().templates()
+        if isinstance(template, ModelResource) and template.model is model and template.notify
+    ]
+
+
+def _changes(model: type, obj: Any) -> list[tuple[str, set[str], set[Any]]]:
+    """For each ModelResource over ``model``: ``obj``'s URI, the subscribed sessions whose user sees
+    ``obj`` through it, and (for listed ones) the users among live sessions who see it."""
+    found = []
+    for model_resource in _active_model_resources(model):
+        cache: dict[Any, bool] = {}
+
+        def sees(session: McpSession, model_resource: ModelResource = model_resource, cache: dict = cache) -> bool:
+            if session.user_id not in cache:
+                try:
+                    cache[session.user_id] = model_resource.visible_to(RequestContext.for_session(session), obj)
+                except Exception:  # noqa: BLE001 - a broken queryset must not break the save
+                    logger.exception("%r: visibility check failed", model_resource)
+                    cache[session.user_id] = False
+            return cache[session.user_id]
+
+        uri = model_resource.uri_for(obj)
+        live = McpSession.objects.live().select_related("user", "resource")
+        subscribed = {session.pk for session in live.filter(resource_subscriptions__uri=uri) if sees(session)}
+        users: set[Any] = set()
+        if model_resource.lister is not None:
+            users = {session.user_id for session in live if session.user_id is not None and sees(session)}
+        found.append((uri, subscribed, users))
+    return found
+
+
+def _deliver(changes: list[tuple[str, set[str], set[Any]]]) -> None:
+    list_users: set[Any] = set()
+    for uri, session_ids, users in changes:
+        updated = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+        for session_id in sorted(session_ids):
+            _enqueue(session_id, updated)
+        if session_ids:
+            reached = set(McpSession.objects.filter(pk__in=session_ids).values_list("user_id", flat=True))
+            registry_notification.send(sender=McpSession, message=updated, user_ids=reached, uri=uri)
+        list_users |= users
+    if list_users:
+        notify_list_changed("resources", users=list_users)
+
+
+def _saving(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
+    """Before an update: the users who see the row as it was (they get ``list_changed`` too)."""
+    if raw or instance._state.adding or instance.pk is None or not _active_model_resources(sender):
+        return
+    before = sender._base_manager.filter(pk=instance.pk).first()
+    if before is not None:
+        instance._mcp_oauth_before = set().union(*(users for _, _, users in _changes(sender, before)))
+
+
+def _saved(sender: Any, instance: Any, raw: bool = False, using: str | None = None, **kwargs: Any) -> None:
+    if raw:
+        return  # loaddata
+    before = instance.__dict__.pop("_mcp_oauth_before", set())
+
+    def deliver() -> None:
+        changes = _changes(sender, instance)
+        if before:
+            changes.append(("", set(), before))
+        _deliver(changes)
+
+    transaction.on_commit(deliver, using=using)
+
+
+def _deleting(sender: Any, instance: Any, **kwargs: Any) -> None:
+    instance._mcp_oauth_changes = _changes(sender, instance)  # the row is still there: who sees it
+
+
+def _deleted(sender: Any, instance: Any, using: str | None = None, **kwargs: Any) -> None:
+    changes = instance.__dict__.pop("_mcp_oauth_changes", None)
+    if changes:
+        transaction.on_commit(lambda: _deliver(changes), using=using)
 
 
 def connect_model_resource(model_resource: ModelResource) -> None:
-    """Send notifications for ``model_resource``'s rows on save and delete (after commit)."""
+    """Send notifications for the rows of ``model_resource``'s model on save and delete (after commit).
+
+    One set of receivers per model: each change is checked against every notifying
+    ModelResource over the model in the registry served at that moment
+    (``MCP_OAUTH["RESOURCE_REGISTRY"]``), and ``list_changed`` goes once per session.
+    """
     model = model_resource.model
-    uid = f"mcp_oauth.registry:{model._meta.label}:{model_resource.template}"
-
-    def saved(sender: Any, instance: Any, raw: bool = False, using: str | None = None, **kwargs: Any) -> None:
-        if raw:
-            return  # loaddata
-
-        def run() -> None:
-            subscribed, users = _viewers(model_resource, instance)
-            _deliver(model_resource.uri_for(instance), subscribed, users)
-
-        transaction.on_commit(run, using=using)
-
-    def deleting(sender: Any, instance: Any, using: str | None = None, **kwargs: Any) -> None:
-        subscribed, users = _viewers(model_resource, instance)
-        pending = getattr(instance, "_mcp_oauth_pending", {})
-        pending[uid] = (model_resource.uri_for(instance), subscribed, users)
-        instance._mcp_oauth_pending = pending
-
-    def deleted(sender: Any, instance: Any, using: str | None = None, **kwargs: Any) -> None:
-        found = getattr(instance, "_mcp_oauth_pending", {}).pop(uid, None)
-        if found is not None:
-            transaction.on_commit(lambda: _deliver(*found), using=using)
-
-    post_save.connect(saved, sender=model, weak=False, dispatch_uid=uid + ":save")
-    pre_delete.connect(deleting, sender=model, weak=False, dispatch_uid=uid + ":pre_delete")
-    post_delete.connect(deleted, sender=model, weak=False, dispatch_uid=uid + ":delete")
+    if model in _connected_models:
+        return
+    uid = f"mcp_oauth.registry:{model._meta.label}"
+    pre_save.connect(_saving, sender=model, weak=False, dispatch_uid=uid + ":pre_save")
+    post_save.connect(_saved, sender=model, weak=False, dispatch_uid=uid + ":save")
+    pre_delete.connect(_deleting, sender=model, weak=False, dispatch_uid=uid + ":pre_delete")
+    post_delete.connect(_deleted, sender=model, weak=False, dispatch_uid=uid + ":delete")
+    _connected_models.add(model)

@@ -47,6 +47,7 @@ from typing import Any, get_type_hints
 
 import mcp_types as types
 import pydantic_core
+from django.utils.module_loading import import_string
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..settings import mcp_oauth_settings
@@ -641,6 +642,12 @@ class ResourceRegistry:
 
     def __iter__(self) -> Iterator[Resource | ResourceTemplate]:
         return iter([*self._resources.values(), *self._templates.values()])
+
+
+def active_resource_registry() -> ResourceRegistry:
+    """The registry named by ``MCP_OAUTH["RESOURCE_REGISTRY"]`` (an instance or its dotted path)."""
+    value = mcp_oauth_settings.RESOURCE_REGISTRY
+    return import_string(value) if isinstance(value, str) else value
 
 
 #: The default registry (``MCP_OAUTH["RESOURCE_REGISTRY"] = "mcp_oauth.registry.resources.registry"``).
