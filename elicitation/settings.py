@@ -30,6 +30,10 @@ DEFAULTS: dict[str, Any] = {
     # Lifetime of a URL-mode elicitation (its start link), in seconds. The security checklist
     # of SEP-1036 flows asks for at most 10 minutes.
     "URL_ELICITATION_TTL_SECONDS": 600,
+    # MCP 2026-07-28: a client's retry whose URL flow (connect, secure input, external page) is
+    # still in progress is held open (SSE keepalives) until the flow finishes or this many
+    # seconds pass; then the tool runs, or the URL request is sent again.
+    "URL_RETRY_WAIT_SECONDS": 120.0,
     # How long the OAuth `state` of a third-party authorization stays valid (seconds).
     "STATE_TTL_SECONDS": 600,
     # Timeout of every HTTP request to a third-party authorization server (seconds).

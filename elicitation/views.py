@@ -42,7 +42,7 @@ from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyP
 from .providers import ProviderError, build_authorization_request, exchange_code, revoke_connection, store_connection
 from .settings import elicitation_settings
 from .signals import connection_created
-from .url import finish_elicitation
+from .service import finish_elicitation
 
 logger = logging.getLogger("elicitation.views")
 

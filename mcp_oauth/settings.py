@@ -133,6 +133,18 @@ DEFAULTS: dict[str, Any] = {
     # A dynamically registered client whose tokens have all been expired (and whose refresh
     # tokens are all revoked or expired) for this many days is deleted (None: never).
     "DCR_PRUNE_AFTER_DAYS": 30,
+    # --- MCP 2026-07-28 stateless requests (mcp_oauth.transport.modern / request_state) ---
+    # ttlMs of cacheable results (tools/list, server/discover, ...): how long a client may reuse
+    # one (milliseconds).
+    "RESULT_TTL_MS": 60_000,
+    # Keys that seal requestState (AES-256-GCM; MCP 2026-07-28 "Multi round-trip requests"): a
+    # list of secrets (str or bytes, at least 32 characters), the first one seals, every one
+    # opens (rotation: put the new key first, drop the old one after REQUEST_STATE_TTL_SECONDS).
+    # Every worker must have the same list. None: one key derived from SECRET_KEY with HKDF
+    # (manage.py check warns: rotating SECRET_KEY then invalidates pending states).
+    "REQUEST_STATE_KEYS": None,
+    # Lifetime of one requestState (seconds): the client must answer within it.
+    "REQUEST_STATE_TTL_SECONDS": 600,
 }
 
 #: DOT settings the app turns on unless the site sets them itself in

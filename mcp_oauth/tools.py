@@ -61,7 +61,9 @@ from pydantic import (
 )
 
 from .transport.context import ToolContext
+from .transport.input_required import InputRequired
 from .transport.jsonrpc import McpError
+from .transport.subscriptions import publish_list_changed
 
 __all__ = [
     "InvalidArguments",
@@ -257,10 +259,12 @@ class Tool:
         """:meth:`invoke` and convert to a ``CallToolResult`` (MCP "Error Handling": tool errors in the result).
 
         :raises McpError: the tool raised one (answered as a JSON-RPC error).
+        :raises InputRequired: (2026-07-28) a helper needs the user's input first
+            (answered as ``resultType: "input_required"``).
         """
         try:
             value = await self.invoke(ctx, arguments)
-        except McpError:
+        except (McpError, InputRequired):
             raise
         except ToolError as exc:
             return error_result(str(exc) or f"Tool {self.name!r} failed.")
@@ -341,8 +345,13 @@ class ToolRegistry:
         return list(self._tools.values())
 
     def unregister(self, name: str) -> Tool:
-        """Remove and return the tool ``name``. :raises KeyError: no such tool."""
-        return self._tools.pop(name)
+        """Remove and return the tool ``name`` (listen streams get ``notifications/tools/list_changed``).
+
+        :raises KeyError: no such tool.
+        """
+        removed = self._tools.pop(name)
+        publish_list_changed("tools")
+        return removed
 
     def register(
         self,
@@ -425,6 +434,7 @@ class ToolRegistry:
             output_validator=output_validator,
         )
         self._tools[tool_name] = tool_obj
+        publish_list_changed("tools")  # 2026-07-28 listen streams that opted in (none at start-up)
         return tool_obj
 
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:

@@ -385,30 +385,47 @@ def test_hostile_tool_calls_are_invalid_params_not_errors(client, token, params)
 # --- protocol version header ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", ["2026-07-28", "2024-11-05", "garbage", ""])
+ALL_VERSIONS = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+
+
+@pytest.mark.parametrize("version", ["2099-01-01", "garbage", ""])
 def test_unsupported_protocol_version_header_is_400(client, token, version):
     session_id = initialize(client, token)
     response = post(client, request("ping"), token, session_id, **{"MCP-Protocol-Version": version})
     assert response.status_code == 400
     error = error_of(response)
     assert error["code"] == -32022
-    assert error["data"]["supported"] == ["2025-11-25", "2025-06-18", "2025-03-26"]
+    assert error["data"] == {"supported": ALL_VERSIONS, "requested": version}
 
 
-@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26"])
+def test_a_modern_version_header_on_a_session_request_is_served_as_modern(client, token):
+    """MCP 2026-07-28: the era is chosen per request; a 2026-07-28 header without the
+    ``_meta`` envelope is an invalid modern request (400 -32602), never a session request."""
+    session_id = initialize(client, token)
+    response = post(client, request("ping"), token, session_id, **{"MCP-Protocol-Version": "2026-07-28"})
+    assert response.status_code == 400
+    assert error_of(response)["code"] == -32602
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
 def test_supported_protocol_version_headers(client, token, version):
     session_id = initialize(client, token)
     response = post(client, request("ping"), token, session_id, **{"MCP-Protocol-Version": version})
     assert result_of(response) == {}
 
 
-def test_server_discover_probe_gets_method_not_found(client, token):
-    """What the SDK sends first in mode="auto": no session, a 2026 version header."""
-    response = post(client, request("server/discover", {}), token, **{"MCP-Protocol-Version": "2026-07-28"})
+def test_server_discover_probe_is_answered_without_a_session(client, token):
+    """What the SDK sends first in mode="auto": no session, a 2026 version header and envelope."""
+    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}
+    response = post(
+        client, request("server/discover", params), token,
+        **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
+    )
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
-    assert error_of(response) == {"code": -32601, "message": "Method not found: server/discover"}
-    assert response.json()["id"] == 1
+    result = response.json()["result"]
+    assert result["supportedVersions"] == ALL_VERSIONS
+    assert result["resultType"] == "complete"
     assert not McpSession.objects.exists()
 
 
@@ -426,7 +443,14 @@ def test_initialize_creates_a_bound_session(client, token, user, public_app, res
     assert body["id"] == "init-1"
     assert body["result"] == {
         "protocolVersion": "2025-11-25",
-        "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+        "capabilities": {
+            "tools": {"listChanged": False},
+            "logging": {},
+            # the demo project's resources and prompts (project/mcp_resources.py, mcp_prompts.py)
+            "resources": {"subscribe": True, "listChanged": True},
+            "prompts": {"listChanged": True},
+            "completions": {},
+        },
         "serverInfo": {"name": "django-mcp-authz", "version": "0.1.0"},
     }
     session = McpSession.objects.get(pk=response["Mcp-Session-Id"])
@@ -443,7 +467,8 @@ def test_initialize_creates_a_bound_session(client, token, user, public_app, res
         ("2025-11-25", "2025-11-25"),
         ("2025-06-18", "2025-06-18"),
         ("2025-03-26", "2025-03-26"),
-        ("2024-11-05", "2025-11-25"),
+        ("2024-11-05", "2024-11-05"),
+        ("2026-07-28", "2025-11-25"),
         ("2099-01-01", "2025-11-25"),
     ],
 )
@@ -584,7 +609,7 @@ def test_ping(client, token):
     assert response.json() == {"jsonrpc": "2.0", "id": "p", "result": {}}
 
 
-@pytest.mark.parametrize("method", ["resources/list", "prompts/list", "completion/complete", "tasks/list", "sampling/createMessage"])
+@pytest.mark.parametrize("method", ["resources/lists", "prompts/delete", "tasks/list", "sampling/createMessage"])
 def test_unknown_methods_are_32601(client, token, method):
     session_id = initialize(client, token)
     response = post(client, request(method, {}), token, session_id)
@@ -1163,6 +1188,8 @@ def test_official_sdk_client(uvicorn_server, user, public_app, mint_token, mode)
                 added = await mcp.call_tool("add", {"a": 20, "b": 22})
                 failed = await mcp.call_tool("crash", {})
                 streamed = await mcp.call_tool("slow_steps", {"steps": 2}, progress_callback=on_progress)
+                if mode == "auto":  # 2026-07-28: stateless, no session, no outbox
+                    return tools, added, failed, streamed, None
                 session = await sync_to_async(McpSession.objects.filter(ended_at__isnull=True).latest)("created_at")
                 await sync_to_async(enqueue_session_message)(
                     session.pk, {"method": "notifications/message", "params": {"level": "info", "data": "from the outbox"}}
@@ -1177,9 +1204,14 @@ def test_official_sdk_client(uvicorn_server, user, public_app, mint_token, mode)
     assert failed.is_error
     assert streamed.content[0].text == "did 2 steps"
     assert progress == [(1, 2, "step 1"), (2, 2, "step 2")]
+    if mode == "auto":
+        # server/discover answered: the client speaks 2026-07-28, statelessly
+        assert requests_seen[0] == ("POST", "2026-07-28")
+        assert {v for _, v in requests_seen} == {"2026-07-28"}
+        assert not [m for m, _ in requests_seen if m in ("GET", "DELETE")]
+        assert not McpSession.objects.exists()
+        return
     assert {"finished": 2} in logs and "from the outbox" in logs
     # the client ended the session with DELETE on exit
     assert McpSession.objects.get(pk=session_id).ended_at is not None
-    if mode == "auto":
-        assert requests_seen[0] == ("POST", "2026-07-28")  # the discover probe, answered -32601
     assert ("GET", "2025-11-25") in requests_seen and ("DELETE", "2025-11-25") in requests_seen

@@ -106,22 +106,19 @@ def parse(method: str, ctx: RequestContext, params: dict[str, Any]) -> Any:
         request = mcp_methods.parse_client_request(method, _version(ctx), params)
     except ValidationError as exc:
         raise _invalid(method, exc) from None
-    except KeyError:
+    except (KeyError, ValueError):
         raise McpError(-32601, f"Method not found: {method} (not in protocol {_version(ctx)})") from None
     return request.params
 
 
 def serialize(method: str, ctx: RequestContext, result: types.Result) -> dict[str, Any]:
-    """``result`` in the wire shape of ``ctx.protocol_version``.
-
-    :raises McpError: -32603 when a registered item produced an invalid result.
-    """
-    try:
-        dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-        return mcp_methods.serialize_server_result(method, _version(ctx), dumped)
-    except (ValidationError, ValueError, TypeError):
-        logger.exception("%s produced an invalid result", method)
-        raise McpError(INTERNAL_ERROR, f"The server produced an invalid {method} result") from None
+    """``result`` as a wire dict, without the 2026-07-28 envelope fields (``resultType``, ``ttlMs``,
+    ``cacheScope``): the method table adds those for modern requests and validates the result for
+    the call's protocol version."""
+    dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    for key in ("resultType", "ttlMs", "cacheScope"):
+        dumped.pop(key, None)
+    return dumped
 
 
 def _offset(method: str, params: Any) -> int:

@@ -13,9 +13,15 @@
   ``users`` is given.
 
 The session's GET stream delivers the outbox (and replays it after
-``Last-Event-ID``); the same notification is also sent as
-:data:`registry_notification` (``message``, ``user_ids`` (None: everyone),
-``uri``), so a stateless 2026-07-28 ``subscriptions/listen`` stream can publish it.
+``Last-Event-ID``). The same notification is also sent as the Django signal
+:data:`registry_notification` (``message``, ``user_ids`` (None: everyone), ``uri``).
+
+2026-07-28 (no sessions): the notifications are published after commit to
+``subscriptions/listen`` streams (:mod:`mcp_oauth.transport.subscriptions`) with an
+``audience`` check run per listener: its user must see the row now (ModelResource
+queryset) or be among ``users``. Known limit: a row deleted, or moved away from a user, is
+no longer visible to anyone's check, so listen streams get no ``updated`` /
+``list_changed`` for it (2025-11-25 sessions do: their subscribers are known beforehand).
 
 :func:`connect_model_resource` wires a ModelResource's ``post_save`` /
 ``pre_delete`` / ``post_delete`` to these, after the transaction commits, so a
@@ -41,6 +47,7 @@ from ..models import McpSession, ResourceSubscription
 from ..settings import mcp_oauth_settings
 from ..transport.jsonrpc import INVALID_PARAMS, McpError
 from ..transport.sessions import enqueue_session_message
+from ..transport.subscriptions import LIST_CHANGED, Event, get_broker
 from .context import RequestContext
 from .resources import active_resource_registry
 
@@ -63,10 +70,7 @@ logger = logging.getLogger("mcp_oauth.registry")
 #: ``updated``; None otherwise). Stateless-era subscription streams listen to it.
 registry_notification = Signal()
 
-_LIST_CHANGED = {
-    "resources": "notifications/resources/list_changed",
-    "prompts": "notifications/prompts/list_changed",
-}
+_LIST_CHANGED = {kind: LIST_CHANGED[kind][1] for kind in ("resources", "prompts")}
 
 
 def subscribe(session: McpSession, uri: str) -> None:
@@ -98,13 +102,21 @@ def _enqueue(session_id: str, message: dict[str, Any]) -> bool:
     return True
 
 
-def notify_resource_updated(uri: str, *, visible: Callable[[McpSession], bool] | None = None) -> list[str]:
-    """``notifications/resources/updated`` for ``uri`` to its live subscribers that pass ``visible``.
+def notify_resource_updated(
+    uri: str,
+    *,
+    visible: Callable[[McpSession], bool] | None = None,
+    audience: Callable[[Any], bool] | None = None,
+) -> list[str]:
+    """``notifications/resources/updated`` for ``uri`` to its live subscribers that pass ``visible``,
+    and to the 2026-07-28 listen streams subscribed to ``uri`` whose principal passes ``audience``.
 
     :param visible: ``fn(session) -> bool``: whether the session's user may read ``uri``
         now; None: every subscriber.
+    :param audience: ``fn(principal) -> bool`` for listen streams; None: every stream subscribed to ``uri``.
     :returns: the ids of the sessions notified.
     """
+    _publish(Event("resourceSubscriptions", "notifications/resources/updated", {"uri": uri}, uri, audience))
     message = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
     sessions = McpSession.objects.live().filter(resource_subscriptions__uri=uri).select_related("user", "resource")
     sent = []
@@ -136,9 +148,27 @@ def notify_list_changed(kind: str, *, users: Iterable[Any] | None = None) -> lis
     if users is not None:
         user_ids = {getattr(user, "pk", user) for user in users}
         sessions = sessions.filter(user_id__in=user_ids)
+    field_name = LIST_CHANGED[kind][0]
+    _publish(Event(field_name, method, audience=None if user_ids is None else _user_in(frozenset(user_ids))))
     sent = [pk for pk in sessions.values_list("pk", flat=True) if _enqueue(pk, message)]
     registry_notification.send(sender=McpSession, message=message, user_ids=user_ids, uri=None)
     return sent
+
+
+def _user_in(user_ids: frozenset) -> Callable[[Any], bool]:
+    def audience(principal: Any) -> bool:
+        return getattr(principal, "user", None) is not None and principal.user.pk in user_ids
+
+    return audience
+
+
+def _publish(event: Event) -> None:
+    """Hand ``event`` to the 2026-07-28 listen streams (after commit, like the outbox rows)."""
+    transaction.on_commit(lambda: get_broker().publish(event))
+
+
+def _principal_context(principal: Any) -> RequestContext:
+    return RequestContext.for_principal(principal)
 
 
 # --- ModelResource signals ---------------------------------------------------------------
@@ -183,6 +213,22 @@ def _changes(model: type, obj: Any) -> list[tuple[str, set[str], set[Any]]]:
     return found
 
 
+def _modern_events(model: type, obj: Any) -> list[Event]:
+    """2026-07-28 events for a saved ``obj``: ``updated`` for each URI and ``list_changed`` (listed
+    ModelResources), each reaching only listeners whose user sees ``obj`` through it now."""
+    events = []
+    for model_resource in _active_model_resources(model):
+
+        def audience(principal: Any, model_resource: ModelResource = model_resource) -> bool:
+            return model_resource.visible_to(_principal_context(principal), obj)
+
+        uri = model_resource.uri_for(obj)
+        events.append(Event("resourceSubscriptions", "notifications/resources/updated", {"uri": uri}, uri, audience))
+        if model_resource.lister is not None:
+            events.append(Event(LIST_CHANGED["resources"][0], LIST_CHANGED["resources"][1], audience=audience))
+    return events
+
+
 def _deliver(changes: list[tuple[str, set[str], set[Any]]]) -> None:
     list_users: set[Any] = set()
     for uri, session_ids, users in changes:
@@ -194,7 +240,10 @@ def _deliver(changes: list[tuple[str, set[str], set[Any]]]) -> None:
             registry_notification.send(sender=McpSession, message=updated, user_ids=reached, uri=uri)
         list_users |= users
     if list_users:
-        notify_list_changed("resources", users=list_users)
+        message = {"jsonrpc": "2.0", "method": LIST_CHANGED["resources"][1]}
+        sessions = McpSession.objects.live().filter(user_id__in=list_users).values_list("pk", flat=True)
+        for session_id in sessions:
+            _enqueue(session_id, message)
 
 
 def _saving(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
@@ -216,6 +265,8 @@ def _saved(sender: Any, instance: Any, raw: bool = False, using: str | None = No
         if before:
             changes.append(("", set(), before))
         _deliver(changes)
+        for event in _modern_events(sender, instance):
+            get_broker().publish(event)
 
     transaction.on_commit(deliver, using=using)
 

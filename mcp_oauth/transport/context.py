@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from ..models import McpSession, ProtectedResource
     from ..resource_server.authentication import BearerPrincipal
+    from .input_required import InputRound
 
 logger = logging.getLogger("mcp_oauth.transport")
 
@@ -81,26 +82,39 @@ class ToolContext:
     """The call a tool is serving.
 
     Attributes: ``principal`` (:class:`~mcp_oauth.resource_server.authentication.BearerPrincipal`),
-    ``session`` (:class:`~mcp_oauth.models.McpSession`), ``request`` (the Django
-    ``HttpRequest`` of the POST), ``request_id`` (JSON-RPC id of ``tools/call``),
-    ``protocol_version`` (negotiated), ``progress_token`` (from ``params._meta``, or
-    None), ``tool_name``. Shortcuts: ``user`` (None for client-credentials tokens),
-    ``application``, ``client_id``, ``scopes`` (frozenset granted to the token),
-    ``resource`` (:class:`~mcp_oauth.models.ProtectedResource`), ``client_capabilities``
-    (dict declared at ``initialize``).
+    ``session`` (:class:`~mcp_oauth.models.McpSession`; None in a 2026-07-28 request), ``request``
+    (the front end's request object, a Django ``HttpRequest``), ``request_id`` (JSON-RPC id of
+    ``tools/call``), ``protocol_version`` (negotiated, or the request's own in 2026-07-28),
+    ``progress_token`` (from ``params._meta``, or None), ``tool_name``, ``era`` (``"legacy"``:
+    a 2025-11-25-family session; ``"modern"``: a stateless 2026-07-28 request), ``arguments``
+    (the validated arguments), ``input_round`` (modern: the multi-round-trip state of this call,
+    :class:`~mcp_oauth.transport.input_required.InputRound`). Shortcuts: ``user`` (None for
+    client-credentials tokens), ``application``, ``client_id``, ``scopes`` (frozenset granted to
+    the token), ``resource`` (:class:`~mcp_oauth.models.ProtectedResource`),
+    ``client_capabilities`` (declared at ``initialize``, or in this request's ``_meta``).
 
     Sync tools run in a worker thread; they call the async helpers through
     ``asgiref.sync.async_to_sync(ctx.log)("info", "…")``.
     """
 
     principal: BearerPrincipal
-    session: McpSession
+    session: McpSession | None
     request: HttpRequest
     request_id: int | str
     protocol_version: str
     tool_name: str = ""
     progress_token: int | str | None = None
     sink: MessageSink | None = field(default=None, repr=False)
+    era: str = "legacy"
+    declared_capabilities: dict[str, Any] | None = None
+    meta_log_level: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    input_round: InputRound | None = field(default=None, repr=False)
+
+    @property
+    def modern(self) -> bool:
+        """True in a stateless 2026-07-28 request (no session, no server-to-client requests)."""
+        return self.era == "modern"
 
     @property
     def user(self) -> Any:
@@ -124,6 +138,10 @@ class ToolContext:
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
+        if self.declared_capabilities is not None:
+            return dict(self.declared_capabilities)
+        if self.session is None:
+            return {}
         return dict(self.session.client_capabilities or {})
 
     @property
@@ -169,7 +187,13 @@ class ToolContext:
         """
         if level not in LOG_LEVELS:
             raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-        minimum = self.session.log_level
+        if self.modern:
+            # MCP 2026-07-28: only when this request's _meta carries a log level.
+            minimum = self.meta_log_level
+            if minimum is None:
+                return False
+        else:
+            minimum = self.session.log_level if self.session is not None else None
         if minimum in LOG_LEVELS and LOG_LEVELS.index(level) < LOG_LEVELS.index(minimum):
             return False
         params: dict[str, Any] = {"level": level, "data": data}
@@ -202,6 +226,8 @@ class ToolContext:
         :raises RuntimeError: not streaming (JSON response mode: the client cannot be asked).
         :raises TimeoutError: no answer within ``timeout`` seconds.
         """
+        if self.modern or self.session is None:
+            raise RuntimeError("a 2026-07-28 request cannot carry server-to-client requests (use input_required)")
         if self.sink is None:
             raise RuntimeError("server-to-client requests need a streaming (ASGI) tools/call response")
         request_id = request_id or "srv-" + secrets.token_urlsafe(12)

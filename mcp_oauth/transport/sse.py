@@ -135,3 +135,99 @@ async def outbox_stream(
             last_sent = now
             yield KEEPALIVE
         await asyncio.sleep(poll_seconds)
+
+
+class ResponseChannel:
+    """The response of one POSTed request whose handler may stream (ASGI).
+
+    The handler runs as a task (:meth:`start`); what it sends goes through :meth:`send` (the
+    ``call.sink``), and :meth:`open` says "answer with SSE now" (legacy ``tools/call`` opens
+    before running the tool). The front end awaits :meth:`first`: the end of the handler
+    before any message or ``open`` becomes a plain JSON response (with its error's HTTP
+    status); anything else commits to ``text/event-stream`` and :meth:`events` streams the
+    rest, with ``: keepalive`` comments, then the final JSON-RPC response.
+
+    :param event_ids: give SSE events ids (``"r<nonce>-<n>"``; 2025-11-25). 2026-07-28 streams
+        have no ids (no resumability).
+    :param cancel_on_close: a client closing the stream cancels the handler (2026-07-28:
+        closing is cancellation); otherwise the handler finishes and its output is dropped.
+    """
+
+    def __init__(self, *, event_ids: bool = True, cancel_on_close: bool = False) -> None:
+        self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.task: asyncio.Task | None = None
+        self.event_ids = event_ids
+        self.cancel_on_close = cancel_on_close
+        self._opened = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.queue.put_nowait(("message", message))
+
+    def open(self) -> None:
+        if not self._opened:
+            self._opened = True
+            self.queue.put_nowait(("open", None))
+
+    def start(self, coro: Awaitable[Any]) -> asyncio.Task:
+        self.task = asyncio.ensure_future(coro)
+        self.task.add_done_callback(lambda done: self.queue.put_nowait(("done", done)))
+        return self.task
+
+    async def first(self, timeout: float | None) -> tuple[str, Any] | None:
+        """The first sign from the handler, or None when ``timeout`` seconds passed without one."""
+        try:
+            return await asyncio.wait_for(self.queue.get(), timeout)
+        except TimeoutError:
+            return None
+
+    async def events(self, first: tuple[str, Any] | None, *, keepalive_seconds: float) -> AsyncIterator[bytes]:
+        """The SSE body: ``first`` (as returned by :meth:`first`), then everything that follows."""
+        assert self.task is not None
+        nonce = secrets.token_hex(6)
+        count = 0
+
+        def event(message: Any) -> bytes:
+            nonlocal count
+            count += 1
+            return format_event(f"r{nonce}-{count}" if self.event_ids else None, message)
+
+        pending = first
+        try:
+            if pending is None:
+                yield KEEPALIVE
+            while True:
+                if pending is None:
+                    try:
+                        pending = await asyncio.wait_for(self.queue.get(), timeout=keepalive_seconds)
+                    except TimeoutError:
+                        yield KEEPALIVE
+                        continue
+                kind, item = pending
+                pending = None
+                if kind == "open":
+                    continue
+                if kind == "message":
+                    yield event(item)
+                    continue
+                if item.cancelled():
+                    return
+                exc = item.exception()
+                if exc is not None:
+                    logger.error("request stream task failed", exc_info=exc)
+                    return
+                final = item.result()
+                if isinstance(final, tuple):  # (message, HTTP status): the status is moot once streaming
+                    final = final[0]
+                if final is not None:
+                    yield event(final)
+                return
+        finally:
+            if not self.task.done():
+                if self.cancel_on_close:
+                    self.task.cancel()
+                else:
+                    logger.info("client left a request stream; letting the request finish")
+                try:
+                    await asyncio.shield(self.task)
+                except BaseException:  # noqa: BLE001 - its outcome has nowhere to go
+                    pass

@@ -1,15 +1,17 @@
-"""The Streamable HTTP MCP endpoint (MCP 2025-11-25 "Transports" / "Streamable HTTP").
+"""The Streamable HTTP MCP endpoint (MCP 2025-11-25 and 2026-07-28 "Transports" / "Streamable HTTP").
 
-One URL, three methods, every one of them behind a bearer token:
+The view speaks HTTP only: it authenticates, parses one JSON-RPC message, picks the era per
+request (:func:`~.modern.is_modern`), builds a :class:`~.table.Call` and runs the method's entry of
+:data:`~.handlers.methods` (the only place a method is routed), then renders JSON or SSE.
 
-* **POST** one JSON-RPC message. Requests get ``application/json``, except
-  ``tools/call`` under ASGI, which gets ``text/event-stream`` so the tool can send
-  notifications before its result ("Sending Messages to the Server").
-  Notifications and responses get ``202 Accepted`` with no body.
-* **GET** opens the session's SSE stream for server-initiated messages (the
-  outbox), resumable with ``Last-Event-ID`` ("Listening for Messages from the
-  Server", "Resumability and Redelivery"). ASGI only; 405 under WSGI.
-* **DELETE** ends the session ("Session Management"): 204, then 404 for its id.
+* **POST** one JSON-RPC message. Requests get ``application/json``; ``tools/call`` (and
+  ``subscriptions/listen``) under ASGI get ``text/event-stream`` (legacy: always, so the tool
+  can send notifications and server-to-client requests before its result; 2026-07-28: from
+  the first notification on, or after ``SSE_KEEPALIVE_SECONDS`` of silence). Notifications and
+  responses get ``202 Accepted`` with no body.
+* **GET** (2025-11-25 sessions) opens the session's SSE stream for server-initiated messages
+  (the outbox), resumable with ``Last-Event-ID``. ASGI only; 405 under WSGI and for 2026-07-28.
+* **DELETE** (2025-11-25 sessions) ends the session: 204, then 404 for its id; 405 for 2026-07-28.
 
 Checks, in order (the first failing one answers):
 
@@ -17,27 +19,31 @@ Checks, in order (the first failing one answers):
 check                                                      status  JSON-RPC code
 =========================================================  ======  ==============
 URL is not an enabled protected resource                   404     -32600
-``Origin`` present and not allowed (DNS rebinding,         403     -32600
-"Security Warning")
+``Origin`` present and not allowed (DNS rebinding)         403     -32600
 bearer token (missing, invalid, foreign, expired; scope)   401/403 (challenge)
+GET/DELETE with a 2026-07-28 ``MCP-Protocol-Version``      405     (no body)
 POST: ``Accept`` lacks ``application/json`` or             406     -32600
 ``text/event-stream``; GET: lacks ``text/event-stream``
 POST: ``Content-Type`` not ``application/json``            415     -32600
 POST: body larger than ``MAX_REQUEST_BYTES``               413     -32600
 POST: not JSON                                             400     -32700
 POST: not one JSON-RPC 2.0 message (batches too)           400     -32600
-request for a method this server does not have             200     -32601
+**2026-07-28 request** (:mod:`.modern` ladder):
+``_meta`` envelope incomplete                              400     -32602
+``MCP-Protocol-Version``/``Mcp-Method``/``Mcp-Name`` ≠     400     -32020
+body
+unsupported version (``data.supported``/``requested``)     400     -32022
+method unknown in 2026-07-28                               404     -32601
+client capability missing (``data.requiredCapabilities``)  400     -32021
+invalid params (incl. a bad ``requestState``)              400     -32602
+**2025-11-25 request**:
+method this server does not have in the handshake era      200     -32601
 ``MCP-Protocol-Version`` present but unsupported           400     -32022
 no ``Mcp-Session-Id`` (all but ``initialize``)             400     -32600
 unknown/ended/expired session, or another principal's      404     -32600
 invalid params, unknown tool, invalid tool arguments       200     -32602
-tool needs scopes the token lacks (step-up)                403     (challenge)
+**both**: tool needs scopes the token lacks (step-up)      403     (challenge)
 =========================================================  ======  ==============
-
-An unknown method is answered before the version and session checks, so the
-``server/discover`` probe of 2026-07-28 clients (sent with
-``MCP-Protocol-Version: 2026-07-28`` and no session) gets -32601 and the client
-falls back to ``initialize``.
 
 The endpoint serves the tools of ``MCP_OAUTH["TOOL_REGISTRY"]``; a site with
 several registries routes its own :class:`McpView` instances::
@@ -63,30 +69,29 @@ from django.views.decorators.csrf import csrf_exempt
 
 from ..cors import mcp_cors, origin_allowed
 from ..models import McpSession, ProtectedResource
-from ..registry import handlers as registry_handlers
-from ..registry.context import RequestContext
-from ..registry.errors import InsufficientScope
 from ..resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
 from ..signals import client_response_received, mcp_session_ended
-from ..tools import ToolRegistry
-from . import dispatch
+from . import modern
 from .context import pending_requests
+from .handlers import methods
 from .jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    UNSUPPORTED_PROTOCOL_VERSION,
     Incoming,
     JsonRpcError,
     McpError,
     dumps,
     error_message,
     parse_message,
-    result_message,
 )
+from .legacy import LATEST_HANDSHAKE_VERSION
 from .sessions import end_session, find_session
-from .sse import outbox_stream, request_stream
+from .sse import ResponseChannel, outbox_stream
+from .table import HANDSHAKE_VERSIONS, LEGACY, MODERN, MODERN_VERSIONS, Call, InsufficientScope, Method
+from .tool_methods import cancel_request, cancel_session_requests
 
 __all__ = ["McpView", "mcp_endpoint"]
 
@@ -138,7 +143,7 @@ def is_asgi(request: HttpRequest) -> bool:
 
 
 def check_protocol_version(request: HttpRequest, request_id: Any = None) -> str | None:
-    """The ``MCP-Protocol-Version`` header, when present.
+    """The ``MCP-Protocol-Version`` header of a 2025-11-25-family request, when present.
 
     :raises JsonRpcError: -32022 (HTTP 400) for a version this server does not speak
         (MCP 2025-11-25 "Protocol Version Header": "MUST respond with 400 Bad Request");
@@ -148,16 +153,21 @@ def check_protocol_version(request: HttpRequest, request_id: Any = None) -> str 
     if value is None:
         return None
     value = value.strip()
-    if value not in dispatch.SUPPORTED_PROTOCOL_VERSIONS:
-        shown = value[:40]
-        raise JsonRpcError(
-            UNSUPPORTED_PROTOCOL_VERSION,
-            f"Bad Request: unsupported {VERSION_HEADER}: {shown!r}",
-            data={"supported": list(dispatch.SUPPORTED_PROTOCOL_VERSIONS), "requested": shown},
-            http_status=400,
-            request_id=request_id,
-        )
+    if value not in HANDSHAKE_VERSIONS:
+        raise modern.unsupported_version(value, request_id)
     return value
+
+
+def _is_modern_header(request: HttpRequest) -> bool:
+    value = request.headers.get(VERSION_HEADER)
+    return value is not None and value.strip() in MODERN_VERSIONS
+
+
+def _method_not_allowed_for_modern() -> HttpResponse:
+    """MCP 2026-07-28 "Transports": no GET stream, no DELETE: 405 with ``Allow: POST``."""
+    response = HttpResponse(status=405)
+    response["Allow"] = "POST"
+    return response
 
 
 def read_body(request: HttpRequest) -> bytes:
@@ -200,7 +210,7 @@ class McpView:
         dotted path of one; None: ``MCP_OAUTH["TOOL_REGISTRY"]``, read on every request.
     """
 
-    def __init__(self, registry: ToolRegistry | str | None = None) -> None:
+    def __init__(self, registry: Any = None) -> None:
         self._registry = registry
 
     @classmethod
@@ -216,7 +226,7 @@ class McpView:
         return mcp_cors(csrf_exempt(view))
 
     @property
-    def registry(self) -> ToolRegistry:
+    def registry(self) -> Any:
         registry = self._registry
         if registry is None:
             registry = mcp_oauth_settings.TOOL_REGISTRY
@@ -282,12 +292,20 @@ class McpView:
             )
         incoming = parse_message(read_body(request))
         if incoming.kind == "request":
-            return await self.handle_request(request, principal, incoming)
+            if modern.is_modern(incoming.method, incoming.params, request.headers.get(VERSION_HEADER)):
+                return await self.modern_request(request, principal, incoming)
+            return await self.legacy_request(request, principal, incoming)
+        if _is_modern_header(request):
+            # 2026-07-28: no client notification acts on anything (cancelling = closing the
+            # stream), and there are no server-to-client requests to answer.
+            if incoming.kind == "response":
+                raise JsonRpcError(INVALID_REQUEST, "Bad Request: no server-to-client request to answer", http_status=400)
+            return HttpResponse(status=202)
         check_protocol_version(request)
         session = await self.require_session(request, principal)
         if incoming.kind == "notification":
             if incoming.method == "notifications/cancelled":
-                dispatch.cancel_request(session.pk, incoming.params.get("requestId"))
+                cancel_request(session.pk, incoming.params.get("requestId"))
         elif not pending_requests.deliver(session.pk, incoming.raw):
             responses = await client_response_received.asend_robust(
                 sender=McpSession, session=session, message=incoming.raw
@@ -297,97 +315,107 @@ class McpView:
                     logger.error("client_response_received receiver %r failed", receiver, exc_info=outcome)
         return HttpResponse(status=202)
 
-    async def handle_request(
-        self, request: HttpRequest, principal: BearerPrincipal, incoming: Incoming
-    ) -> HttpResponse:
+    async def legacy_request(self, request: HttpRequest, principal: BearerPrincipal, incoming: Incoming) -> HttpResponse:
+        """A 2025-11-25-family request: method, version header, session, then the table."""
         message_id = incoming.id
         method = incoming.method or ""
-        if method not in dispatch.METHODS:
+        entry = methods.get(method, LEGACY)
+        if entry is None:
             shown = method[:100]
             return json_response(error_message(message_id, McpError(METHOD_NOT_FOUND, f"Method not found: {shown}")))
         check_protocol_version(request, message_id)
-        call = dispatch.Call(
-            request=request,
-            principal=principal,
-            registry=self.registry,
+        session = await self.require_session(request, principal, message_id) if entry.session else None
+        call = Call(
+            method=method,
             message_id=message_id,
             params=incoming.params,
-            protocol_version=dispatch.LATEST_PROTOCOL_VERSION,
+            principal=principal,
+            registry=self.registry,
+            era=LEGACY,
+            protocol_version=session.protocol_version if session is not None else LATEST_HANDSHAKE_VERSION,
+            session=session,
+            client_capabilities=dict(session.client_capabilities or {}) if session is not None else {},
+            client_info=dict(session.client_info or {}) if session is not None else {},
+            log_level=session.log_level if session is not None else None,
+            http_request=request,
         )
-        if method == "initialize":
-            try:
-                result, session = await dispatch.initialize(call)
-            except McpError as exc:
-                return json_response(error_message(message_id, exc))
-            response = json_response(result_message(message_id, result))
-            response[SESSION_HEADER] = session.pk
-            return response
+        response = await self.run(request, entry, call)
+        if method == "initialize" and call.session is not None and response.status_code == 200:
+            response[SESSION_HEADER] = call.session.pk
+        return response
 
-        call.session = await self.require_session(request, principal, message_id)
-        call.protocol_version = call.session.protocol_version
-        if method == "tools/call":
-            return await self.call_tool(request, call)
-        if method in dispatch.REGISTRY_HANDLERS:
-            return await self.call_registry(request, call, method)
-        try:
-            result = await dispatch.HANDLERS[method](call)
-        except McpError as exc:
-            return json_response(error_message(message_id, exc))
-        return json_response(result_message(message_id, result))
-
-    async def call_tool(self, request: HttpRequest, call: dispatch.Call) -> HttpResponse:
-        """``tools/call``: validate, check the tool's scopes (403 step-up), run; stream under ASGI."""
-        try:
-            prepared = dispatch.prepare_tool_call(call)
-        except dispatch.ScopeRequired as exc:
-            principal = call.principal
-            resource = principal.resource
-            scopes = list(dict.fromkeys([*sorted(principal.scopes), *resource.scope_list, *exc.tool.scopes]))
-            return BearerChallenge(
-                resource,
-                status=403,
-                error="insufficient_scope",
-                error_description=f"The tool {exc.tool.name} needs the scopes: {' '.join(exc.missing)}",
-                scopes=scopes,
-            ).response()
-        except McpError as exc:
-            return json_response(error_message(call.message_id, exc))
-
-        if not is_asgi(request):
-            return json_response(await dispatch.run_tool_call(call, prepared))
-
-        async def run(sink):
-            return await dispatch.run_tool_call(call, prepared, sink)
-
-        stream = request_stream(run, keepalive_seconds=float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS))
-        return _sse_response(stream)
-
-    async def call_registry(self, request: HttpRequest, call: dispatch.Call, method: str) -> HttpResponse:
-        """Resources, prompts and completion (:mod:`mcp_oauth.registry`); missing item scopes: 403 step-up."""
-        ctx = RequestContext.for_principal(
-            call.principal,
-            request=request,
-            session=call.session,
-            protocol_version=call.protocol_version,
+    async def modern_request(self, request: HttpRequest, principal: BearerPrincipal, incoming: Incoming) -> HttpResponse:
+        """A 2026-07-28 request: the :mod:`.modern` ladder, then the table; no session."""
+        message_id = incoming.id
+        method = incoming.method or ""
+        known = methods.get(method)
+        name_param = known.name_param if known is not None else None
+        envelope = modern.check_envelope(method, incoming.params, request.headers, message_id, name_param)
+        entry = methods.get(method, MODERN)
+        if entry is None:
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method[:100]}", http_status=404, request_id=message_id)
+        modern.check_capability(entry, envelope, message_id)
+        call = Call(
             method=method,
+            message_id=message_id,
+            params=incoming.params,
+            principal=principal,
+            registry=self.registry,
+            era=MODERN,
+            protocol_version=envelope.protocol_version,
+            client_capabilities=envelope.client_capabilities,
+            client_info=envelope.client_info,
+            log_level=envelope.log_level,
+            http_request=request,
         )
-        try:
-            result = await registry_handlers.handle(method, ctx, call.params)
-        except InsufficientScope as exc:
-            principal = call.principal
-            resource = principal.resource
-            scopes = list(dict.fromkeys([*sorted(principal.scopes), *resource.scope_list, *exc.required]))
-            return BearerChallenge(
-                resource, status=403, error="insufficient_scope", error_description=str(exc), scopes=scopes
-            ).response()
-        except McpError as exc:
-            return json_response(error_message(call.message_id, exc))
-        return json_response(result_message(call.message_id, result))
+        return await self.run(request, entry, call)
+
+    async def run(self, request: HttpRequest, entry: Method, call: Call) -> HttpResponse:
+        """Serve ``call`` with ``entry``: JSON, or SSE for a streaming method under ASGI."""
+        if not (entry.streams and is_asgi(request)):
+            try:
+                message, status = await methods.serve(entry, call)
+            except InsufficientScope as exc:
+                return self.scope_challenge(call.principal, exc)
+            return json_response(message, status)
+        channel = ResponseChannel(event_ids=not call.modern, cancel_on_close=call.modern)
+        call.sink = channel.send
+        if not call.modern:
+            call.open_stream = channel.open  # legacy tools/call streams as soon as it runs the tool
+        channel.start(methods.serve(entry, call))
+        window = float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS) if call.modern else None
+        first = await channel.first(window)
+        if first is not None and first[0] == "done":
+            task = first[1]
+            exc = task.exception() if not task.cancelled() else None
+            if isinstance(exc, InsufficientScope):
+                return self.scope_challenge(call.principal, exc)
+            if task.cancelled() or exc is not None:
+                if exc is not None:
+                    logger.error("request %r failed", call.method, exc_info=exc)
+                return json_response(error_message(call.message_id, McpError(INTERNAL_ERROR, "Internal error")), 500)
+            message, status = task.result()
+            return json_response(message, status)
+
+        return _sse_response(channel.events(first, keepalive_seconds=float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS)))
+
+    @staticmethod
+    def scope_challenge(principal: BearerPrincipal, exc: InsufficientScope) -> HttpResponse:
+        """403 ``insufficient_scope`` naming every scope the operation needs (MCP "Scope Challenge Handling")."""
+        return BearerChallenge(
+            principal.resource,
+            status=403,
+            error="insufficient_scope",
+            error_description=str(exc),
+            scopes=exc.required,
+        ).response()
 
     # --- GET -----------------------------------------------------------------------------
 
     async def get(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
         """Open the session's SSE stream (outbox), resuming after ``Last-Event-ID``."""
+        if _is_modern_header(request):
+            return _method_not_allowed_for_modern()
         if not is_asgi(request):
             response = json_response(
                 error_message(None, McpError(INVALID_REQUEST, "Method Not Allowed: no SSE stream on this server")),
@@ -422,10 +450,12 @@ class McpView:
 
     async def delete(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
         """End the session: 204; its id is unknown (404) from then on."""
+        if _is_modern_header(request):
+            return _method_not_allowed_for_modern()
         check_protocol_version(request)
         session = await self.require_session(request, principal)
         ended = await sync_to_async(end_session)(session)
-        dispatch.cancel_session_requests(session.pk)
+        cancel_session_requests(session.pk)
         if ended:
             await mcp_session_ended.asend(sender=McpSession, session=session)
         return HttpResponse(status=204)

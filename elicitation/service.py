@@ -1,0 +1,294 @@
+"""URL-mode elicitations as a domain service (SEP-1036; MCP 2025-11-25 / 2026-07-28 "Elicitation").
+
+The server sends the user, through their MCP client, to a page of its own
+(:attr:`Elicitation.url <elicitation.models.Elicitation.url>`, ``https://<site>/elicitation/<id>/``)
+where the interaction that must not pass through the client happens: connecting a third-party
+account (OAuth), typing an API key, paying. The link carries only an opaque, single-use,
+expiring id (MCP "Safe URL Handling"). The page checks that the logged-in user is the one who
+was asked, at the start and at the end.
+
+A row is bound to its user always, and to the MCP session that asked when there is one
+(2025-11-25: ``notifications/elicitation/complete`` then goes to that session's outbox). A
+2026-07-28 request has no session: the row is bound to the user only, and the client's retry
+learns the outcome from the row its sealed ``requestState`` names (:func:`wait_for_outcome`).
+
+Synchronous functions (ORM) for any Django code: :func:`create_url_elicitation`,
+:func:`finish_elicitation`, :func:`complete_elicitation`, :func:`get_secret`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.utils import timezone
+
+from mcp_oauth import audit
+from mcp_oauth.loopback import is_https_or_loopback
+from mcp_oauth.models import AuditEvent, McpSession
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.taskqueue import send_or_run
+from mcp_oauth.text import storable
+from mcp_oauth.transport.sessions import enqueue_session_message
+
+from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
+from .protocol import REQUEST_ID_PREFIX, describe, supports_url
+from .settings import elicitation_settings
+from .signals import elicitation_finished
+from .tasks import notify_elicitation_complete
+
+__all__ = [
+    "check_link_scheme",
+    "complete_elicitation",
+    "create_unsent_secret_request",
+    "create_url_elicitation",
+    "find_connection",
+    "finish_elicitation",
+    "get_secret",
+    "pending_url_request",
+    "set_status",
+    "wait_for_outcome",
+]
+
+logger = logging.getLogger("elicitation.url")
+
+
+def check_link_scheme() -> None:
+    """SEP-1036 "URL security requirements": https only (http only for a loopback development site)."""
+    if not is_https_or_loopback(mcp_oauth_settings.base_url):
+        raise ImproperlyConfigured('URL elicitation needs an https MCP_OAUTH["BASE_URL"] (http only on loopback)')
+
+
+def create_url_elicitation(
+    *,
+    user: Any,
+    session: McpSession | str | None,
+    message: str,
+    kind: str,
+    provider: ThirdPartyProvider | str | None = None,
+    scopes: Iterable[str] = (),
+    secret_name: str = "",
+    target_url: str = "",
+    request_id: Any = None,
+    ttl_seconds: float | None = None,
+    send: bool = False,
+) -> Elicitation:
+    """Create a pending URL-mode elicitation for ``user`` (sync; any Django code).
+
+    :param kind: ``"connect"`` (needs ``provider``, optional ``scopes``), ``"secret"`` (needs
+        ``secret_name``: the secure input page stores the value under it) or ``"external"``
+        (needs an https ``target_url``: after the identity check the page sends the user there,
+        and the site calls :func:`complete_elicitation` when the interaction is over).
+    :param session: the :class:`~mcp_oauth.models.McpSession` (or its id) that will be told; it
+        must be live and belong to ``user``. None: a 2026-07-28 request (no session; the client's
+        retry reads the outcome from the row).
+    :param send: also put ``elicitation/create`` (``mode: "url"``) in the session's outbox, so the
+        client shows the link without a tool call (the session must declare URL mode).
+    :param ttl_seconds: lifetime of the link; default ``ELICITATION["URL_ELICITATION_TTL_SECONDS"]``.
+    :returns: the saved :class:`~elicitation.models.Elicitation`; give the client :attr:`~Elicitation.url`.
+    :raises ValueError: a bad argument (unknown or disabled provider, missing field, dead session,
+        another user's session, empty message, a non-https target, ``send`` without a session).
+    :raises ImproperlyConfigured: the site is not served over https (or loopback).
+    """
+    check_link_scheme()
+    if not isinstance(message, str) or not message.strip() or not storable(message) or len(message) > 2000:
+        raise ValueError("a URL elicitation needs a non-empty message (at most 2000 characters, no NUL)")
+    if isinstance(session, str):
+        session = McpSession.objects.live().filter(pk=session).first()
+        if session is None:
+            raise ValueError("no live MCP session with that id")
+    elif session is not None and not McpSession.objects.live().filter(pk=session.pk).exists():
+        raise ValueError("the MCP session has ended")
+    if getattr(user, "pk", None) is None or (session is not None and session.user_id != user.pk):
+        raise ValueError("the MCP session belongs to another user")
+    if send and session is None:
+        raise ValueError("send=True needs a session")
+    fields: dict[str, Any] = {}
+    if kind == Elicitation.Kind.CONNECT:
+        if not isinstance(provider, ThirdPartyProvider):
+            provider = ThirdPartyProvider.objects.filter(slug=str(provider or "")).first()
+        if provider is None or not provider.enabled:
+            raise ValueError("unknown or disabled third-party provider")
+        requested = list(dict.fromkeys([*provider.scope_list, *scopes]))
+        fields.update(provider=provider, scopes=" ".join(requested))
+    elif kind == Elicitation.Kind.SECRET:
+        if not secret_name or len(secret_name) > 100 or not storable(secret_name):
+            raise ValueError("a secret elicitation needs a secret_name (at most 100 characters)")
+        fields["secret_name"] = secret_name
+    elif kind == Elicitation.Kind.EXTERNAL:
+        if not is_https_or_loopback(target_url):
+            raise ValueError("an external elicitation needs an https target_url")
+        fields["target_url"] = target_url
+    else:
+        raise ValueError(f"unknown URL elicitation kind {kind!r}")
+    ttl = float(elicitation_settings.URL_ELICITATION_TTL_SECONDS if ttl_seconds is None else ttl_seconds)
+    if ttl <= 0:
+        raise ValueError("ttl_seconds must be positive")
+    with transaction.atomic():
+        row = Elicitation.objects.create(
+            mode=Elicitation.Mode.URL,
+            kind=kind,
+            message=message,
+            user=user,
+            session=session,
+            request_id="" if request_id is None else json.dumps(request_id)[:200],
+            expires_at=timezone.now() + timedelta(seconds=ttl),
+            **fields,
+        )
+        if send:
+            assert session is not None
+            if not supports_url(session.client_capabilities, session.protocol_version):
+                raise ValueError("the MCP session's client did not declare URL-mode elicitation")
+            enqueue_session_message(
+                session.pk,
+                {"id": REQUEST_ID_PREFIX + row.elicitation_id, "method": "elicitation/create", "params": describe(row)},
+            )
+    return row
+
+
+def finish_elicitation(
+    elicitation_id: str,
+    status: str = Elicitation.Status.COMPLETED,
+    *,
+    user: Any = None,
+    request: Any = None,
+    error: str = "",
+) -> bool:
+    """Mark a pending URL elicitation ``status`` (``completed``, ``cancelled`` or ``declined``) and
+    queue its completion notification (sent after the transaction commits).
+
+    :returns: False (and nothing changes) for an unknown, expired, finished or form elicitation,
+        or one of another user when ``user`` is given.
+    """
+    if status not in {Elicitation.Status.COMPLETED, Elicitation.Status.CANCELLED, Elicitation.Status.DECLINED}:
+        raise ValueError(f"a URL elicitation cannot finish as {status!r}")
+    if not isinstance(elicitation_id, str) or not elicitation_id or len(elicitation_id) > 64:
+        return False
+    with transaction.atomic():
+        row = (
+            Elicitation.objects.select_for_update()
+            .filter(elicitation_id=elicitation_id, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING)
+            .first()
+        )
+        if row is None or row.is_expired:
+            return False
+        if user is not None and row.user_id != getattr(user, "pk", None):
+            return False
+        row.status = status
+        row.completed_at = timezone.now()
+        row.error = error[:500]
+        row.save(update_fields=["status", "completed_at", "error"])
+        audit.record(
+            AuditEvent.Kind.ELICITATION_FINISHED,
+            request=request,
+            user=row.user,
+            client_id=row.session.application.client_id if row.session and row.session.application_id else "",
+            detail={"elicitation": row.elicitation_id[:8], "kind": row.kind, "status": status},
+        )
+        transaction.on_commit(lambda: _queue_notification(row.pk))
+        transaction.on_commit(lambda: elicitation_finished.send(sender=Elicitation, elicitation=row))
+    return True
+
+
+def _queue_notification(pk: int) -> None:
+    send_or_run(notify_elicitation_complete, pk)  # no broker reachable: sent from this process
+
+
+def complete_elicitation(elicitation_id: str, *, user: Any = None, request: Any = None) -> bool:
+    """The external-completion hook: the out-of-band interaction of ``elicitation_id`` is done.
+
+    Call it from the site's own code, e.g. a payment provider's signed webhook view, after
+    checking the webhook's signature::
+
+        @csrf_exempt
+        def payment_webhook(request):
+            event = verify_signature(request)          # your provider's check
+            complete_elicitation(event["metadata"]["elicitation_id"])
+            return HttpResponse(status=204)
+
+    Marks the elicitation ``completed``; a 2025-11-25 session that asked gets
+    ``notifications/elicitation/complete`` (Celery task; retried; once), a 2026-07-28 client's
+    retry finds the row completed. Idempotent.
+
+    :returns: False for an unknown, expired or already finished id (nothing happens), True otherwise.
+    """
+    return finish_elicitation(elicitation_id, Elicitation.Status.COMPLETED, user=user, request=request)
+
+
+def get_secret(user: Any, name: str) -> str | None:
+    """The decrypted value ``user`` stored under ``name`` on the secure input page, or None.
+
+    :raises DecryptionError: it exists but no configured key opens it.
+    """
+    row = StoredSecret.objects.filter(user=user, name=name).first()
+    return None if row is None else row.value
+
+
+def find_connection(
+    user: Any, provider_slug: str, scopes: list[str]
+) -> tuple[ThirdPartyProvider | None, ThirdPartyConnection | None]:
+    """The enabled provider ``provider_slug`` (None when unknown or disabled) and ``user``'s
+    connection to it covering ``scopes`` (None when there is none)."""
+    provider = ThirdPartyProvider.objects.filter(slug=provider_slug, enabled=True).first()
+    if provider is None:
+        return None, None
+    connection = ThirdPartyConnection.objects.filter(user=user, provider=provider).select_related("provider").first()
+    if connection is not None and not connection.covers(scopes):
+        connection = None
+    return provider, connection
+
+
+def pending_url_request(user: Any, session: McpSession | None, **match: Any) -> Elicitation | None:
+    """The newest unexpired pending URL elicitation of ``user`` (and ``session``; None: rows
+    bound to no session) matching ``match`` (model fields): a client retrying before the user
+    finished gets the same link again, not one more row."""
+    return (
+        Elicitation.objects.filter(
+            user=user, session=session, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING,
+            expires_at__gt=timezone.now(), **match,
+        )
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def create_unsent_secret_request(user: Any, name: str, message: str) -> Elicitation:
+    """A pending ``secret`` elicitation listed on the user's connections page only (no session,
+    never sent to a client: for clients without URL mode)."""
+    check_link_scheme()
+    existing = pending_url_request(user, None, kind=Elicitation.Kind.SECRET, secret_name=name)
+    if existing is not None:
+        return existing
+    ttl = float(elicitation_settings.URL_ELICITATION_TTL_SECONDS)
+    return Elicitation.objects.create(
+        mode=Elicitation.Mode.URL, kind=Elicitation.Kind.SECRET, message=message[:2000], secret_name=name,
+        user=user, session=None, expires_at=timezone.now() + timedelta(seconds=ttl),
+    )
+
+
+async def set_status(row: Elicitation, status: str, error: str = "") -> None:
+    """Finish a pending row the tool itself owns (declined, cancelled, expired, a form answer):
+    no notification."""
+    await Elicitation.objects.filter(pk=row.pk, status=Elicitation.Status.PENDING).aupdate(
+        status=status, error=error[:500], completed_at=timezone.now()
+    )
+    row.status = status
+
+
+async def wait_for_outcome(pk: int, seconds: float) -> Elicitation | None:
+    """The row ``pk`` once it is no longer pending, or as it is after ``seconds`` (polled every
+    ``MCP_OAUTH["SSE_POLL_INTERVAL_SECONDS"]``); None when it does not exist."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, float(seconds))
+    interval = float(mcp_oauth_settings.SSE_POLL_INTERVAL_SECONDS)
+    while True:
+        row = await Elicitation.objects.filter(pk=pk).select_related("provider").afirst()
+        if row is None or row.status != Elicitation.Status.PENDING or loop.time() >= deadline:
+            return row
+        await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))

@@ -1,0 +1,267 @@
+"""MCP 2026-07-28 stateless requests: the ``_meta`` envelope, its validation ladder,
+``server/discover`` and ``subscriptions/listen``.
+
+A request is served in the modern era (:func:`is_modern`) when its ``params._meta`` carries
+``io.modelcontextprotocol/protocolVersion``, its ``MCP-Protocol-Version`` header names a modern
+revision, or its method exists only there. Nothing is stored between requests: capabilities,
+client info and log level come from each request's ``_meta`` (:class:`Envelope`).
+
+The ladder (:func:`check_envelope`), first failing rung answers (MCP 2026-07-28 "Transports"):
+
+=====================================================================  =====  ======
+rung                                                                   HTTP   code
+=====================================================================  =====  ======
+``params._meta`` lacks protocolVersion / clientCapabilities            400    -32602
+``MCP-Protocol-Version`` ≠ the envelope's version                      400    -32020
+``Mcp-Method`` ≠ ``method``                                            400    -32020
+``Mcp-Name`` ≠ the named param (``tools/call`` name, …)                400    -32020
+version not a modern revision we serve (``data.supported/requested``)  400    -32022
+method unknown in this era (front end, :mod:`.handlers`)               404    -32601
+needed client capability not declared (``data.requiredCapabilities``)  400    -32021
+=====================================================================  =====  ======
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from asgiref.sync import sync_to_async
+
+from ..registry.handlers import server_capabilities as registry_capabilities
+from ..settings import mcp_oauth_settings
+from . import subscriptions
+from .jsonrpc import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    JsonRpcError,
+)
+from .table import MODERN_VERSIONS, SUPPORTED_VERSIONS, Call, Method, parse_params
+
+__all__ = [
+    "MODERN_ONLY_METHODS",
+    "SUBSCRIPTION_ID_META_KEY",
+    "Envelope",
+    "check_capability",
+    "check_envelope",
+    "discover",
+    "is_modern",
+    "listen",
+    "unsupported_version",
+]
+
+VERSION_HEADER = "MCP-Protocol-Version"
+METHOD_HEADER = "Mcp-Method"
+NAME_HEADER = "Mcp-Name"
+SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
+#: Methods that exist only in the modern era: they select it by themselves.
+MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+_B64_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>.*)\?=$")
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What a modern request says about its client (``params._meta``)."""
+
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    client_info: dict[str, Any]
+    log_level: str | None
+
+
+def is_modern(method: str | None, params: Mapping[str, Any] | None, version_header: str | None) -> bool:
+    """Whether a request belongs to the 2026-07-28 era (see the module docstring)."""
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    if isinstance(meta, Mapping) and types.PROTOCOL_VERSION_META_KEY in meta:
+        return True
+    if version_header is not None and version_header.strip() in MODERN_VERSIONS:
+        return True
+    return method in MODERN_ONLY_METHODS
+
+
+def unsupported_version(requested: Any, request_id: Any = None) -> JsonRpcError:
+    """-32022 (HTTP 400) with ``data: {"supported": [...every revision served...], "requested"}``."""
+    shown = str(requested)[:40]
+    return JsonRpcError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        f"Bad Request: unsupported protocol version: {shown!r}",
+        data={"supported": list(SUPPORTED_VERSIONS), "requested": shown},
+        http_status=400,
+        request_id=request_id,
+    )
+
+
+def decode_header_value(value: str | None) -> str | None:
+    """A header value, with the ``=?base64?…?=`` form of non-ASCII values decoded (None: malformed)."""
+    if value is None:
+        return None
+    match = _B64_SENTINEL.fullmatch(value)
+    if match is None:
+        return value
+    payload = match.group("payload")
+    try:
+        decoded = base64.b64decode(payload, validate=True)
+        if base64.b64encode(decoded).decode("ascii") != payload:
+            return None
+        return decoded.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def check_envelope(
+    method: str, params: Mapping[str, Any], headers: Mapping[str, str], request_id: Any, name_param: str | None
+) -> Envelope:
+    """Run the ladder's envelope and header rungs; the request's :class:`Envelope`.
+
+    :param headers: case-insensitive request headers (Django's ``request.headers``).
+    :param name_param: the params key the ``Mcp-Name`` header mirrors (None: no such header).
+    :raises JsonRpcError: -32602, -32020 or -32022 with HTTP 400.
+    """
+
+    def reject(code: int, message: str) -> JsonRpcError:
+        return JsonRpcError(code, message, http_status=400, request_id=request_id)
+
+    meta = params.get("_meta")
+    if not isinstance(meta, Mapping):
+        raise reject(
+            INVALID_PARAMS,
+            f"Invalid params: params._meta must carry {types.PROTOCOL_VERSION_META_KEY!r} and "
+            f"{types.CLIENT_CAPABILITIES_META_KEY!r}",
+        )
+    missing = [key for key in (types.PROTOCOL_VERSION_META_KEY, types.CLIENT_CAPABILITIES_META_KEY) if key not in meta]
+    if missing:
+        raise reject(INVALID_PARAMS, f"Invalid params: params._meta lacks {', '.join(missing)}")
+    version = meta[types.PROTOCOL_VERSION_META_KEY]
+    header = headers.get(VERSION_HEADER)
+    if header is None or header.strip() != version:
+        raise reject(HEADER_MISMATCH, f"Bad Request: {VERSION_HEADER} header does not match params._meta")
+    if headers.get(METHOD_HEADER) != method:
+        raise reject(HEADER_MISMATCH, f"Bad Request: {METHOD_HEADER} header does not match the method")
+    if name_param is not None:
+        value = params.get(name_param)
+        if value is not None and decode_header_value(headers.get(NAME_HEADER)) != value:
+            raise reject(HEADER_MISMATCH, f"Bad Request: {NAME_HEADER} header does not match params.{name_param}")
+    if not isinstance(version, str):
+        raise reject(INVALID_PARAMS, "Invalid params: the protocol version must be a string")
+    if version not in MODERN_VERSIONS:
+        raise unsupported_version(version, request_id)
+    capabilities = meta[types.CLIENT_CAPABILITIES_META_KEY]
+    if not isinstance(capabilities, Mapping):
+        raise reject(INVALID_PARAMS, f"Invalid params: {types.CLIENT_CAPABILITIES_META_KEY} must be an object")
+    info = meta.get(types.CLIENT_INFO_META_KEY)
+    level = meta.get(types.LOG_LEVEL_META_KEY)
+    return Envelope(
+        protocol_version=version,
+        client_capabilities=dict(capabilities),
+        client_info=dict(info) if isinstance(info, Mapping) else {},
+        log_level=level if isinstance(level, str) else None,
+    )
+
+
+def check_capability(entry: Method, envelope: Envelope, request_id: Any) -> None:
+    """-32021 (HTTP 400) when ``entry`` needs a client capability the envelope does not declare."""
+    if entry.capability is None:
+        return
+    node: Any = envelope.client_capabilities
+    for part in entry.capability:
+        node = node.get(part) if isinstance(node, Mapping) else None
+    if not isinstance(node, Mapping):
+        required: dict[str, Any] = {}
+        for part in reversed(entry.capability):
+            required = {part: required}
+        raise JsonRpcError(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            f"Bad Request: {entry.name} needs the client capability {'.'.join(entry.capability)}",
+            data={"requiredCapabilities": required},
+            http_status=400,
+            request_id=request_id,
+        )
+
+
+def server_capabilities() -> dict[str, Any]:
+    """Capabilities announced by ``server/discover``."""
+    capabilities: dict[str, Any] = {"tools": {"listChanged": True}, "logging": {}}
+    if "promptsListChanged" in subscriptions.supported_filters:
+        capabilities["prompts"] = {"listChanged": True}
+    if {"resourcesListChanged", "resourceSubscriptions"} & subscriptions.supported_filters:
+        capabilities["resources"] = {
+            "listChanged": "resourcesListChanged" in subscriptions.supported_filters,
+            "subscribe": "resourceSubscriptions" in subscriptions.supported_filters,
+        }
+    for name, capability in registry_capabilities().items():  # only what the registries serve
+        if name == "completions":
+            capabilities[name] = {}
+        else:
+            capabilities.setdefault(name, capability.model_dump(by_alias=True, exclude_none=True))
+    for name in ("resources", "prompts"):
+        if name not in registry_capabilities():
+            capabilities.pop(name, None)
+    return capabilities
+
+
+async def discover(call: Call) -> dict[str, Any]:
+    """``server/discover`` (MCP 2026-07-28 "Lifecycle"): every revision served (modern first), the
+    capabilities and instructions; the table adds ``ttlMs``/``cacheScope`` (public: the same for
+    every caller) and ``serverInfo``."""
+    parse_params(call)
+    result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": server_capabilities()}
+    if mcp_oauth_settings.INSTRUCTIONS:
+        result["instructions"] = str(mcp_oauth_settings.INSTRUCTIONS)
+    return result
+
+
+def _honoured(requested: Any) -> dict[str, Any]:
+    wanted = requested.model_dump(by_alias=True, exclude_none=True) if requested is not None else {}
+    honoured: dict[str, Any] = {}
+    for key, value in wanted.items():
+        if key not in subscriptions.supported_filters:
+            continue
+        if key == "resourceSubscriptions":
+            uris = [u for u in value if isinstance(u, str)][:100]
+            if uris:
+                honoured[key] = uris
+        elif value is True:
+            honoured[key] = True
+    return honoured
+
+
+async def listen(call: Call) -> dict[str, Any]:
+    """``subscriptions/listen``: acknowledge the honoured filter, then relay matching events until
+    the client closes the stream (MCP 2026-07-28 "Subscriptions").
+
+    :raises JsonRpcError: -32600 (400) when the response cannot stream (WSGI).
+    """
+    params = parse_params(call)
+    if call.sink is None:
+        raise JsonRpcError(INVALID_REQUEST, "Bad Request: subscriptions/listen needs a streaming (ASGI) response", http_status=400)
+    honoured = _honoured(getattr(params, "notifications", None))
+    stamp = {SUBSCRIPTION_ID_META_KEY: call.message_id}
+    uris = set(honoured.get("resourceSubscriptions", ()))
+    async with subscriptions.get_broker().subscribe() as queue:
+        call.open_stream()
+        await call.sink(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/subscriptions/acknowledged",
+                "params": {"notifications": honoured, "_meta": stamp},
+            }
+        )
+        while True:
+            event: subscriptions.Event = await queue.get()
+            if event.filter not in honoured or (event.uri is not None and event.uri not in uris):
+                continue
+            if event.audience is not None and not await sync_to_async(subscriptions.reaches)(event, call.principal):
+                continue
+            await call.sink(
+                {"jsonrpc": "2.0", "method": event.method, "params": {**(event.params or {}), "_meta": stamp}}
+            )
+
