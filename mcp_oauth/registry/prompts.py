@@ -43,6 +43,7 @@ import mcp_types as types
 from pydantic import TypeAdapter
 
 from ..transport.jsonrpc import INVALID_PARAMS, McpError
+from ..transport.subscriptions import publish_list_changed
 from .base import call, context_parameter, missing_scopes, scope_tuple
 from .context import RequestContext
 from .errors import InsufficientScope
@@ -235,6 +236,9 @@ class PromptRegistry:
         self._listeners.append(listener)
 
     def _changed(self) -> None:
+        """After a registration change: 2026-07-28 listen streams that opted in learn of it (no
+        database; legacy sessions get ``notify_list_changed("prompts")`` from the caller)."""
+        publish_list_changed("prompts")
         for listener in list(self._listeners):
             listener()
 

@@ -51,6 +51,7 @@ from django.utils.module_loading import import_string
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..settings import mcp_oauth_settings
+from ..transport.subscriptions import publish_list_changed
 from .base import call, context_parameter, missing_scopes, scope_tuple
 from .context import RequestContext
 from .errors import InsufficientScope, invalid_uri, malformed_uri, resource_not_found, resource_too_large
@@ -417,6 +418,9 @@ class ResourceRegistry:
         self._listeners.append(listener)
 
     def _changed(self) -> None:
+        """After a registration change: 2026-07-28 listen streams that opted in learn of it (no
+        database; legacy sessions get ``notify_list_changed("resources")`` from the caller)."""
+        publish_list_changed("resources")
         for listener in list(self._listeners):
             listener()
 

@@ -1,6 +1,8 @@
 // Preloaded into the conformance suite (NODE_OPTIONS=--import): every HTTP request to the fixture
 // server's origin carries the bearer token minted by run.py. The suite itself sends no token.
-// It replaces undici's global dispatcher, which Node's fetch and the undici package both use.
+// It replaces undici's global dispatcher, which Node's fetch and the undici package both use, and
+// wraps node:http's request(), which a few scenarios use for raw requests.
+import http from "node:http";
 import { Agent, setGlobalDispatcher } from "undici";
 
 const token = process.env.MCP_CONFORMANCE_TOKEN;
@@ -35,3 +37,14 @@ const inject = (dispatch) => (options, handler) => {
 if (token && origin) {
   setGlobalDispatcher(new Agent().compose(inject));
 }
+
+const originalRequest = http.request;
+http.request = function request(options, ...rest) {
+  if (token && origin && options && typeof options === "object" && !(options instanceof URL)) {
+    const host = options.hostname ?? options.host;
+    if (`http://${host}:${options.port}` === origin) {
+      options = { ...options, headers: withAuthorization(options.headers) };
+    }
+  }
+  return originalRequest.call(this, options, ...rest);
+};

@@ -8,8 +8,10 @@ What it does:
 1. a fresh SQLite database (``tests.conformance.settings``), migrated; a user, a client and a
    bearer token for the MCP resource (``mint.py``);
 2. the fixture server on ``127.0.0.1:<free port>`` (uvicorn, ``project.asgi``);
-3. for each era, the suite's server scenarios of that spec version, with the token injected
-   into its HTTP layer (``inject-token.mjs`` preloaded through ``NODE_OPTIONS``) and the
+3. for each era, every server scenario of that spec version (``--suite all``: the active ones
+   and those the suite still marks pending), with the token injected into its HTTP layer
+   (``inject-token.mjs`` preloaded through ``NODE_OPTIONS``: undici's global dispatcher and
+   ``node:http``'s ``request``) and the
    era's committed baseline (``baseline-<era>.yml``: the expected failures, each with its
    reason). The suite itself fails the run on a failure not in the baseline *and* on a
    baseline entry that now passes (stale: remove it);
@@ -81,7 +83,7 @@ def summarize(results_dir: Path) -> dict[str, dict[str, int]]:
 
 def run_era(era: str, url: str, env: dict[str, str], out: Path, scenario: str | None) -> tuple[int, dict]:
     baseline = HERE / f"baseline-{era}.yml"
-    command = [str(NODE), str(SUITES[era]), "server", "--url", url, "--spec-version", era, "-o", str(out)]
+    command = [str(NODE), str(SUITES[era]), "server", "--url", url, "--suite", "all", "--spec-version", era, "-o", str(out)]
     if scenario:
         command[command.index("--spec-version") : command.index("--spec-version") + 2] = ["--scenario", scenario]
     if baseline.exists():
@@ -138,7 +140,9 @@ def main() -> int:
             code, summary = run_era(era, base + "/mcp", node_env, work / era, args.scenario)
             failed = failed or code != 0
             passed = sorted(s for s, c in summary.items() if not c.get("FAILURE") and not c.get("WARNING"))
-            totals[era] = (len(passed), len(summary), code)
+            checks_ok = sum(c.get("SUCCESS", 0) for c in summary.values())
+            checks = sum(n for c in summary.values() for status, n in c.items() if status != "INFO")
+            totals[era] = (len(passed), len(summary), code, checks_ok, checks)
     finally:
         server.terminate()
         try:
@@ -147,8 +151,9 @@ def main() -> int:
             server.kill()
         log.close()
     print("\n=== conformance summary (scenarios passing / run, baseline check)")
-    for era, (passed, total, code) in totals.items():
-        print(f"  {era}: {passed}/{total} scenarios pass; baseline {'OK' if code == 0 else 'FAILED'}")
+    for era, (passed, total, code, checks_ok, checks) in totals.items():
+        verdict = "OK" if code == 0 else "FAILED"
+        print(f"  {era}: {passed}/{total} scenarios pass ({checks_ok}/{checks} checks); baseline {verdict}")
     if failed or args.keep:
         print(f"results and server log kept in {work}")
     return 1 if failed else 0
