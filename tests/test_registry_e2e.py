@@ -23,6 +23,7 @@ from django.core.files.base import ContentFile
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import PromptReference, ResourceListChangedNotification, ResourceTemplateReference, ResourceUpdatedNotification
 from oauth2_provider.models import get_application_model
 
@@ -283,3 +284,70 @@ async def subscription_flow(world):
         await asyncio.sleep(0.5)
         leaked = [m for m in bob_inbox.messages if isinstance(m, (ResourceUpdatedNotification, ResourceListChangedNotification))]
         assert leaked == []
+
+
+# --- 2026-07-28 (stateless requests; mode="auto" negotiates it) -----------------------------
+
+
+@asynccontextmanager
+async def modern_sdk(world: World, token: str) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        async with Client(streamable_http_client(world.mcp_url, http_client=http), mode="auto") as client:
+            assert client.protocol_version == "2026-07-28"
+            yield client
+
+
+def test_modern_era_lists_reads_gets_and_completes_for_the_owner_only(world):
+    asyncio.run(modern_flow(world))
+
+
+async def modern_flow(world):
+    alice_pks = [note.pk for note in world.alice_notes]
+    bob_pk = world.bob_notes[0].pk
+    async with modern_sdk(world, world.alice_token) as client:
+        listed = (await client.list_resources(cache_mode="bypass")).resources
+        assert [r.uri for r in listed] == ["demo://readme", *[f"notes://{pk}" for pk in alice_pks]]
+        note = (await client.read_resource(f"notes://{alice_pks[1]}", cache_mode="bypass")).contents[0]
+        assert json.loads(note.text)["title"] == "Garden plan"
+        with pytest.raises(MCPError) as caught:
+            await client.read_resource(f"notes://{bob_pk}", cache_mode="bypass")
+        assert (caught.value.error.code, caught.value.error.message) == (-32602, f"Resource not found: notes://{bob_pk}")
+        templates = (await client.list_resource_templates(cache_mode="bypass")).resource_templates
+        assert [t.uri_template for t in templates] == ["notes://{pk}", "notes://{pk}/attachment"]
+        got = await client.get_prompt("summarize_note", {"note": "Garden plan"})
+        assert got.messages[0].content.resource.text == "tomatoes in May"
+        titles = await client.complete(PromptReference(name="summarize_note"), {"name": "note", "value": "G"})
+        assert titles.completion.values == ["Garden plan", "Groceries"]
+
+        # subscriptions/listen: Alice hears about her row; Bob, listening to the same URI, does not.
+        uri = f"notes://{alice_pks[0]}"
+        async with modern_sdk(world, world.bob_token) as bob:
+            async with client.listen(resource_subscriptions=[uri], resources_list_changed=True) as alice_sub, bob.listen(
+                resource_subscriptions=[uri], resources_list_changed=True
+            ) as bob_sub:
+                assert set(alice_sub.honored.model_dump(by_alias=True, exclude_none=True)) >= {"resourceSubscriptions"}
+
+                def edit():
+                    row = Note.objects.get(pk=alice_pks[0])
+                    row.body = "milk, eggs, coffee"
+                    row.save()
+
+                await asyncio.to_thread(save_in_another_thread, edit)
+                received = []
+
+                async def collect(sub, into):
+                    async for event in sub:
+                        into.append(event)
+
+                bob_events: list = []
+                alice_task = asyncio.create_task(collect(alice_sub, received))
+                bob_task = asyncio.create_task(collect(bob_sub, bob_events))
+                deadline = asyncio.get_running_loop().time() + 10
+                while len(received) < 2 and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.3)
+                alice_task.cancel()
+                bob_task.cancel()
+                assert sorted(type(event).__name__ for event in received) == ["ResourceUpdated", "ResourcesListChanged"]
+                assert [event.uri for event in received if isinstance(event, ResourceUpdated)] == [uri]
+                assert bob_events == []
