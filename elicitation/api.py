@@ -55,6 +55,7 @@ from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.text import storable
 from mcp_oauth.tools import McpError, ToolContext, ToolError
 from mcp_oauth.transport.input_required import InputRound
+from mcp_oauth.transport.request_state import InvalidRequestState
 
 from .form import ElicitationSchema, InvalidElicitationContent, InvalidElicitationSchema
 from .models import Elicitation, ThirdPartyProvider
@@ -303,9 +304,16 @@ async def elicit_form(
 
 
 async def _finish_pending(pk: Any, status: str, *, content: dict | None = None, error: str = "") -> None:
-    await Elicitation.objects.filter(pk=pk, status=Elicitation.Status.PENDING).aupdate(
+    """Record the answer to the form row a ``requestState`` named; the row leaves ``pending`` once,
+    so a state replayed on any worker (whatever its cache) is refused here.
+
+    :raises InvalidRequestState: -32602, the row was already answered (or is gone).
+    """
+    updated = await Elicitation.objects.filter(pk=pk, mode=Elicitation.Mode.FORM, status=Elicitation.Status.PENDING).aupdate(
         status=status, content=content, error=error[:500], completed_at=timezone.now()
     )
+    if not updated:
+        raise InvalidRequestState()
 
 
 async def _form_round(ctx: ToolContext, message: str, form: ElicitationSchema) -> FormResult:

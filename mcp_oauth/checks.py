@@ -133,3 +133,28 @@ def check_cimd_test_setting(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@register(Tags.security)
+def check_request_state_keys(app_configs, **kwargs):
+    """E060 a ``REQUEST_STATE_KEYS`` entry is not a secret of at least 32 characters (or bytes);
+    W060 no keys: ``requestState`` (MCP 2026-07-28) is sealed with a key derived from SECRET_KEY."""
+    keys = mcp_oauth_settings.REQUEST_STATE_KEYS
+    if not keys:
+        return [
+            Warning(
+                'MCP_OAUTH["REQUEST_STATE_KEYS"] is not set: requestState is sealed with a key derived from SECRET_KEY.',
+                hint="Set a list of random secrets (newest first) shared by every worker, so that rotating "
+                "SECRET_KEY does not invalidate pending multi-round-trip requests and keys can rotate on their own.",
+                id="mcp_oauth.W060",
+            )
+        ]
+    if isinstance(keys, (str, bytes)) or not all(isinstance(k, (str, bytes)) and len(k) >= 32 for k in keys):
+        return [
+            Error(
+                'MCP_OAUTH["REQUEST_STATE_KEYS"] must be a list of secrets of at least 32 characters each.',
+                hint='e.g. [os.environ["MCP_REQUEST_STATE_KEY"]], generated with python -c "import secrets; print(secrets.token_urlsafe(48))"',
+                id="mcp_oauth.E060",
+            )
+        ]
+    return []

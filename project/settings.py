@@ -9,6 +9,7 @@
 | MCP_BASE_URL | http://127.0.0.1:$PORT |
 | DATABASE_URL | sqlite:///db.sqlite3 (e.g. postgres://user@127.0.0.1:5432/test) |
 | CELERY_BROKER_URL | unset: tasks run eagerly in-process |
+| MCP_REQUEST_STATE_KEYS | comma-separated secrets sealing 2026-07-28 requestState, newest first; unset: derived from SECRET_KEY (check W060) |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
 """
 
@@ -102,6 +103,7 @@ MCP_OAUTH = {
     "BASE_URL": os.environ.get("MCP_BASE_URL", f"http://127.0.0.1:{PORT}"),
     "DEFAULT_RESOURCE_NAME": "django-mcp-authz demo",
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
+    "REQUEST_STATE_KEYS": [k.strip() for k in os.environ.get("MCP_REQUEST_STATE_KEYS", "").split(",") if k.strip()] or None,
 }
 
 OAUTH2_PROVIDER = {

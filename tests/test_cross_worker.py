@@ -22,6 +22,7 @@ import pytest
 from django.db import connection
 
 from elicitation.models import Elicitation
+from mcp_oauth.models import McpSession
 from mcp_oauth.signals import ensure_default_resource
 
 from .live import free_port, run_asgi_server
@@ -140,3 +141,65 @@ def test_form_answer_posted_to_another_worker_reaches_the_tool(settings, user, p
     assert request["id"] == f"elicitation-{row.elicitation_id}"
     assert row.status == "accepted" and row.content == {"name": "Grace", "age": 85}
     assert row.client_answer is None  # read once, then cleared
+
+
+def test_2026_retry_with_request_state_served_by_another_worker(settings, user, public_app, mint_token):
+    """MCP 2026-07-28: the first tools/call (input_required + sealed requestState) is served by
+    worker A, the retry by worker B: the state opens there (keys shared through SECRET_KEY) and
+    the tool finishes; a replay of the same state on A is refused (single use, shared cache)."""
+    port_a, port_b = free_port(), free_port()
+    base = f"http://127.0.0.1:{port_a}"
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": base}
+    settings.ALLOWED_HOSTS = ["127.0.0.1"]
+    resource = ensure_default_resource()
+    token = mint_token(user, public_app, "mcp", resource.uri)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "ask_name",
+    }
+    worker_b = _start_worker(port_b, base)
+    try:
+        from project.asgi import application
+
+        with run_asgi_server(application, port_a), httpx2.Client(timeout=20) as http:
+            first = http.post(f"{base}/mcp", headers=headers, json={
+                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "ask_name", "arguments": {}, "_meta": meta},
+            })
+            assert first.status_code == 200, first.text
+            state = first.json()["result"]["requestState"]
+            retry = {
+                "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "ask_name", "arguments": {}, "_meta": meta, "requestState": state,
+                           "inputResponses": {"input-1": {"action": "accept", "content": {"name": "Grace", "age": 85}}}},
+            }
+            second = http.post(f"http://127.0.0.1:{port_b}/mcp", headers=headers, json=retry)
+            replay = http.post(f"{base}/mcp", headers=headers, json={**retry, "id": 3})
+    finally:
+        worker_b.terminate()
+        try:
+            worker_b.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            worker_b.kill()
+
+    assert first.json()["result"]["resultType"] == "input_required"
+    assert list(first.json()["result"]["inputRequests"]) == ["input-1"]
+    assert second.status_code == 200, second.text
+    result = second.json()["result"]
+    assert result["resultType"] == "complete" and result["content"][0]["text"] == "Hello, Grace! You are 85."
+    row = Elicitation.objects.get()
+    assert (row.status, row.content, row.session_id) == ("accepted", {"name": "Grace", "age": 85}, None)
+    assert not McpSession.objects.exists()
+    # single use across workers: A's cache never saw the state (per-process caches here), but the
+    # form row it names left "pending" on B, so A refuses the replay.
+    assert replay.status_code == 400, replay.text
+    assert replay.json()["error"]["code"] == -32602
+    assert Elicitation.objects.filter(status="accepted").count() == 1

@@ -334,16 +334,21 @@ class SdkRun:
 
 
 @asynccontextmanager
-async def sdk_client(sites: Sites, run: SdkRun, elicitation_callback) -> AsyncIterator[tuple[Client, HeadlessBrowser, MemoryStorage]]:
-    """The SDK client (legacy handshake, both callbacks), OAuth done headlessly by the MCP user's browser."""
+async def sdk_client(
+    sites: Sites, run: SdkRun, elicitation_callback, mode: str = "legacy", http_hooks: dict | None = None
+) -> AsyncIterator[tuple[Client, HeadlessBrowser, MemoryStorage]]:
+    """The SDK client (legacy handshake unless ``mode="auto"``, both callbacks), OAuth done headlessly
+    by the MCP user's browser."""
     run._completion = asyncio.Event()
     storage = MemoryStorage()
     browser = HeadlessBrowser(sites.consumer.base, MCP_USER, MCP_PASSWORD)
     try:
-        async with httpx2.AsyncClient(auth=make_provider(sites.consumer, storage, browser), timeout=30) as http:
+        async with httpx2.AsyncClient(
+            auth=make_provider(sites.consumer, storage, browser), timeout=30, event_hooks=http_hooks or {}
+        ) as http:
             async with Client(
                 streamable_http_client(sites.consumer.mcp_url, http_client=http),
-                mode="legacy",
+                mode=mode,
                 elicitation_callback=elicitation_callback,
                 message_handler=run.on_message,
             ) as client:
@@ -770,3 +775,66 @@ def test_set_api_key_through_url_elicitation_during_the_call(sites):
     assert is_fernet(secret.value_encrypted) and API_KEY not in secret.value_encrypted
     assert secret.value == API_KEY
     assert sites.provider_requests() == []  # nothing of this went to the third party
+
+
+def test_a_2026_client_in_auto_mode_answers_forms_and_connects_through_input_required(sites, settings):
+    """The SDK's default mode="auto" negotiates 2026-07-28 (server/discover), lists tools, calls
+    whoami, answers ask_name through input_required, and completes demo_profile: URL input
+    request -> the user's browser flow (started when the client accepts) -> the retry, held open
+    until the flow completed -> carol's profile. No MCP session exists at any point."""
+    settings.ELICITATION = {**settings.ELICITATION, "URL_RETRY_WAIT_SECONDS": 60}
+    run = SdkRun()
+    flows: list[asyncio.Task] = []
+    seen_requests: list[tuple[str, str, str]] = []
+    holder: dict[str, Any] = {}
+
+    async def record(request: httpx2.Request) -> None:
+        if request.url.path == "/mcp":
+            seen_requests.append((request.method, request.headers.get("mcp-protocol-version", ""), request.headers.get("mcp-method", "")))
+
+    async def answer(ctx, params):
+        run.asked.append(params)
+        if isinstance(params, ElicitRequestFormParams):
+            return ElicitResult(action="accept", content={"name": "Ada", "age": 36})
+        # URL mode: the user agrees to open the link; the browser flow runs while the retry waits.
+        flows.append(asyncio.create_task(connect_at_provider(holder["browser"], params.url, sites)))
+        return ElicitResult(action="accept")
+
+    async def scenario() -> dict[str, Any]:
+        async with sdk_client(sites, run, answer, mode="auto", http_hooks={"request": [record]}) as (client, login_browser, _):
+            holder["browser"] = Browser(login_browser.http)
+            tools = await client.list_tools()
+            whoami = await client.call_tool("whoami", {})
+            greeted = await client.call_tool("ask_name", {})
+            profile = await client.call_tool("demo_profile", {})
+            flow = await flows[0]
+            return {"tools": tools, "whoami": whoami, "greeted": greeted, "profile": profile, "flow": flow}
+
+    seen = asyncio.run(scenario())
+    assert {"whoami", "ask_name", "demo_profile"} <= {tool.name for tool in seen["tools"].tools}
+    assert seen["whoami"].structured_content["user"] == MCP_USER
+    assert not seen["greeted"].is_error and seen["greeted"].content[0].text == "Hello, Ada! You are 36."
+    profile = seen["profile"]
+    assert not profile.is_error, profile
+    assert profile.structured_content["profile"]["username"] == CAROL
+    assert profile.structured_content["account"] == CAROL_EMAIL
+    assert 'id="outcome" data-ok="true"' in seen["flow"]["done"]
+
+    # what the client was asked: one form, one URL entry without elicitationId (never -32042)
+    assert [type(p) for p in run.asked] == [ElicitRequestFormParams, ElicitRequestURLParams]
+    url_params = run.asked[1]
+    assert url_params.elicitation_id is None
+    row = Elicitation.objects.get(mode=Elicitation.Mode.URL)
+    assert url_params.url == row.url and row.session_id is None and row.status == Elicitation.Status.COMPLETED
+    assert row.user.get_username() == MCP_USER and row.notified_at is None
+    form_row = Elicitation.objects.get(mode=Elicitation.Mode.FORM)
+    assert (form_row.status, form_row.content, form_row.session_id) == ("accepted", {"name": "Ada", "age": 36}, None)
+
+    # every MCP request spoke 2026-07-28; no initialize, no GET stream, no DELETE, no session
+    mcp = [r for r in seen_requests if r[1]]  # the unauthenticated first POST carries no version yet
+    assert mcp[0] == ("POST", "2026-07-28", "server/discover")
+    assert {version for _, version, _ in mcp} == {"2026-07-28"}
+    assert {method for method, _, _ in mcp} == {"POST"}
+    assert "initialize" not in {m for _, _, m in mcp}
+    assert [m for _, _, m in mcp].count("tools/call") == 5  # whoami, ask_name x2, demo_profile x2
+    assert not McpSession.objects.exists()

@@ -32,7 +32,7 @@ def test_site_value_wins_and_check_warns(settings):
 
 
 def test_clean_configuration_passes_checks(settings):
-    settings.MCP_OAUTH = {"BASE_URL": "https://mcp.example.com"}
+    settings.MCP_OAUTH = {"BASE_URL": "https://mcp.example.com", "REQUEST_STATE_KEYS": ["k" * 48]}
     ids = check_ids()
     assert not {i for i in ids if i and i.startswith("mcp_oauth.")}
 

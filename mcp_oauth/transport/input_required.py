@@ -18,6 +18,15 @@ and goes on.
 The sealed state (:mod:`.request_state`) carries ``asked`` (key -> what the server asked, e.g. the
 elicitation row it named) and ``settled`` (key -> answers accepted in earlier rounds); only keys
 the state says were asked are read from ``inputResponses`` (the client cannot inject answers).
+
+A handler of another method that may need input (``prompts/get``, ``resources/read``) does what
+``tools/call`` does (:mod:`.tool_methods`)::
+
+    input_round, binding = request_state.open_round(call, name, arguments)   # -32602 on a bad state
+    try:
+        ...  # code that may raise InputRequired (e.g. through input_round.ask(...))
+    except InputRequired as needed:
+        return request_state.input_required_result(binding, needed, input_round)
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
+import mcp_types as types
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -39,9 +40,19 @@ from django.conf import settings
 from django.core.cache import caches
 
 from ..settings import mcp_oauth_settings
+from .input_required import InputRequired, InputRound
 from .jsonrpc import INVALID_PARAMS, McpError
 
-__all__ = ["arguments_digest", "open_state", "principal_claims", "seal_state", "state_keys"]
+__all__ = [
+    "InvalidRequestState",
+    "arguments_digest",
+    "input_required_result",
+    "open_round",
+    "open_state",
+    "principal_claims",
+    "seal_state",
+    "state_keys",
+]
 
 VERSION = "v1"
 #: Longest token accepted (a bigger one is refused before decoding).
@@ -166,3 +177,27 @@ def open_state(token: Any, binding: dict[str, Any], *, consume: bool = True) -> 
         if not cache.add(_CACHE_PREFIX + hashlib.sha256(jti.encode()).hexdigest(), 1, timeout=remaining):
             raise InvalidRequestState()
     return claims
+
+
+def open_round(call: Any, name: str, arguments: Any) -> tuple[InputRound, dict[str, Any]]:
+    """The :class:`InputRound` of a modern ``tools/call`` / ``prompts/get`` / ``resources/read`` and
+    the binding its next ``requestState`` must carry (principal, ``call.method``, ``name``, digest
+    of ``arguments``). A call without ``requestState`` starts a fresh round.
+
+    :raises McpError: -32602 for a ``requestState`` that :func:`open_state` refuses.
+    """
+    binding = {**principal_claims(call.principal), "m": call.method, "t": name, "ad": arguments_digest(arguments)}
+    state = call.params.get("requestState")
+    if state is None:
+        return InputRound(), binding
+    claims = open_state(state, binding)
+    asked = claims.get("asked") if isinstance(claims.get("asked"), dict) else {}
+    settled = claims.get("settled") if isinstance(claims.get("settled"), dict) else {}
+    return InputRound(asked, call.params.get("inputResponses"), settled, claims.get("jti")), binding
+
+
+def input_required_result(binding: dict[str, Any], needed: InputRequired, input_round: InputRound) -> types.InputRequiredResult:
+    """``resultType: "input_required"`` for ``needed``, with a fresh sealed ``requestState`` carrying
+    what was asked and everything settled so far."""
+    token = seal_state(binding, {"asked": needed.asked, "settled": input_round.settled_values})
+    return types.InputRequiredResult(input_requests=needed.requests or None, request_state=token)

@@ -314,6 +314,10 @@ class MethodTable:
             return add(handler)
         return add
 
+    def unregister(self, name: str) -> Method:
+        """Remove and return the entry of ``name``. :raises KeyError: no such method."""
+        return self._methods.pop(name)
+
     def get(self, name: str, era: str | None = None) -> Method | None:
         """The entry of ``name`` (in ``era`` when given), or None."""
         entry = self._methods.get(name) if isinstance(name, str) else None
@@ -327,6 +331,11 @@ class MethodTable:
         ``_meta["io.modelcontextprotocol/serverInfo"]``; then validated and shaped by
         ``mcp_types`` for the version when it knows the method."""
         data = _dump(result)
+        if isinstance(result, BaseModel):  # model defaults (ttl_ms=0, ...) are not the handler's choice
+            explicit = {result.model_fields[name].alias or name for name in result.model_fields_set}
+            for key in ("ttlMs", "cacheScope"):
+                if key not in explicit:
+                    data.pop(key, None)
         if call.era == MODERN:
             data.setdefault("resultType", "complete")
             if entry.cache is not None and data["resultType"] == "complete":

@@ -22,9 +22,9 @@ import mcp_types as types
 
 from ..signals import tool_called
 from .context import ToolContext
-from .input_required import InputRequired, InputRound
+from .input_required import InputRequired
 from .jsonrpc import INVALID_PARAMS, REQUEST_CANCELLED, McpError, is_valid_id
-from .request_state import arguments_digest, open_state, principal_claims, seal_state
+from .request_state import input_required_result, open_round
 from .table import Call, InsufficientScope, parse_params
 
 __all__ = ["call_tool", "cancel_request", "cancel_session_requests", "list_tools", "running_requests"]
@@ -42,10 +42,6 @@ async def list_tools(call: Call) -> types.ListToolsResult:
     if params is not None and params.cursor is not None:
         raise McpError(INVALID_PARAMS, "Invalid params for tools/list: unknown cursor")
     return types.ListToolsResult(tools=[tool.definition() for tool in call.registry.list()])
-
-
-def _binding(call: Call, tool_name: str, arguments: Any) -> dict[str, Any]:
-    return {**principal_claims(call.principal), "m": call.method, "t": tool_name, "ad": arguments_digest(arguments)}
 
 
 def _progress_token(call: Call) -> int | str | None:
@@ -77,18 +73,7 @@ async def call_tool(call: Call) -> Any:
     except ValueError as exc:  # InvalidArguments
         raise McpError(INVALID_PARAMS, str(exc), {"errors": getattr(exc, "errors", [])}) from None
 
-    input_round = None
-    binding: dict[str, Any] = {}
-    if call.modern:
-        binding = _binding(call, tool.name, params.arguments or {})
-        state = call.params.get("requestState")
-        if state is None:
-            input_round = InputRound()
-        else:
-            claims = open_state(state, binding)
-            asked = claims.get("asked") if isinstance(claims.get("asked"), dict) else {}
-            settled = claims.get("settled") if isinstance(claims.get("settled"), dict) else {}
-            input_round = InputRound(asked, call.params.get("inputResponses"), settled, claims.get("jti"))
+    input_round, binding = open_round(call, tool.name, params.arguments or {}) if call.modern else (None, {})
 
     ctx = ToolContext(
         principal=call.principal,
@@ -114,8 +99,7 @@ async def call_tool(call: Call) -> Any:
         result = await tool.call(ctx, arguments)
     except InputRequired as needed:
         assert input_round is not None
-        token = seal_state(binding, {"asked": needed.asked, "settled": input_round.settled_values})
-        return types.InputRequiredResult(input_requests=needed.requests or None, request_state=token)
+        return input_required_result(binding, needed, input_round)
     except McpError:
         await _send_tool_called(tool, call.principal, is_error=True)
         raise

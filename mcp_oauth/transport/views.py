@@ -55,6 +55,7 @@ several registries routes its own :class:`McpView` instances::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
@@ -382,9 +383,16 @@ class McpView:
         call.sink = channel.send
         if not call.modern:
             call.open_stream = channel.open  # legacy tools/call streams as soon as it runs the tool
-        channel.start(methods.serve(entry, call))
+        task = channel.start(methods.serve(entry, call))
         window = float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS) if call.modern else None
-        first = await channel.first(window)
+        try:
+            first = await channel.first(window)
+        except asyncio.CancelledError:
+            # The client left before the response started: 2026-07-28 calls that cancellation;
+            # a 2025-11-25 request finishes (disconnection is not cancellation there).
+            if call.modern:
+                task.cancel()
+            raise
         if first is not None and first[0] == "done":
             task = first[1]
             exc = task.exception() if not task.cancelled() else None
