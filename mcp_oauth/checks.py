@@ -85,6 +85,27 @@ def check_tool_registry(app_configs, **kwargs):
 
 
 @register()
+def check_resource_and_prompt_registries(app_configs, **kwargs):
+    """E021 ``RESOURCE_REGISTRY`` / E022 ``PROMPT_REGISTRY`` does not import, or is not a registry."""
+    from django.utils.module_loading import import_string
+
+    from .registry.prompts import PromptRegistry
+    from .registry.resources import ResourceRegistry
+
+    messages = []
+    for key, kind, code in (("RESOURCE_REGISTRY", ResourceRegistry, "E021"), ("PROMPT_REGISTRY", PromptRegistry, "E022")):
+        path = getattr(mcp_oauth_settings, key)
+        try:
+            registry = import_string(path) if isinstance(path, str) else path
+        except ImportError as exc:
+            messages.append(Error(f'MCP_OAUTH["{key}"] {path!r} cannot be imported: {exc}', id=f"mcp_oauth.{code}"))
+            continue
+        if not isinstance(registry, kind):
+            messages.append(Error(f'MCP_OAUTH["{key}"] {path!r} is not a {kind.__name__}.', id=f"mcp_oauth.{code}"))
+    return messages
+
+
+@register()
 def check_login_url(app_configs, **kwargs):
     """W030 ``LOGIN_URL`` resolves to no view: users could not log in to approve clients."""
     from django.shortcuts import resolve_url

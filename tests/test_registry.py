@@ -233,3 +233,32 @@ def test_completion_caps_values_at_100_with_total_and_has_more():
         to_completion("abc")
     with pytest.raises(TypeError):
         to_completion([1, 2])
+
+
+# --- settings and system checks ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "code"), [("RESOURCE_REGISTRY", "mcp_oauth.E021"), ("PROMPT_REGISTRY", "mcp_oauth.E022")]
+)
+@pytest.mark.parametrize("path", ["no.such.module.registry", "mcp_oauth.settings.DEFAULTS", "mcp_oauth.tools.registry"])
+def test_bad_resource_or_prompt_registry_is_an_error(settings, key, code, path):
+    from django.core.checks import run_checks
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, key: path}
+    assert code in {message.id for message in run_checks()}
+
+
+def test_default_registries_pass_the_checks():
+    from django.core.checks import run_checks
+
+    assert not {m.id for m in run_checks()} & {"mcp_oauth.E021", "mcp_oauth.E022"}
+
+
+def test_demo_modules_are_autodiscovered():
+    from mcp_oauth.registry.prompts import registry as prompts
+    from mcp_oauth.registry.resources import registry as resources
+
+    assert resources.get_resource("demo://readme") is not None
+    assert resources.get_template("notes://{pk}") is not None
+    assert "summarize_note" in prompts
