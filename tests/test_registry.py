@@ -243,15 +243,18 @@ def test_completion_caps_values_at_100_with_total_and_has_more():
 )
 @pytest.mark.parametrize("path", ["no.such.module.registry", "mcp_oauth.settings.DEFAULTS", "mcp_oauth.tools.registry"])
 def test_bad_resource_or_prompt_registry_is_an_error(settings, key, code, path):
-    from django.core.checks import run_checks
+    from mcp_oauth.checks import check_resource_and_prompt_registries
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, key: path}
-    assert code in {message.id for message in run_checks()}
+    assert [message.id for message in check_resource_and_prompt_registries(None)] == [code]
 
 
 def test_default_registries_pass_the_checks():
     from django.core.checks import run_checks
 
+    from mcp_oauth.checks import check_resource_and_prompt_registries
+
+    assert check_resource_and_prompt_registries(None) == []
     assert not {m.id for m in run_checks()} & {"mcp_oauth.E021", "mcp_oauth.E022"}
 
 
