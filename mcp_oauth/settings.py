@@ -237,7 +237,9 @@ class AppSettings:
         return value
 
     def reload(self) -> None:
-        for attr in self._cached:
+        # Every cached key, also one a concurrent reader (a live server's thread) set after the
+        # last reload without being recorded in _cached yet.
+        for attr in [name for name in vars(self) if name in self.defaults]:
             delattr(self, attr)
         self._cached.clear()
         if hasattr(self, "_user_settings"):
