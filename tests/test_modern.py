@@ -15,7 +15,7 @@ import json
 import pytest
 from asgiref.sync import async_to_sync
 from cryptography.fernet import Fernet
-from django.test import AsyncClient
+from django.test import AsyncClient, Client
 from oauth2_provider.models import get_application_model
 
 from elicitation.api import elicit_form, require_connection, require_secret
@@ -619,3 +619,145 @@ def test_request_state_keys_check(settings, keys, expected):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": keys}
     found = {m.id for m in run_checks() if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")}
     assert found == expected
+
+
+def test_a_retry_is_held_open_with_keepalives_until_the_flow_completes(token, user, provider, settings):
+    """The client accepted the link; the user is still in the browser. The retry's response
+    commits to SSE, sends keepalive comments, and carries the tool's result once the flow completes."""
+    from asgiref.sync import sync_to_async
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SSE_KEEPALIVE_SECONDS": 0.1}
+    settings.ELICITATION = {**settings.ELICITATION, "URL_RETRY_WAIT_SECONDS": 30}
+    first = first_round(Client(), token, "profile")
+    row = Elicitation.objects.get()
+
+    async def go():
+        async def user_finishes():
+            await asyncio.sleep(0.5)
+            await sync_to_async(connect)(user, provider)
+            assert await sync_to_async(complete_elicitation)(row.elicitation_id)
+
+        finishing = asyncio.ensure_future(user_finishes())
+        message = body("tools/call", {"name": "profile", "arguments": {}, "requestState": first["requestState"],
+                                      "inputResponses": {"input-1": {"action": "accept"}}}, id=2)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        response = await AsyncClient().post(
+            "/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "tools/call", "profile")
+        )
+        raw = b"".join([chunk async for chunk in response.streaming_content])
+        await finishing
+        return response["Content-Type"], raw, loop.time() - started
+
+    content_type, raw, elapsed = async_to_sync(go)()
+    assert content_type == "text/event-stream"
+    assert raw.count(b": keepalive") >= 2
+    (final,) = parse_sse(raw)
+    assert final["id"] == 2 and final["result"]["content"][0]["text"] == "connected as alice@demo"
+    assert elapsed >= 0.5  # it waited for the user
+
+
+@REGISTRY.tool
+async def sample(ctx: ToolContext) -> str:
+    result = await ctx.request_input(
+        "sampling/createMessage",
+        {"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}], "maxTokens": 10},
+    )
+    return f"model said {result['content']['text']}"
+
+
+def test_request_input_sampling_round_trip(client, token):
+    caps = {"sampling": {}}
+    first = result_of(call_tool(client, token, "sample", caps=caps))
+    assert first["resultType"] == "input_required"
+    assert first["inputRequests"]["input-1"]["method"] == "sampling/createMessage"
+    answer = {"input-1": {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}}
+    done = call_tool(client, token, "sample", id=2, caps=caps, requestState=first["requestState"], inputResponses=answer)
+    assert result_of(done)["content"][0]["text"] == "model said 4"
+
+
+def test_request_input_without_the_capability_is_32021(client, token):
+    response = call_tool(client, token, "sample", caps={"elicitation": {"form": {}}})
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["code"] == -32021
+    assert error["data"] == {"requiredCapabilities": {"sampling": {}}}
+
+
+@pytest.mark.parametrize(
+    ("params", "outcome"),
+    [
+        ({"_meta": None}, (400, -32602)),
+        ({"_meta": []}, (400, -32602)),
+        ({"_meta": {"io.modelcontextprotocol/protocolVersion": None, "io.modelcontextprotocol/clientCapabilities": {}}}, (400, -32020)),
+        ({"_meta": {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": []}}, (400, -32602)),
+        ({"_meta": {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {"elicitation": "yes"}}}, (400, -32602)),
+        ({"_meta": {**envelope(), "io.modelcontextprotocol/logLevel": "loud"}}, (400, -32602)),
+        ({"_meta": {**envelope(), "progressToken": {"x": 1}}}, (400, -32602)),
+        ({"name": "ask", "arguments": [], "_meta": envelope()}, (400, -32602)),
+        ({"name": "ask", "arguments": {}, "requestState": None, "_meta": envelope()}, (200, "input_required")),
+        ({"name": "ask", "arguments": {}, "requestState": "v1.x.y", "inputResponses": "no", "_meta": envelope()}, (400, -32602)),
+        ({"name": "ask", "arguments": {}, "requestState": "v1.x.y", "inputResponses": [1], "_meta": envelope()}, (400, -32602)),
+        ({"name": "ask", "arguments": {}, "inputResponses": {"input-1": {"action": "accept", "content": {"name": "x"}}}, "_meta": envelope()}, (200, "input_required")),
+        ({"name": "\udcff", "arguments": {}, "_meta": envelope()}, (400, -32020)),
+    ],
+)
+def test_hostile_modern_requests_never_cause_a_server_error(client, token, params, outcome):
+    """Bad envelopes, arguments, states and answers: the ladder's 400s, or a fresh round (an
+    absent or null requestState, answers without a state), never a server error."""
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+    name = params.get("name") if isinstance(params.get("name"), str) else None
+    h = headers(token, "tools/call", name.encode("utf-8", "replace").decode() if name else None)
+    response = client.post("/mcp", json.dumps(message), content_type="application/json", headers=h)
+    data = response.json()
+    assert data["id"] == 7
+    status, detail = outcome
+    assert response.status_code == status, data
+    if status == 400:
+        assert data["error"]["code"] == detail
+    else:
+        assert data["result"]["resultType"] == detail
+
+
+def _region(region: str, count: int = 1) -> str:
+    return f"{region}:{count}"
+
+
+REGISTRY.register(
+    _region,
+    name="regional",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"},
+        },
+        "required": ["region"],
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "param_headers", "status"),
+    [
+        ({"region": "eu"}, {"Mcp-Param-Region": "eu"}, 200),
+        ({"region": "eu", "count": 3}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "3"}, 200),
+        ({"region": "eu", "count": 3}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "3.0"}, 200),
+        ({"region": "日本"}, {"Mcp-Param-Region": "=?base64?" + base64.b64encode("日本".encode()).decode() + "?="}, 200),
+        ({"region": "eu"}, {}, 400),
+        ({"region": "eu"}, {"Mcp-Param-Region": "us"}, 400),
+        ({"region": "eu"}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "1"}, 400),
+        ({"region": "eu", "count": 3}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "4"}, 400),
+    ],
+)
+def test_mcp_param_headers_mirror_annotated_arguments(client, token, arguments, param_headers, status):
+    message = body("tools/call", {"name": "regional", "arguments": arguments})
+    response = client.post(
+        "/mcp", json.dumps(message), content_type="application/json",
+        headers={**headers(token, "tools/call", "regional"), **param_headers},
+    )
+    assert response.status_code == status, response.content
+    if status == 400:
+        assert error_of(response)["code"] == -32020
+    else:
+        assert result_of(response)["resultType"] == "complete"

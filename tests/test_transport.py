@@ -1188,7 +1188,19 @@ def test_official_sdk_client(uvicorn_server, user, public_app, mint_token, mode)
                 added = await mcp.call_tool("add", {"a": 20, "b": 22})
                 failed = await mcp.call_tool("crash", {})
                 streamed = await mcp.call_tool("slow_steps", {"steps": 2}, progress_callback=on_progress)
-                if mode == "auto":  # 2026-07-28: stateless, no session, no outbox
+                if mode == "auto":  # 2026-07-28: stateless, no session, no outbox; listen instead of GET
+                    from mcp.client.subscriptions import ToolsListChanged
+
+                    from mcp_oauth.transport.subscriptions import publish_list_changed
+
+                    async with mcp.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+                        honored = subscription.honored
+                        publish_list_changed("prompts")  # not honoured: never delivered
+                        publish_list_changed("tools")
+                        with anyio.fail_after(10):
+                            event = await subscription.__anext__()
+                    assert honored.tools_list_changed is True and not honored.prompts_list_changed
+                    assert isinstance(event, ToolsListChanged)
                     return tools, added, failed, streamed, None
                 session = await sync_to_async(McpSession.objects.filter(ended_at__isnull=True).latest)("created_at")
                 await sync_to_async(enqueue_session_message)(

@@ -2,6 +2,7 @@
 
 * :mod:`.views` — the Django endpoint (:class:`~.views.McpView`, ``mcp_endpoint``): HTTP only
 * :mod:`.handlers` — the one method -> handler table (:data:`~.handlers.methods`) and its registration API
+* :mod:`.routing` — era selection and every check before a handler runs (HTTP-framework free)
 * :mod:`.table` — :class:`~.table.Call`, :class:`~.table.Method`, :class:`~.table.MethodTable`, versions
 * :mod:`.legacy` — ``initialize``, ``ping``, ``logging/setLevel`` (2025-11-25 family)
 * :mod:`.modern` — the 2026-07-28 ``_meta`` envelope ladder, ``server/discover``, ``subscriptions/listen``

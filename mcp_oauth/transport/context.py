@@ -22,19 +22,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .jsonrpc import McpError
+from .input_required import InputRound
+from .jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
 
     from ..models import McpSession, ProtectedResource
     from ..resource_server.authentication import BearerPrincipal
-    from .input_required import InputRound
 
 logger = logging.getLogger("mcp_oauth.transport")
 
 #: RFC 5424 severities in increasing order (MCP 2025-11-25 "Logging" ``LoggingLevel``).
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+#: Client capability each input request method needs (MCP 2026-07-28: never ask what was not declared).
+_CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 #: A coroutine function that puts one JSON-RPC message on the open response stream.
 MessageSink = Callable[[dict[str, Any]], Awaitable[None]]
@@ -200,6 +203,44 @@ class ToolContext:
         if logger_name:
             params["logger"] = logger_name
         return await self.send_notification("notifications/message", params)
+
+    async def request_input(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+        """Ask the client (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) in
+        either era and return its ``result`` object.
+
+        2025-11-25 session: a live server-to-client request (:meth:`send_request`). 2026-07-28
+        request: this round ends with ``input_required`` carrying the request under the next input
+        key; on the retry the client's answer to that key is returned (the tool body runs again
+        up to here, see :mod:`~mcp_oauth.transport.input_required`).
+
+        :raises McpError: 2026-07-28: -32021 when the client did not declare the capability the
+            method needs (``data.requiredCapabilities``); 2025-11-25: the client answered with an error.
+        :raises InputRequired: 2026-07-28, not answered yet.
+        """
+        if not self.modern:
+            return await self.send_request(method, params, timeout=timeout)
+        needed = _CAPABILITY_OF.get(method)
+        if needed is not None and not isinstance(self.client_capabilities.get(needed), dict):
+            raise McpError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                f"This tool needs the client capability {needed}",
+                {"requiredCapabilities": {needed: {}}},
+            )
+        if self.input_round is None:
+            self.input_round = InputRound()
+        key = self.input_round.next_key()
+        settled = self.input_round.settled(key)
+        if isinstance(settled, dict) and settled.get("kind") == "raw" and settled.get("method") == method:
+            return dict(settled.get("result") or {})
+        asked = self.input_round.asked(key)
+        answer = self.input_round.response(key)
+        if isinstance(asked, dict) and asked.get("method") == method and isinstance(answer, dict):
+            self.input_round.settle(key, {"kind": "raw", "method": method, "result": answer})
+            return answer
+        request: dict[str, Any] = {"method": method}
+        if params is not None:
+            request["params"] = params
+        raise self.input_round.ask(key, request, {"kind": "raw", "method": method})
 
     async def send_request(
         self,

@@ -18,6 +18,7 @@ rung                                                                   HTTP   co
 version not a modern revision we serve (``data.supported/requested``)  400    -32022
 method unknown in this era (front end, :mod:`.handlers`)               404    -32601
 needed client capability not declared (``data.requiredCapabilities``)  400    -32021
+``tools/call``: ``Mcp-Param-*`` ≠ an ``x-mcp-header`` argument          400    -32020
 =====================================================================  =====  ======
 """
 
@@ -165,6 +166,67 @@ def check_envelope(
         client_info=dict(info) if isinstance(info, Mapping) else {},
         log_level=level if isinstance(level, str) else None,
     )
+
+
+PARAM_HEADER_PREFIX = "Mcp-Param-"
+X_MCP_HEADER = "x-mcp-header"
+
+
+def _annotated(schema: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str]]:
+    """``(property path, header token)`` of every ``x-mcp-header`` reachable through ``properties``."""
+    found: list[tuple[tuple[str, ...], str]] = []
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return found
+    for name, sub in properties.items():
+        if not isinstance(sub, Mapping):
+            continue
+        token = sub.get(X_MCP_HEADER)
+        if isinstance(token, str) and token:
+            found.append(((*path, name), token))
+        found.extend(_annotated(sub, (*path, name)))
+    return found
+
+
+def _render(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        try:
+            return str(value)
+        except ValueError:  # an int beyond the digit limit
+            return None
+    return None
+
+
+def check_param_headers(input_schema: Any, arguments: Any, headers: Mapping[str, str], request_id: Any) -> None:
+    """MCP 2026-07-28 "Custom headers": every argument whose schema property carries
+    ``x-mcp-header: <token>`` is mirrored in ``Mcp-Param-<token>``; header and argument must be
+    present together and equal (after ``=?base64?…?=`` decoding; integers compare as numbers).
+
+    :raises JsonRpcError: -32020 (HTTP 400) on the first disagreement.
+    """
+    arguments = arguments if isinstance(arguments, Mapping) else {}
+    for path, token in _annotated(input_schema):
+        header_name = PARAM_HEADER_PREFIX + token
+        raw = headers.get(header_name)
+        value: Any = arguments
+        for part in path:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        rendered = _render(value) if value is not None else None
+        if raw is None and rendered is None:
+            continue
+        decoded = decode_header_value(raw)
+        same = rendered is not None and decoded is not None and decoded == rendered
+        if not same and rendered is not None and decoded is not None and isinstance(value, int) and not isinstance(value, bool):
+            same = re.fullmatch(r"-?[0-9]+(\.0+)?", decoded) is not None and int(decoded.split(".")[0]) == value
+        if not same:
+            raise JsonRpcError(
+                HEADER_MISMATCH,
+                f"Bad Request: {header_name} header does not match the argument {'.'.join(path)!r}",
+                http_status=400,
+                request_id=request_id,
+            )
 
 
 def check_capability(entry: Method, envelope: Envelope, request_id: Any) -> None:

@@ -17,6 +17,10 @@ open; default: one key derived from ``SECRET_KEY`` with HKDF-SHA256). The plaint
 malformed, sealed with an unknown key, tampered with, expired, bound to another principal, method,
 tool or arguments, or already used: each state opens once (the ``jti`` is recorded in the cache
 ``MCP_OAUTH["THROTTLE_CACHE"]`` until it expires; use a shared cache with several processes).
+Where a state carries what authorizes something, single use does not rest on the cache alone: a
+form answer is applied by moving the form row the state names out of ``pending`` in the database
+(``elicitation.api``), so a replay on any worker is refused. A replayed URL-mode state only runs
+the tool again, which reads the user's connection or secret from the database as any call does.
 """
 
 from __future__ import annotations

@@ -332,7 +332,8 @@ class MethodTable:
         ``mcp_types`` for the version when it knows the method."""
         data = _dump(result)
         if isinstance(result, BaseModel):  # model defaults (ttl_ms=0, ...) are not the handler's choice
-            explicit = {result.model_fields[name].alias or name for name in result.model_fields_set}
+            fields = type(result).model_fields
+            explicit = {fields[name].alias or name for name in result.model_fields_set if name in fields}
             for key in ("ttlMs", "cacheScope"):
                 if key not in explicit:
                     data.pop(key, None)

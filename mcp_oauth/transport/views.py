@@ -1,8 +1,9 @@
 """The Streamable HTTP MCP endpoint (MCP 2025-11-25 and 2026-07-28 "Transports" / "Streamable HTTP").
 
-The view speaks HTTP only: it authenticates, parses one JSON-RPC message, picks the era per
-request (:func:`~.modern.is_modern`), builds a :class:`~.table.Call` and runs the method's entry of
-:data:`~.handlers.methods` (the only place a method is routed), then renders JSON or SSE.
+The view speaks HTTP only: it authenticates, parses one JSON-RPC message, lets
+:func:`~.routing.route_request` pick the era and run the checks (no HTTP framework there, so an
+ASGI lane reuses it), runs the method's entry of :data:`~.handlers.methods` (the only place a
+method is routed), then renders JSON or SSE.
 
 * **POST** one JSON-RPC message. Requests get ``application/json``; ``tools/call`` (and
   ``subscriptions/listen``) under ASGI get ``text/event-stream`` (legacy: always, so the tool
@@ -35,6 +36,7 @@ body
 unsupported version (``data.supported``/``requested``)     400     -32022
 method unknown in 2026-07-28                               404     -32601
 client capability missing (``data.requiredCapabilities``)  400     -32021
+``Mcp-Param-*`` ≠ an ``x-mcp-header`` tool argument         400     -32020
 invalid params (incl. a bad ``requestState``)              400     -32602
 **2025-11-25 request**:
 method this server does not have in the handshake era      200     -32601
@@ -74,32 +76,19 @@ from ..resource_server.authentication import BearerChallenge, BearerPrincipal, a
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
 from ..signals import client_response_received, mcp_session_ended
-from . import modern
 from .context import pending_requests
 from .handlers import methods
-from .jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    Incoming,
-    JsonRpcError,
-    McpError,
-    dumps,
-    error_message,
-    parse_message,
-)
-from .legacy import LATEST_HANDSHAKE_VERSION
-from .sessions import end_session, find_session
+from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, JsonRpcError, McpError, dumps, error_message, parse_message
+from .routing import SESSION_HEADER, check_protocol_version, is_modern_header, require_session, route_request
+from .sessions import end_session
 from .sse import ResponseChannel, outbox_stream
-from .table import HANDSHAKE_VERSIONS, LEGACY, MODERN, MODERN_VERSIONS, Call, InsufficientScope, Method
+from .table import Call, InsufficientScope, Method
 from .tool_methods import cancel_request, cancel_session_requests
 
 __all__ = ["McpView", "mcp_endpoint"]
 
 logger = logging.getLogger("mcp_oauth.transport")
 
-SESSION_HEADER = "Mcp-Session-Id"
-VERSION_HEADER = "MCP-Protocol-Version"
 _EVENT_ID_RE = re.compile(r"^[0-9]{1,18}$")
 
 
@@ -141,27 +130,6 @@ def accepts_sse(request: HttpRequest) -> bool:
 def is_asgi(request: HttpRequest) -> bool:
     """True when served by an ASGI server (the only case where responses can stream)."""
     return isinstance(request, ASGIRequest)
-
-
-def check_protocol_version(request: HttpRequest, request_id: Any = None) -> str | None:
-    """The ``MCP-Protocol-Version`` header of a 2025-11-25-family request, when present.
-
-    :raises JsonRpcError: -32022 (HTTP 400) for a version this server does not speak
-        (MCP 2025-11-25 "Protocol Version Header": "MUST respond with 400 Bad Request");
-        ``data`` is ``{"supported": [...], "requested": "..."}``.
-    """
-    value = request.headers.get(VERSION_HEADER)
-    if value is None:
-        return None
-    value = value.strip()
-    if value not in HANDSHAKE_VERSIONS:
-        raise modern.unsupported_version(value, request_id)
-    return value
-
-
-def _is_modern_header(request: HttpRequest) -> bool:
-    value = request.headers.get(VERSION_HEADER)
-    return value is not None and value.strip() in MODERN_VERSIONS
 
 
 def _method_not_allowed_for_modern() -> HttpResponse:
@@ -255,29 +223,6 @@ class McpView:
         except JsonRpcError as exc:
             return error_response(exc)
 
-    async def require_session(
-        self, request: HttpRequest, principal: BearerPrincipal, request_id: Any = None
-    ) -> McpSession:
-        """The live session named by ``Mcp-Session-Id`` and owned by ``principal``.
-
-        :raises JsonRpcError: 400 without the header; 404 for any id that is not a live
-            session of this user, client and resource (one answer for all cases).
-        """
-        session_id = request.headers.get(SESSION_HEADER)
-        if not session_id or not session_id.strip():
-            raise JsonRpcError(
-                INVALID_REQUEST,
-                f"Bad Request: {SESSION_HEADER} header is required",
-                http_status=400,
-                request_id=request_id,
-            )
-        session = await sync_to_async(find_session)(session_id.strip(), principal)
-        if session is None:
-            raise JsonRpcError(
-                INVALID_REQUEST, "Not Found: unknown or terminated session", http_status=404, request_id=request_id
-            )
-        return session
-
     # --- POST ----------------------------------------------------------------------------
 
     async def post(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
@@ -293,17 +238,19 @@ class McpView:
             )
         incoming = parse_message(read_body(request))
         if incoming.kind == "request":
-            if modern.is_modern(incoming.method, incoming.params, request.headers.get(VERSION_HEADER)):
-                return await self.modern_request(request, principal, incoming)
-            return await self.legacy_request(request, principal, incoming)
-        if _is_modern_header(request):
+            entry, call = await route_request(incoming, request.headers, principal, self.registry, http_request=request)
+            response = await self.run(request, entry, call)
+            if call.method == "initialize" and call.session is not None and response.status_code == 200:
+                response[SESSION_HEADER] = call.session.pk
+            return response
+        if is_modern_header(request.headers):
             # 2026-07-28: no client notification acts on anything (cancelling = closing the
             # stream), and there are no server-to-client requests to answer.
             if incoming.kind == "response":
                 raise JsonRpcError(INVALID_REQUEST, "Bad Request: no server-to-client request to answer", http_status=400)
             return HttpResponse(status=202)
-        check_protocol_version(request)
-        session = await self.require_session(request, principal)
+        check_protocol_version(request.headers)
+        session = await require_session(request.headers, principal)
         if incoming.kind == "notification":
             if incoming.method == "notifications/cancelled":
                 cancel_request(session.pk, incoming.params.get("requestId"))
@@ -315,61 +262,6 @@ class McpView:
                 if isinstance(outcome, Exception):
                     logger.error("client_response_received receiver %r failed", receiver, exc_info=outcome)
         return HttpResponse(status=202)
-
-    async def legacy_request(self, request: HttpRequest, principal: BearerPrincipal, incoming: Incoming) -> HttpResponse:
-        """A 2025-11-25-family request: method, version header, session, then the table."""
-        message_id = incoming.id
-        method = incoming.method or ""
-        entry = methods.get(method, LEGACY)
-        if entry is None:
-            shown = method[:100]
-            return json_response(error_message(message_id, McpError(METHOD_NOT_FOUND, f"Method not found: {shown}")))
-        check_protocol_version(request, message_id)
-        session = await self.require_session(request, principal, message_id) if entry.session else None
-        call = Call(
-            method=method,
-            message_id=message_id,
-            params=incoming.params,
-            principal=principal,
-            registry=self.registry,
-            era=LEGACY,
-            protocol_version=session.protocol_version if session is not None else LATEST_HANDSHAKE_VERSION,
-            session=session,
-            client_capabilities=dict(session.client_capabilities or {}) if session is not None else {},
-            client_info=dict(session.client_info or {}) if session is not None else {},
-            log_level=session.log_level if session is not None else None,
-            http_request=request,
-        )
-        response = await self.run(request, entry, call)
-        if method == "initialize" and call.session is not None and response.status_code == 200:
-            response[SESSION_HEADER] = call.session.pk
-        return response
-
-    async def modern_request(self, request: HttpRequest, principal: BearerPrincipal, incoming: Incoming) -> HttpResponse:
-        """A 2026-07-28 request: the :mod:`.modern` ladder, then the table; no session."""
-        message_id = incoming.id
-        method = incoming.method or ""
-        known = methods.get(method)
-        name_param = known.name_param if known is not None else None
-        envelope = modern.check_envelope(method, incoming.params, request.headers, message_id, name_param)
-        entry = methods.get(method, MODERN)
-        if entry is None:
-            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method[:100]}", http_status=404, request_id=message_id)
-        modern.check_capability(entry, envelope, message_id)
-        call = Call(
-            method=method,
-            message_id=message_id,
-            params=incoming.params,
-            principal=principal,
-            registry=self.registry,
-            era=MODERN,
-            protocol_version=envelope.protocol_version,
-            client_capabilities=envelope.client_capabilities,
-            client_info=envelope.client_info,
-            log_level=envelope.log_level,
-            http_request=request,
-        )
-        return await self.run(request, entry, call)
 
     async def run(self, request: HttpRequest, entry: Method, call: Call) -> HttpResponse:
         """Serve ``call`` with ``entry``: JSON, or SSE for a streaming method under ASGI."""
@@ -422,7 +314,7 @@ class McpView:
 
     async def get(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
         """Open the session's SSE stream (outbox), resuming after ``Last-Event-ID``."""
-        if _is_modern_header(request):
+        if is_modern_header(request.headers):
             return _method_not_allowed_for_modern()
         if not is_asgi(request):
             response = json_response(
@@ -433,8 +325,8 @@ class McpView:
             return response
         if not accepts_sse(request):
             raise JsonRpcError(INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream", http_status=406)
-        check_protocol_version(request)
-        session = await self.require_session(request, principal)
+        check_protocol_version(request.headers)
+        session = await require_session(request.headers, principal)
         after = 0
         last_event_id = request.headers.get("Last-Event-ID")
         if last_event_id is not None and last_event_id.strip():
@@ -458,10 +350,10 @@ class McpView:
 
     async def delete(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
         """End the session: 204; its id is unknown (404) from then on."""
-        if _is_modern_header(request):
+        if is_modern_header(request.headers):
             return _method_not_allowed_for_modern()
-        check_protocol_version(request)
-        session = await self.require_session(request, principal)
+        check_protocol_version(request.headers)
+        session = await require_session(request.headers, principal)
         ended = await sync_to_async(end_session)(session)
         cancel_session_requests(session.pk)
         if ended:
