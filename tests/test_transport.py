@@ -1193,9 +1193,9 @@ def test_official_sdk_client(uvicorn_server, user, public_app, mint_token, mode)
 
                     from mcp_oauth.transport.subscriptions import publish_list_changed
 
-                    async with mcp.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+                    async with mcp.listen(tools_list_changed=True) as subscription:
                         honored = subscription.honored
-                        publish_list_changed("prompts")  # not honoured: never delivered
+                        publish_list_changed("prompts")  # not asked for: never delivered
                         publish_list_changed("tools")
                         with anyio.fail_after(10):
                             event = await subscription.__anext__()
