@@ -69,6 +69,7 @@ def test_level_three_and_malformed_templates_are_refused(template):
         ("a://b c", "whitespace"),
         ("a://b\x00", "control"),
         ("a://" + "x" * 3000, "longer than 2048"),
+        ("a://" + "é" * 1100, "longer than 2048 bytes"),
     ],
 )
 def test_malformed_uris(uri, reason):

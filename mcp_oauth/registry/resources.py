@@ -71,7 +71,7 @@ __all__ = [
 
 Contents = types.TextResourceContents | types.BlobResourceContents
 
-#: Longest URI accepted by ``resources/read`` / ``subscribe`` (characters).
+#: Longest URI accepted by ``resources/read`` / ``subscribe`` (bytes of UTF-8; fits a database index).
 MAX_URI_LENGTH = 2048
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 _NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
@@ -90,8 +90,8 @@ def check_uri(uri: object) -> str:
         raise malformed_uri(uri, "the URI must be a string")
     if not uri:
         raise malformed_uri(uri, "the URI is empty")
-    if len(uri) > MAX_URI_LENGTH:
-        raise malformed_uri(uri, f"the URI is longer than {MAX_URI_LENGTH} characters")
+    if len(uri.encode("utf-8", "surrogatepass")) > MAX_URI_LENGTH:
+        raise malformed_uri(uri, f"the URI is longer than {MAX_URI_LENGTH} bytes (UTF-8)")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
         raise malformed_uri(uri, "the URI contains whitespace or control characters")
     if not _SCHEME_RE.match(uri):
