@@ -52,9 +52,11 @@ from django.db.models.functions import Cast
 from django.forms.models import model_to_dict
 
 from .base import call, scope_tuple
+from .contents import Contents, ResourceNotFound, _annotations, _icons
 from .context import RequestContext
 from .errors import invalid_uri, resource_too_large
-from .resources import Contents, ResourceNotFound, ResourceRegistry, ResourceTemplate, _annotations, _icons
+from .items import ResourceTemplate
+from .resources import ResourceRegistry
 from .uritemplate import UriTemplate
 
 __all__ = ["ModelResource"]
