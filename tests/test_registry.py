@@ -46,6 +46,12 @@ def test_reserved_and_fragment_expansion():
     assert fragment.match("page://home#top/1") == {"section": "top/1"}
 
 
+def test_one_reserved_expression_matches_long_uris():
+    template = UriTemplate("x://{a}/{b}/{+rest}")
+    assert template.match("x://1/2/" + "r/" * 1000) == {"a": "1", "b": "2", "rest": "r/" * 1000}
+    assert template.match("x://" + "/" * 2040 + "q") is None
+
+
 def test_literal_template_and_undecodable_escape():
     assert UriTemplate("a://b").is_literal
     assert UriTemplate("x://{v}").match("x://%FF") is None  # not UTF-8
@@ -53,7 +59,7 @@ def test_literal_template_and_undecodable_escape():
 
 @pytest.mark.parametrize(
     "template",
-    ["x://{a,b}", "x://{.a}", "x://{/a}", "x://{?q}", "x://{a*}", "x://{a:3}", "x://{a}{b}", "x://{a}/{a}", "x://{", "x://}", "x://{}", ""],
+    ["x://{a,b}", "x://{.a}", "x://{/a}", "x://{?q}", "x://{a*}", "x://{a:3}", "x://{a}{b}", "x://{a}/{a}", "x://{", "x://}", "x://{}", "", "x://{+a}/{+b}", "x://{+a}/x{#b}"],
 )
 def test_level_three_and_malformed_templates_are_refused(template):
     with pytest.raises(InvalidTemplate):

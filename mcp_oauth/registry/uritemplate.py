@@ -13,8 +13,10 @@ expression    expands ``x`` to                 matches
 ``{#x}``      ``#`` + the ``{+x}`` expansion   ``#`` and one or more characters
 ============  ==============================  ==========================
 
-Level 3+ operators (``. / ; ? &``), several variables in one expression and
-modifiers (``:3``, ``*``) raise :class:`InvalidTemplate` at registration.
+Level 3+ operators (``. / ; ? &``), several variables in one expression,
+modifiers (``:3``, ``*``) and more than one ``{+x}`` / ``{#x}`` per template (their
+matching would backtrack for seconds on a long URI) raise :class:`InvalidTemplate` at
+registration.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ class UriTemplate:
             raise InvalidTemplate(f"unbalanced braces in URI template {template!r}")
         if tail:
             parts.append(_Part(literal=tail))
+        if sum(1 for part in parts if part.literal is None and part.operator) > 1:
+            # Two lazy ".+?" groups make matching a 2 KB URI take seconds (catastrophic backtracking).
+            raise InvalidTemplate(f"URI template {template!r}: at most one {{+var}} or {{#var}} expression")
         names = [part.name for part in parts if part.literal is None]
         if len(set(names)) != len(names):
             raise InvalidTemplate(f"URI template {template!r}: a variable appears twice")
