@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 
 
 class MCPOAuthConfig(AppConfig):
-    """Wires the app: DOT secure defaults, system checks, default resource, tool autodiscovery."""
+    """Wires the app: DOT secure defaults, system checks, default resource, tool, resource and prompt autodiscovery."""
 
     name = "mcp_oauth"
     verbose_name = _("MCP authorization")
@@ -44,6 +44,8 @@ class MCPOAuthConfig(AppConfig):
         connect_lifecycle(get_user_model())
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
+        autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)
+        autodiscover_modules(mcp_oauth_settings.PROMPTS_MODULE)
         for module in mcp_oauth_settings.TOOL_MODULES:
             try:
                 import_module(module)

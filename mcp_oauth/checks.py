@@ -161,6 +161,27 @@ def check_tool_modules(app_configs, **kwargs):
 
 
 @register(Tags.urls, Tags.templates)
+def check_resource_and_prompt_registries(app_configs, **kwargs):
+    """E023 ``RESOURCE_REGISTRY`` / E024 ``PROMPT_REGISTRY`` does not import, or is not a registry."""
+    from django.utils.module_loading import import_string
+
+    from .registry.prompts import PromptRegistry
+    from .registry.resources import ResourceRegistry
+
+    messages = []
+    for key, kind, code in (("RESOURCE_REGISTRY", ResourceRegistry, "E023"), ("PROMPT_REGISTRY", PromptRegistry, "E024")):
+        path = getattr(mcp_oauth_settings, key)
+        try:
+            registry = import_string(path) if isinstance(path, str) else path
+        except ImportError as exc:
+            messages.append(Error(f'MCP_OAUTH["{key}"] {path!r} cannot be imported: {exc}', id=f"mcp_oauth.{code}"))
+            continue
+        if not isinstance(registry, kind):
+            messages.append(Error(f'MCP_OAUTH["{key}"] {path!r} is not a {kind.__name__}.', id=f"mcp_oauth.{code}"))
+    return messages
+
+
+@register()
 def check_login_url(app_configs, **kwargs):
     """W030 the login page users are sent to (:func:`mcp_oauth.login.login_url`) resolves to no view;
     E031 its template cannot render (missing template or base template, broken tag or URL name)."""

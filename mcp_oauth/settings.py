@@ -68,6 +68,19 @@ DEFAULTS: dict[str, Any] = {
     # Module name looked for in every installed app at start-up (like admin.py),
     # so apps can register their tools there.
     "TOOLS_MODULE": "mcp_tools",
+    # Dotted paths of the default ResourceRegistry and PromptRegistry (mcp_oauth.registry),
+    # and the modules autodiscovered in every installed app to fill them.
+    "RESOURCE_REGISTRY": "mcp_oauth.registry.resources.registry",
+    "PROMPT_REGISTRY": "mcp_oauth.registry.prompts.registry",
+    "RESOURCES_MODULE": "mcp_resources",
+    "PROMPTS_MODULE": "mcp_prompts",
+    # resources/list page size (entries); the cursor of the next page is opaque and signed.
+    "RESOURCE_PAGE_SIZE": 50,
+    # Largest resource content sent by resources/read (bytes of text as UTF-8, or of a blob
+    # before base64); larger: JSON-RPC -32602 "Resource too large". Per item: max_bytes.
+    "RESOURCE_MAX_BYTES": 5 * 1024 * 1024,
+    # Most resources/subscribe URIs one session may hold.
+    "MAX_SUBSCRIPTIONS_PER_SESSION": 1000,
     # Anonymous RFC 7591 registration is open to public clients
     # (token_endpoint_auth_method "none"). True also lets anonymous callers
     # register confidential clients.
@@ -291,7 +304,9 @@ class AppSettings:
         return value
 
     def reload(self) -> None:
-        for attr in self._cached:
+        # Every cached key, also one a concurrent reader (a live server's thread) set after the
+        # last reload without being recorded in _cached yet.
+        for attr in [name for name in vars(self) if name in self.defaults]:
             delattr(self, attr)
         self._cached.clear()
         if hasattr(self, "_user_settings"):

@@ -280,7 +280,14 @@ def test_server_discover(client, token, settings):
     result = result_of(post(client, token, body("server/discover")))
     assert result == {
         "supportedVersions": ALL_VERSIONS,
-        "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+        "capabilities": {
+            "tools": {"listChanged": True},
+            "logging": {},
+            # the demo project's resources and prompts (mcp_oauth.registry)
+            "prompts": {"listChanged": True},
+            "resources": {"listChanged": True, "subscribe": True},
+            "completions": {},
+        },
         "instructions": "Be nice.",
         "resultType": "complete",
         "ttlMs": 60000,
@@ -553,7 +560,7 @@ def test_subscriptions_listen_acknowledges_then_relays_what_was_asked(token):
         buffer = b""
         while not parse_sse(buffer):
             buffer += await stream.__anext__()
-        publish_list_changed("prompts")  # not honoured: never delivered
+        publish_list_changed("resources")  # not asked for: never delivered
         publish_list_changed("tools")
         while len(parse_sse(buffer)) < 2:
             buffer += await asyncio.wait_for(stream.__anext__(), 5)
@@ -564,7 +571,10 @@ def test_subscriptions_listen_acknowledges_then_relays_what_was_asked(token):
     assert ack == {
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
-        "params": {"notifications": {"toolsListChanged": True}, "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}},
+        "params": {
+            "notifications": {"toolsListChanged": True, "promptsListChanged": True},
+            "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"},
+        },
     }
     assert changed == {
         "jsonrpc": "2.0",

@@ -443,7 +443,14 @@ def test_initialize_creates_a_bound_session(client, token, user, public_app, res
     assert body["id"] == "init-1"
     assert body["result"] == {
         "protocolVersion": "2025-11-25",
-        "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+        "capabilities": {
+            "tools": {"listChanged": False},
+            "logging": {},
+            # the demo project's resources and prompts (project/mcp_resources.py, mcp_prompts.py)
+            "resources": {"subscribe": True, "listChanged": True},
+            "prompts": {"listChanged": True},
+            "completions": {},
+        },
         "serverInfo": {"name": "django-mcp-authz", "version": "0.1.0"},
     }
     session = McpSession.objects.get(pk=response["Mcp-Session-Id"])
@@ -602,7 +609,7 @@ def test_ping(client, token):
     assert response.json() == {"jsonrpc": "2.0", "id": "p", "result": {}}
 
 
-@pytest.mark.parametrize("method", ["resources/list", "prompts/list", "completion/complete", "tasks/list", "sampling/createMessage"])
+@pytest.mark.parametrize("method", ["resources/lists", "prompts/delete", "tasks/list", "sampling/createMessage"])
 def test_unknown_methods_are_32601(client, token, method):
     session_id = initialize(client, token)
     response = post(client, request(method, {}), token, session_id)
@@ -1186,9 +1193,9 @@ def test_official_sdk_client(uvicorn_server, user, public_app, mint_token, mode)
 
                     from mcp_oauth.transport.subscriptions import publish_list_changed
 
-                    async with mcp.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+                    async with mcp.listen(tools_list_changed=True) as subscription:
                         honored = subscription.honored
-                        publish_list_changed("prompts")  # not honoured: never delivered
+                        publish_list_changed("prompts")  # not asked for: never delivered
                         publish_list_changed("tools")
                         with anyio.fail_after(10):
                             event = await subscription.__anext__()

@@ -12,6 +12,7 @@ from .core import (
     new_session_id,
 )
 from .refresh import RefreshGeneration, RefreshTokenGeneration
+from .subscriptions import ResourceSubscription
 from .trust import TrustRule
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "RedeemedAuthorizationCode",
     "RefreshGeneration",
     "RefreshTokenGeneration",
+    "ResourceSubscription",
     "TrustRule",
     "new_session_id",
     "revoke_client_tokens",

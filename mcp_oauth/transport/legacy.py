@@ -27,6 +27,7 @@ from ..signals import mcp_session_started
 from ..text import storable
 from .jsonrpc import INVALID_PARAMS, McpError
 from .sessions import create_session, set_log_level
+from ..registry.handlers import server_capabilities as registry_capabilities
 from .table import HANDSHAKE_VERSIONS, Call, parse_params, server_info
 
 __all__ = ["initialize", "ping", "set_level"]
@@ -55,6 +56,7 @@ async def initialize(call: Call) -> types.InitializeResult:
         capabilities=types.ServerCapabilities(
             tools=types.ToolsCapability(list_changed=False),
             logging=types.LoggingCapability(),
+            **registry_capabilities(),
         ),
         server_info=types.Implementation(**server_info()),
         instructions=mcp_oauth_settings.INSTRUCTIONS or None,

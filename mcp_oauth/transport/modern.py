@@ -33,6 +33,9 @@ from typing import Any
 
 import mcp_types as types
 
+from asgiref.sync import sync_to_async
+
+from ..registry.handlers import server_capabilities as registry_capabilities
 from ..settings import mcp_oauth_settings
 from . import subscriptions
 from .jsonrpc import (
@@ -256,6 +259,14 @@ def server_capabilities() -> dict[str, Any]:
             "listChanged": "resourcesListChanged" in subscriptions.supported_filters,
             "subscribe": "resourceSubscriptions" in subscriptions.supported_filters,
         }
+    for name, capability in registry_capabilities().items():  # only what the registries serve
+        if name == "completions":
+            capabilities[name] = {}
+        else:
+            capabilities.setdefault(name, capability.model_dump(by_alias=True, exclude_none=True))
+    for name in ("resources", "prompts"):
+        if name not in registry_capabilities():
+            capabilities.pop(name, None)
     return capabilities
 
 
@@ -309,6 +320,8 @@ async def listen(call: Call) -> dict[str, Any]:
         while True:
             event: subscriptions.Event = await queue.get()
             if event.filter not in honoured or (event.uri is not None and event.uri not in uris):
+                continue
+            if event.audience is not None and not await sync_to_async(subscriptions.reaches)(event, call.principal):
                 continue
             await call.sink(
                 {"jsonrpc": "2.0", "method": event.method, "params": {**(event.params or {}), "_meta": stamp}}
