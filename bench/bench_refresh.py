@@ -56,8 +56,11 @@ def main() -> None:
     from django.test import override_settings
 
     override_settings(
-        MCP_OAUTH={**settings.MCP_OAUTH, "BASE_URL": "http://testserver",
-                   "THROTTLE_RATES": {"register": None, "authorize": None, "token": None}},
+        MCP_OAUTH={
+            **settings.MCP_OAUTH,
+            "BASE_URL": "http://testserver",
+            "THROTTLE_RATES": {"register": None, "authorize": None, "token": None},
+        },
         ALLOWED_HOSTS=["testserver"],
     ).enable()
     call_command("migrate", verbosity=0, interactive=False)
@@ -73,8 +76,13 @@ def main() -> None:
     user, _ = get_user_model().objects.get_or_create(username="bench-refresh")
     Application = get_application_model()
     app, _ = Application.objects.get_or_create(
-        name="bench refresh client", defaults={"client_type": "public", "authorization_grant_type": "authorization-code",
-                                               "redirect_uris": "http://127.0.0.1/callback"})
+        name="bench refresh client",
+        defaults={
+            "client_type": "public",
+            "authorization_grant_type": "authorization-code",
+            "redirect_uris": "http://127.0.0.1/callback",
+        },
+    )
     print(f"database: {connection.vendor}; threads at a time: {args.threads}")
     print(f"{'requests':>8} {'generations':>11} {'working':>8} {'5xx':>4} {'other':>6} {'seconds':>8} {'req/s':>7}")
     for count in args.counts:
@@ -87,15 +95,20 @@ def main() -> None:
         threads = min(count, args.threads)
         barrier = threading.Barrier(threads)
 
-        def one(_):
+        def one(_, barrier=barrier, first=first):
             try:
                 try:
                     barrier.wait(timeout=30)
                 except threading.BrokenBarrierError:
                     pass
-                response = Client().post("/oauth/token", {"grant_type": "refresh_token",
-                                                          "refresh_token": first["refresh_token"],
-                                                          "client_id": app.client_id})
+                response = Client().post(
+                    "/oauth/token",
+                    {
+                        "grant_type": "refresh_token",
+                        "refresh_token": first["refresh_token"],
+                        "client_id": app.client_id,
+                    },
+                )
                 return response.status_code, response.json()
             finally:
                 connections.close_all()
@@ -104,20 +117,28 @@ def main() -> None:
         with ThreadPoolExecutor(max_workers=threads) as pool:
             results = list(pool.map(one, range(count)))
         elapsed = time.perf_counter() - started
-        live = set(get_refresh_token_model().objects.filter(revoked__isnull=True).values_list("token_checksum", flat=True))
+        live = set(
+            get_refresh_token_model().objects.filter(revoked__isnull=True).values_list("token_checksum", flat=True)
+        )
         working = 0
         for status, body in results:
             if status != 200:
                 continue
-            ping = client.post("/mcp", data='{"jsonrpc":"2.0","id":1,"method":"ping"}', content_type="application/json",
-                               HTTP_AUTHORIZATION=f"Bearer {body['access_token']}",
-                               HTTP_ACCEPT="application/json, text/event-stream")
+            ping = client.post(
+                "/mcp",
+                data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {body['access_token']}",
+                HTTP_ACCEPT="application/json, text/event-stream",
+            )
             if ping.status_code != 401 and hashlib.sha256(body["refresh_token"].encode()).hexdigest() in live:
                 working += 1
         generations = RefreshGeneration.objects.filter(parent=root).count()
         errors = sum(1 for status, _ in results if status >= 500)
         other = sum(1 for status, _ in results if status != 200 and status < 500)
-        print(f"{count:>8} {generations:>11} {working:>8} {errors:>4} {other:>6} {elapsed:>8.2f} {count / elapsed:>7.1f}")
+        print(
+            f"{count:>8} {generations:>11} {working:>8} {errors:>4} {other:>6} {elapsed:>8.2f} {count / elapsed:>7.1f}"
+        )
         for status, body in results:
             if status != 200:
                 print(f"         {status}: {body}")

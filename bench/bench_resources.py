@@ -80,12 +80,22 @@ def main() -> None:
         [Note(owner=owner, title=f"note {i}", body="x" * 200) for owner in (user, other) for i in range(args.rows)]
     )
     app = get_application_model().objects.create(
-        name="bench", client_type="public", authorization_grant_type="authorization-code", redirect_uris="http://127.0.0.1/cb"
+        name="bench",
+        client_type="public",
+        authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/cb",
     )
     session = McpSession.objects.create(
-        user=user, application=app, resource=resource, protocol_version="2025-11-25", client_capabilities={}, client_info={}
+        user=user,
+        application=app,
+        resource=resource,
+        protocol_version="2025-11-25",
+        client_capabilities={},
+        client_info={},
     )
-    ctx = RequestContext(user=user, scopes=frozenset({"mcp"}), resource=resource, session=session, protocol_version="2025-11-25")
+    ctx = RequestContext(
+        user=user, scopes=frozenset({"mcp"}), resource=resource, session=session, protocol_version="2025-11-25"
+    )
     target = Note.objects.filter(owner=user).order_by("pk")[args.rows // 2]
     ResourceSubscription.objects.create(session=session, uri=f"notes://{target.pk}")
     page_size = int(settings.MCP_OAUTH.get("RESOURCE_PAGE_SIZE", 50))
@@ -116,7 +126,10 @@ def main() -> None:
         "list first page": measure(lambda: run("resources/list", {}), n),
         "list last page": measure(lambda: run("resources/list", {"cursor": last_cursor}), n),
         "complete pk": measure(
-            lambda: run("completion/complete", {"ref": {"type": "ref/resource", "uri": "notes://{pk}"}, "argument": {"name": "pk", "value": "1"}}),
+            lambda: run(
+                "completion/complete",
+                {"ref": {"type": "ref/resource", "uri": "notes://{pk}"}, "argument": {"name": "pk", "value": "1"}},
+            ),
             n,
         ),
         "save + notify": measure(save, n),

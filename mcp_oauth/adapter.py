@@ -62,14 +62,21 @@ class DefaultMCPAdapter:
         """
         return access_token.user
 
-    def trust_verdict(self, application=None, *, client_id: str = "", registration_source: str | None = None,
-                      redirect_uris: Iterable[str] = ()) -> trust.Verdict:
+    def trust_verdict(
+        self,
+        application=None,
+        *,
+        client_id: str = "",
+        registration_source: str | None = None,
+        redirect_uris: Iterable[str] = (),
+    ) -> trust.Verdict:
         """The trust policy's :class:`~mcp_oauth.trust.Verdict` on a stored ``application``, or on a client known
         only by its ``client_id`` (a CIMD URL not fetched yet) and ``redirect_uris``."""
         if application is not None:
             return trust.evaluate_application(application)
-        return trust.evaluate(client_id=client_id, redirect_uris=list(redirect_uris),
-                              registration_source=registration_source)
+        return trust.evaluate(
+            client_id=client_id, redirect_uris=list(redirect_uris), registration_source=registration_source
+        )
 
     def describe_client(self, application, verdict: trust.Verdict | None = None) -> dict:
         """What the consent page says about a client (MCP "Client ID Metadata Documents" security, CIMD §8.5).
@@ -132,8 +139,11 @@ def check_settings() -> list:
     except ImportError as exc:
         return [Error(f'MCP_OAUTH["ADAPTER"] cannot be imported: {exc}', id="mcp_oauth.E042")]
     if cls is not None and not (isinstance(cls, type) and issubclass(cls, DefaultMCPAdapter)):
-        return [Error('MCP_OAUTH["ADAPTER"] must name a subclass of mcp_oauth.adapter.DefaultMCPAdapter.',
-                      id="mcp_oauth.E042")]
+        return [
+            Error(
+                'MCP_OAUTH["ADAPTER"] must name a subclass of mcp_oauth.adapter.DefaultMCPAdapter.', id="mcp_oauth.E042"
+            )
+        ]
     return []
 
 

@@ -25,17 +25,15 @@ class MCPOAuthConfig(AppConfig):
         super().import_models()
 
     def ready(self) -> None:
+        from django.contrib.auth import get_user_model
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks  # registers the system checks
-        from .settings import apply_dot_defaults, mcp_oauth_settings
+        from .lifecycle import connect as connect_lifecycle
         from .resource_server.cache import connect_receivers
+        from .settings import apply_dot_defaults, mcp_oauth_settings
         from .signals import sync_default_resource
         from .transport import wakeup
-
-        from django.contrib.auth import get_user_model
-
-        from .lifecycle import connect as connect_lifecycle
 
         apply_dot_defaults()
         checks.replace_dot_bcp_check()

@@ -16,7 +16,13 @@ def check_base_url(app_configs, **kwargs):
     messages: list[CheckMessage] = []
     base = mcp_oauth_settings.BASE_URL
     if not base:
-        return [Error('MCP_OAUTH["BASE_URL"] is not set.', hint='Set it to the site\'s public origin, e.g. "https://mcp.example.com".', id="mcp_oauth.E001")]
+        return [
+            Error(
+                'MCP_OAUTH["BASE_URL"] is not set.',
+                hint='Set it to the site\'s public origin, e.g. "https://mcp.example.com".',
+                id="mcp_oauth.E001",
+            )
+        ]
     parts = urlsplit(str(base))
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
         messages.append(Error(f'MCP_OAUTH["BASE_URL"] {base!r} is not an http(s) origin.', id="mcp_oauth.E001"))
@@ -169,7 +175,10 @@ def check_resource_and_prompt_registries(app_configs, **kwargs):
     from .registry.resources import ResourceRegistry
 
     messages = []
-    for key, kind, code in (("RESOURCE_REGISTRY", ResourceRegistry, "E023"), ("PROMPT_REGISTRY", PromptRegistry, "E024")):
+    for key, kind, code in (
+        ("RESOURCE_REGISTRY", ResourceRegistry, "E023"),
+        ("PROMPT_REGISTRY", PromptRegistry, "E024"),
+    ):
         path = getattr(mcp_oauth_settings, key)
         try:
             registry = import_string(path) if isinstance(path, str) else path
@@ -214,7 +223,7 @@ def check_login_url(app_configs, **kwargs):
             Error(
                 f"The login page {url!r} cannot render its template {template_name!r}: {problem}",
                 hint="Add the missing template (and the base template it extends) to a templates directory, "
-                'or remove LOGIN_URL to use the app\'s own login page (mcp_oauth/login.html).',
+                "or remove LOGIN_URL to use the app's own login page (mcp_oauth/login.html).",
                 id="mcp_oauth.E031",
             )
         ]
@@ -237,7 +246,9 @@ def _template_of(view) -> str | None:
     view_class = getattr(view, "view_class", None)
     if view_class is None:
         return None
-    return (getattr(view, "view_initkwargs", None) or {}).get("template_name") or getattr(view_class, "template_name", None)
+    return (getattr(view, "view_initkwargs", None) or {}).get("template_name") or getattr(
+        view_class, "template_name", None
+    )
 
 
 def _render_problem(template_name: str, url: str) -> str | None:
@@ -294,10 +305,12 @@ def check_rotation_and_scopes(app_configs, **kwargs):
     messages = scope_messages() + adapter_messages()
     grace = mcp_oauth_settings.REFRESH_TOKEN_GRACE_SECONDS
     if not isinstance(grace, int) or isinstance(grace, bool) or not 0 <= grace <= MAX_GRACE_SECONDS:
-        messages.append(Error(
-            f'MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"] must be an integer from 0 to {MAX_GRACE_SECONDS} (seconds).',
-            id="mcp_oauth.E040",
-        ))
+        messages.append(
+            Error(
+                f'MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"] must be an integer from 0 to {MAX_GRACE_SECONDS} (seconds).',
+                id="mcp_oauth.E040",
+            )
+        )
     return messages
 
 
@@ -319,9 +332,7 @@ def check_cimd_test_setting(app_configs, **kwargs):
 def check_request_state_keys(app_configs, **kwargs):
     """E060 a ``REQUEST_STATE_KEYS`` entry is not a secret of at least 32 characters (or bytes)."""
     keys = mcp_oauth_settings.REQUEST_STATE_KEYS
-    if keys and (
-        isinstance(keys, (str, bytes)) or not all(isinstance(k, (str, bytes)) and len(k) >= 32 for k in keys)
-    ):
+    if keys and (isinstance(keys, (str, bytes)) or not all(isinstance(k, (str, bytes)) and len(k) >= 32 for k in keys)):
         return [
             Error(
                 'MCP_OAUTH["REQUEST_STATE_KEYS"] must be a list of secrets of at least 32 characters each.',

@@ -69,7 +69,11 @@ class ClientSecretHasher(BasePasswordHasher):
 
     def safe_summary(self, encoded: str) -> dict[str, str]:
         decoded = self.decode(encoded)
-        return {"algorithm": decoded["algorithm"], "salt": mask_hash(decoded["salt"]), "hash": mask_hash(decoded["hash"])}
+        return {
+            "algorithm": decoded["algorithm"],
+            "salt": mask_hash(decoded["salt"]),
+            "hash": mask_hash(decoded["hash"]),
+        }
 
     def must_update(self, encoded: str) -> bool:
         return False

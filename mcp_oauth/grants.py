@@ -52,7 +52,9 @@ class Grant:
 def user_grants(user) -> list[Grant]:
     """The clients ``user`` has authorized and not revoked, most recently approved first."""
     consents = list(
-        Consent.objects.filter(user=user, revoked_at__isnull=True).select_related("application").order_by("-last_granted_at", "-id")
+        Consent.objects.filter(user=user, revoked_at__isnull=True)
+        .select_related("application")
+        .order_by("-last_granted_at", "-id")
     )
     last_used = dict(
         get_access_token_model()
@@ -121,8 +123,13 @@ def revoke_user_grants(user, application=None, *, reason: str) -> int:
             AuditEvent.Kind.GRANTS_REVOKED,
             user=user if getattr(user, "pk", None) else None,
             client_id=application.client_id if application is not None else "",
-            detail={"reason": reason, "user_id": str(user.pk), "client_id": getattr(application, "client_id", None),
-                    "tokens": revoked, "consents": consent_count},
+            detail={
+                "reason": reason,
+                "user_id": str(user.pk),
+                "client_id": getattr(application, "client_id", None),
+                "tokens": revoked,
+                "consents": consent_count,
+            },
         )
         transaction.on_commit(
             lambda: user_grants_revoked.send(

@@ -102,7 +102,8 @@ def challenge_scopes(needed: Iterable[str]) -> list[str]:
     scopes = advertised(needed)
     closures = {scope: implied([scope]) for scope in scopes}
     return [
-        scope for scope in scopes
+        scope
+        for scope in scopes
         if not any(other != scope and scope in closures[other] and other not in closures[scope] for other in scopes)
     ]
 
@@ -118,6 +119,11 @@ def check_settings() -> list:
         isinstance(parent, str) and isinstance(children, (list, tuple)) and all(isinstance(c, str) for c in children)
         for parent, children in raw.items()
     ):
-        return [Error('MCP_OAUTH["SCOPE_HIERARCHY"] must map a scope to a list of the scopes it grants, '
-                      'e.g. {"mcp:admin": ["mcp"]}.', id="mcp_oauth.E041")]
+        return [
+            Error(
+                'MCP_OAUTH["SCOPE_HIERARCHY"] must map a scope to a list of the scopes it grants, '
+                'e.g. {"mcp:admin": ["mcp"]}.',
+                id="mcp_oauth.E041",
+            )
+        ]
     return []

@@ -148,8 +148,13 @@ DEFAULTS: dict[str, Any] = {
     # Retry-After (seconds).
     # "elicitation" counts the URL-elicitation pages of the elicitation app (start, callback,
     # secure input, connections; SEP-1036: servers MUST rate-limit them).
-    "THROTTLE_RATES": {"register": "30/hour", "authorize": "60/minute", "token": "120/minute", "elicitation": "60/minute",
-                       "client_auth_failure": "30/minute"},
+    "THROTTLE_RATES": {
+        "register": "30/hour",
+        "authorize": "60/minute",
+        "token": "120/minute",
+        "elicitation": "60/minute",
+        "client_auth_failure": "30/minute",
+    },
     # Django cache alias holding the counters (use a shared cache, e.g. Redis, with many processes).
     "THROTTLE_CACHE": "default",
     # Dotted path of a callable (request, scope) -> str naming the caller; None: REMOTE_ADDR.

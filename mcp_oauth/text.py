@@ -39,7 +39,10 @@ def storable(value: Any) -> bool:
 def request_params_storable(request: HttpRequest) -> bool:
     """Whether the query string and form parameters of ``request`` are :func:`storable`."""
     params = [request.GET.lists()]
-    if request.method == "POST" and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+    if request.method == "POST" and request.content_type in (
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    ):
         params.append(request.POST.lists())
     return all(storable(list(items)) for items in params)
 

@@ -174,8 +174,9 @@ def count_failure(scope: str, ident: str) -> None:
 
 def throttle_error(retry_after: int, error: str = "slow_down") -> OAuthError:
     """The :class:`~mcp_oauth.errors.OAuthError` of a caller over its rate: HTTP 429 with ``Retry-After``."""
-    return OAuthError(error, f"Too many requests; retry after {retry_after} seconds.", status=429,
-                      retry_after=retry_after)
+    return OAuthError(
+        error, f"Too many requests; retry after {retry_after} seconds.", status=429, retry_after=retry_after
+    )
 
 
 def json_response(retry_after: int, error: str = "slow_down") -> HttpResponse:

@@ -23,8 +23,9 @@ def profile(request):
     """
     user = request.mcp_principal.user
     if user is None:
-        return challenge_response(request.mcp_principal.resource, 403, error="insufficient_scope",
-                                  error_description="This token has no user.")
+        return challenge_response(
+            request.mcp_principal.resource, 403, error="insufficient_scope", error_description="This token has no user."
+        )
     response = JsonResponse(
         {
             "sub": str(user.pk),

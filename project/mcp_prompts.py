@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import mcp_types as types
 from asgiref.sync import sync_to_async
 
-import mcp_types as types
 from mcp_oauth.registry import RequestContext, prompt
 
 from .mcp_resources import _my_notes

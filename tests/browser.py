@@ -191,7 +191,9 @@ class LoopbackListener:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         self.hits.append({key: values[0] for key, values in query.items()})
         body = b"<!doctype html><title>Signed in</title><p>Authorization received. You can close this window.</p>"
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html; charset=utf-8")]})
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html; charset=utf-8")]}
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def wait(self, count: int = 1, timeout: float = 15) -> dict[str, str]:

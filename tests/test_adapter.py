@@ -15,8 +15,14 @@ from .oauth_helpers import authorize_params, pkce_pair, redirect_query
 
 pytestmark = pytest.mark.django_db
 
-INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+)
 
 
 class SkippingAdapter(DefaultMCPAdapter):
@@ -92,8 +98,9 @@ def test_adapter_trust_verdict_refuses_authorization_and_tokens(logged_in, publi
     _, challenge = pkce_pair()
     page = logged_in.get("/oauth/authorize?" + urlencode(authorize_params(public_app, challenge)))
     assert page.status_code == 403 and "Location" not in page
-    token = logged_in.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": "x",
-                                            "client_id": public_app.client_id})
+    token = logged_in.post(
+        "/oauth/token", {"grant_type": "refresh_token", "refresh_token": "x", "client_id": public_app.client_id}
+    )
     assert token.status_code in (400, 401) and token.json()["error"] == "invalid_client"
 
 
@@ -101,13 +108,23 @@ def test_adapter_maps_a_token_to_a_user(client, user, other_user, resource, publ
     use(settings, RobotUserAdapter)
     RobotUserAdapter.robot = other_user
     token = mint_token(user, public_app, resource=resource.uri)
-    response = client.post("/mcp", data=INITIALIZE, content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_ACCEPT="application/json, text/event-stream")
+    response = client.post(
+        "/mcp",
+        data=INITIALIZE,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
+    )
     assert response.status_code == 200
     other_user.is_active = False
     other_user.save()
-    refused = client.post("/mcp", data=INITIALIZE, content_type="application/json",
-                          HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_ACCEPT="application/json, text/event-stream")
+    refused = client.post(
+        "/mcp",
+        data=INITIALIZE,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
+    )
     assert refused.status_code == 401 and 'error="invalid_token"' in refused["WWW-Authenticate"]
 
 

@@ -64,7 +64,10 @@ def test_consent_granted_and_denied(logged_in, user, public_app, events):
     assert consent_row.scope == "mcp" and consent_row.resources == [RESOURCE] and consent_row.revoked_at is None
 
     _, challenge = pkce_pair()
-    assert redirect_query(consent(logged_in, authorize_params(public_app, challenge), allow=False))["error"] == "access_denied"
+    assert (
+        redirect_query(consent(logged_in, authorize_params(public_app, challenge), allow=False))["error"]
+        == "access_denied"
+    )
     denied = only(Kind.CONSENT_DENIED)
     assert denied.user == user and denied.client_id == public_app.client_id
     assert [e.kind for e in events] == [Kind.CONSENT_GRANTED, Kind.CONSENT_DENIED]
@@ -89,8 +92,10 @@ def test_token_issued_refreshed_and_last_used(logged_in, user, public_app):
     first_use = ClientProfile.objects.get(application=public_app).last_used_at
     assert first_use is not None
 
-    response = logged_in.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"],
-                                               "client_id": public_app.client_id})
+    response = logged_in.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": public_app.client_id},
+    )
     assert response.status_code == 200
     refreshed = only(Kind.TOKEN_REFRESHED)
     assert refreshed.user == user and refreshed.detail["grant_type"] == "refresh_token"
@@ -105,8 +110,9 @@ def test_client_credentials_token_issued(client, resource):
     app = Application(name="svc", client_type="confidential", authorization_grant_type="client-credentials")
     secret = app.client_secret
     app.save()
-    response = client.post("/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id,
-                                            "client_secret": secret})
+    response = client.post(
+        "/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id, "client_secret": secret}
+    )
     assert response.status_code == 200, response.content
     event = only(Kind.TOKEN_ISSUED)
     assert event.user is None and event.detail["grant_type"] == "client_credentials"
@@ -152,8 +158,9 @@ def test_refresh_token_reuse_detected(logged_in, user, public_app):
 
 
 def test_unknown_refresh_token_is_not_reuse(logged_in, public_app):
-    response = logged_in.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": "made-up",
-                                               "client_id": public_app.client_id})
+    response = logged_in.post(
+        "/oauth/token", {"grant_type": "refresh_token", "refresh_token": "made-up", "client_id": public_app.client_id}
+    )
     assert response.status_code == 400
     assert not AuditEvent.objects.filter(kind=Kind.REFRESH_TOKEN_REUSE).exists()
 

@@ -57,7 +57,9 @@ def entry(client_id) -> ClientMetadataDocument:
 def expire(client_id, seconds_ago=1):
     """Move the entry's freshness into the past, as if its max-age had run out."""
     past = timezone.now() - timedelta(seconds=seconds_ago)
-    ClientMetadataDocument.objects.filter(client_id=client_id).update(expires_at=past, fetched_at=past - timedelta(hours=1))
+    ClientMetadataDocument.objects.filter(client_id=client_id).update(
+        expires_at=past, fetched_at=past - timedelta(hours=1)
+    )
 
 
 @pytest.fixture
@@ -99,8 +101,13 @@ def test_first_sight_fetches_and_registers_the_client(cimd_env, logged_in, user)
     query = parse_qs(urlsplit(done["Location"]).query)
     token = logged_in.post(
         "/oauth/token",
-        {"grant_type": "authorization_code", "code": query["code"][0], "redirect_uri": REDIRECT,
-         "client_id": client_id, "code_verifier": page.verifier},
+        {
+            "grant_type": "authorization_code",
+            "code": query["code"][0],
+            "redirect_uri": REDIRECT,
+            "client_id": client_id,
+            "code_verifier": page.verifier,
+        },
     )
     assert token.status_code == 200, token.content
     assert get_access_token_model().objects.get(application=application).user == user
@@ -233,7 +240,8 @@ def test_withdrawn_document_is_refused_once_its_lifetime_ends(cimd_env, logged_i
     # within its lifetime (a background revalidation saw the withdrawal): still served
     moment = timezone.now()
     ClientMetadataDocument.objects.filter(client_id=client_id).update(
-        fetched_at=moment - timedelta(seconds=900), expires_at=moment + timedelta(seconds=100))
+        fetched_at=moment - timedelta(seconds=900), expires_at=moment + timedelta(seconds=100)
+    )
     assert authorize(logged_in, client_id).status_code == 200
     assert f"HTTP {status}" in entry(client_id).last_error
     # lifetime over: refused at once, although CIMD_STALE_IF_ERROR_SECONDS (1 h) has not passed
@@ -244,7 +252,9 @@ def test_withdrawn_document_is_refused_once_its_lifetime_ends(cimd_env, logged_i
 
 
 @pytest.mark.parametrize("status", [500, 503])
-def test_transient_failure_serves_the_stale_document_then_is_temporarily_unavailable(cimd_env, logged_in, settings, status):
+def test_transient_failure_serves_the_stale_document_then_is_temporarily_unavailable(
+    cimd_env, logged_in, settings, status
+):
     client_id = cimd_env.publish()
     assert authorize(logged_in, client_id).status_code == 200
     good = entry(client_id).document
@@ -265,8 +275,16 @@ def test_first_fetch_time_out_is_temporarily_unavailable_at_the_token_endpoint(c
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 0.5}
     client_id = cimd_env.url()
     cimd_env.server.serve("/client.json", body=cimd_env.document(client_id), delay=2)
-    response = client.post("/oauth/token", {"grant_type": "authorization_code", "code": "x" * 30,
-                                            "redirect_uri": REDIRECT, "client_id": client_id, "code_verifier": "v" * 50})
+    response = client.post(
+        "/oauth/token",
+        {
+            "grant_type": "authorization_code",
+            "code": "x" * 30,
+            "redirect_uri": REDIRECT,
+            "client_id": client_id,
+            "code_verifier": "v" * 50,
+        },
+    )
     assert response.status_code == 503, response.content
     assert response.json()["error"] == "temporarily_unavailable"
     assert int(response["Retry-After"]) >= 1 and response["Cache-Control"] == "no-store"
@@ -293,7 +311,10 @@ def test_manually_registered_url_client_is_not_fetched(cimd_env, logged_in):
     client_id = cimd_env.url("/manual.json")
     Application = get_application_model()
     Application.objects.create(
-        client_id=client_id, name="Manual", client_type="public", authorization_grant_type="authorization-code",
+        client_id=client_id,
+        name="Manual",
+        client_type="public",
+        authorization_grant_type="authorization-code",
         redirect_uris=REDIRECT,
     )
     assert authorize(logged_in, client_id).status_code == 200
@@ -360,8 +381,13 @@ def test_token_endpoint_refuses_a_refused_client(cimd_env, client, resource):
     cimd_env.server.serve("/client.json", status=404)
     response = client.post(
         "/oauth/token",
-        {"grant_type": "authorization_code", "code": "x", "redirect_uri": REDIRECT, "client_id": client_id,
-         "code_verifier": "v" * 50},
+        {
+            "grant_type": "authorization_code",
+            "code": "x",
+            "redirect_uri": REDIRECT,
+            "client_id": client_id,
+            "code_verifier": "v" * 50,
+        },
     )
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_client"
@@ -421,8 +447,7 @@ class DotStyleFetcher:
 
 
 def test_a_dot_style_fetcher_can_be_plugged_in(logged_in, settings):
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER,
-                                "CIMD_METADATA_FETCHER": f"{__name__}.DotStyleFetcher"}
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_METADATA_FETCHER": f"{__name__}.DotStyleFetcher"}
     good, bad = "https://good.example/client.json", "https://bad.example/client.json"
     DotStyleFetcher.documents = {good: {"client_id": good, "client_name": "Plugged", "redirect_uris": [REDIRECT]}}
     assert authorize(logged_in, good).status_code == 200

@@ -33,7 +33,9 @@ def basic(client_id: str, secret: str) -> str:
 
 
 def grant(client_id: str, secret: str):
-    return Client().post("/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION=basic(client_id, secret))
+    return Client().post(
+        "/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION=basic(client_id, secret)
+    )
 
 
 def test_new_secrets_are_stored_with_the_machine_secret_hash(service):
@@ -47,8 +49,9 @@ def test_new_secrets_are_stored_with_the_machine_secret_hash(service):
 def test_client_credentials_with_basic_and_post_authentication(service):
     app, secret = service
     assert grant(app.client_id, secret).status_code == 200
-    response = Client().post("/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id,
-                                              "client_secret": secret})
+    response = Client().post(
+        "/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id, "client_secret": secret}
+    )
     assert response.status_code == 200, response.content
 
 

@@ -75,7 +75,9 @@ def live(settings):
         yield Live(base=base, port=port)
 
 
-def client_metadata(port: int, client_name: str = "e2e Python SDK client", redirect_uri: str | None = None) -> OAuthClientMetadata:
+def client_metadata(
+    port: int, client_name: str = "e2e Python SDK client", redirect_uri: str | None = None
+) -> OAuthClientMetadata:
     return OAuthClientMetadata(
         client_name=client_name,
         redirect_uris=[redirect_uri or REDIRECT_URI.format(port=free_port())],
@@ -177,7 +179,7 @@ def test_dcr_flow_end_to_end(live, mode):
     ]
     positions = [paths.index(step) for step in expected]
     assert first_401 < positions[0] and positions == sorted(positions)
-    assert ("POST", "/mcp", 200) in paths[positions[-1]:]
+    assert ("POST", "/mcp", 200) in paths[positions[-1] :]
 
     # The browser went through the site's own login, then the consent page.
     assert any("/accounts/login/" in url for url in browser.visited)
@@ -279,7 +281,11 @@ def test_refresh_after_access_token_expiry(live, settings):
         async with httpx2.AsyncClient(timeout=30) as http:
             return await http.post(
                 live.base + "/oauth/token",
-                data={"grant_type": "refresh_token", "refresh_token": storage.tokens.refresh_token, "client_id": client_id},
+                data={
+                    "grant_type": "refresh_token",
+                    "refresh_token": storage.tokens.refresh_token,
+                    "client_id": client_id,
+                },
             )
 
     response = run(raw_refresh())
@@ -289,9 +295,9 @@ def test_refresh_after_access_token_expiry(live, settings):
 
 async def gather_session(live: Live, provider: OAuthClientProvider, calls: int) -> list:
     """One SDK session whose ``calls`` whoami calls are in flight at once."""
-    async with httpx2.AsyncClient(auth=provider, timeout=30, event_hooks={"response": [
-        lambda response: _record_exchange(live, response)
-    ]}) as http:
+    async with httpx2.AsyncClient(
+        auth=provider, timeout=30, event_hooks={"response": [lambda response: _record_exchange(live, response)]}
+    ) as http:
         async with Client(streamable_http_client(live.mcp_url, http_client=http), mode="legacy") as client:
             return list(await asyncio.gather(*(client.call_tool("whoami", {}) for _ in range(calls))))
 
@@ -305,8 +311,11 @@ def test_concurrent_refreshes_of_one_client_keep_working(live, settings):
     they all refresh at once (each with concurrent calls). Every one keeps working, nobody is logged out."""
     from mcp_oauth.models import AuditEvent, RefreshGeneration
 
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "ACCESS_TOKEN_EXPIRE_SECONDS": 2,
-                                "ALWAYS_RELOAD_OAUTHLIB_CORE": True}
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "ACCESS_TOKEN_EXPIRE_SECONDS": 2,
+        "ALWAYS_RELOAD_OAUTHLIB_CORE": True,
+    }
     processes, calls = 4, 3
     storage = MemoryStorage()
     browser = HeadlessBrowser(live.base, USERNAME, PASSWORD)
@@ -315,8 +324,9 @@ def test_concurrent_refreshes_of_one_client_keep_working(live, settings):
     async def scenario():
         await session_run(live, provider, "legacy")
         # the "processes" start with the stored tokens and know when the access token expires
-        copies = [MemoryStorage(tokens=storage.tokens.model_copy(), client_info=storage.client_info)
-                  for _ in range(processes)]
+        copies = [
+            MemoryStorage(tokens=storage.tokens.model_copy(), client_info=storage.client_info) for _ in range(processes)
+        ]
         providers = [make_provider(live, copy, browser) for copy in copies]
         for each in providers:  # what a process restores from its cache: tokens, expiry, discovered metadata
             await each._initialize()

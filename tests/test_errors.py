@@ -25,7 +25,10 @@ def test_renderer_sets_body_and_headers():
 
 def test_a_401_always_has_a_challenge(settings):
     response = OAuthError("invalid_token", 'Bad "token"', status=401).response()
-    assert response["WWW-Authenticate"] == 'Bearer realm="http://testserver", error="invalid_token", error_description="Bad \\"token\\""'
+    assert (
+        response["WWW-Authenticate"]
+        == 'Bearer realm="http://testserver", error="invalid_token", error_description="Bad \\"token\\""'
+    )
     given = OAuthError("invalid_client", "x", status=401, www_authenticate='Basic realm="oauth"').response()
     assert given["WWW-Authenticate"] == 'Basic realm="oauth"'
 

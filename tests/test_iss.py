@@ -44,7 +44,9 @@ def test_error_redirects_carry_iss(logged_in, public_app, extra, error):
 def test_denial_and_success_carry_iss(logged_in, public_app):
     _, challenge = pkce_pair()
     assert redirected_iss(consent(logged_in, authorize_params(public_app, challenge), allow=False)) == (
-        "access_denied", [ISSUER])
+        "access_denied",
+        [ISSUER],
+    )
     _, challenge = pkce_pair()
     assert redirected_iss(consent(logged_in, authorize_params(public_app, challenge))) == ("", [ISSUER])
 

@@ -32,14 +32,21 @@ def connected(client, app):
 
 
 def works(client, access_token) -> bool:
-    response = client.post("/mcp", data='{"jsonrpc":"2.0","id":1,"method":"ping"}', content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {access_token}", HTTP_ACCEPT="application/json, text/event-stream")
+    response = client.post(
+        "/mcp",
+        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {access_token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
+    )
     return response.status_code != 401
 
 
 def refresh_status(client, app, tokens) -> int:
-    return client.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"],
-                                        "client_id": app.client_id}).status_code
+    return client.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": app.client_id},
+    ).status_code
 
 
 def assert_revoked(client, app, tokens, user, reason):
@@ -96,8 +103,12 @@ def test_revoke_for_one_client_only(logged_in, user, public_app):
     from oauth2_provider.models import get_application_model
 
     Application = get_application_model()
-    other = Application.objects.create(name="Other", client_type="public", authorization_grant_type="authorization-code",
-                                       redirect_uris="http://127.0.0.1/callback")
+    other = Application.objects.create(
+        name="Other",
+        client_type="public",
+        authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/callback",
+    )
     mine = connected(logged_in, public_app)
     theirs = connected(logged_in, other)
     assert revoke_user_grants(user, public_app, reason="user_disconnected") == 2
@@ -107,15 +118,23 @@ def test_revoke_for_one_client_only(logged_in, user, public_app):
 
 
 def test_registration_access_tokens_survive(user):
+    from oauth2_provider.models import get_application_model
     from oauth2_provider.settings import oauth2_settings
 
-    from oauth2_provider.models import get_application_model
-
-    app = get_application_model().objects.create(name="Conf", client_type="confidential",
-                                                 authorization_grant_type="authorization-code",
-                                                 redirect_uris="https://c.example/cb", user=user)
-    get_access_token_model().objects.create(user=user, application=app, scope=oauth2_settings.DCR_REGISTRATION_SCOPE,
-                                            expires=timezone.now() + timedelta(days=1), token="x" * 40)
+    app = get_application_model().objects.create(
+        name="Conf",
+        client_type="confidential",
+        authorization_grant_type="authorization-code",
+        redirect_uris="https://c.example/cb",
+        user=user,
+    )
+    get_access_token_model().objects.create(
+        user=user,
+        application=app,
+        scope=oauth2_settings.DCR_REGISTRATION_SCOPE,
+        expires=timezone.now() + timedelta(days=1),
+        token="x" * 40,
+    )
     assert revoke_user_grants(user, reason="password_changed") == 0
     assert get_access_token_model().objects.count() == 1
 

@@ -38,7 +38,9 @@ def test_login_page_of_an_unknown_client_names_no_application(resource):
     assert 'id="login-context">An application\nwants to use' in html and 'id="login-client"' not in html
 
 
-@pytest.mark.parametrize("next_url", ["/", "https://evil.example/oauth/authorize?client_id=x", "/oauth/authorize?client_id=a&client_id=b"])
+@pytest.mark.parametrize(
+    "next_url", ["/", "https://evil.example/oauth/authorize?client_id=x", "/oauth/authorize?client_id=a&client_id=b"]
+)
 def test_login_page_says_nothing_it_cannot_vouch_for(resource, next_url):
     assert 'id="login-context"' not in login_page(next_url)
 

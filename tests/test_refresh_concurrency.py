@@ -32,8 +32,11 @@ MAX_THREADS = 20
 
 def _bearer_works(client: Client, access_token: str) -> bool:
     response = client.post(
-        "/mcp", data='{"jsonrpc":"2.0","id":1,"method":"ping"}', content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {access_token}", HTTP_ACCEPT="application/json, text/event-stream",
+        "/mcp",
+        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {access_token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
         HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
     )
     return response.status_code != 401
@@ -80,12 +83,15 @@ def test_concurrent_refreshes_make_one_generation(client, user, resource, public
     import hashlib
 
     working = sum(
-        1 for body in pairs
+        1
+        for body in pairs
         if _bearer_works(client, body["access_token"])
         and hashlib.sha256(body["refresh_token"].encode()).hexdigest() in live
     )
-    print(f"\n{count}-way refresh: requests={count} generations={generations} working_pairs={working} "
-          f"5xx={server_errors} statuses={sorted(set(statuses))}")
+    print(
+        f"\n{count}-way refresh: requests={count} generations={generations} working_pairs={working} "
+        f"5xx={server_errors} statuses={sorted(set(statuses))}"
+    )
     assert server_errors == 0
     assert statuses == [200] * count, [body for status, body in results if status != 200][:3]
     assert generations == 1
@@ -94,8 +100,10 @@ def test_concurrent_refreshes_make_one_generation(client, user, resource, public
     assert len({body["access_token"] for body in pairs}) == count
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
     # any one of the pairs refreshes on (and starts generation 3)
-    again = client.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": pairs[-1]["refresh_token"],
-                                         "client_id": public_app.client_id})
+    again = client.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": pairs[-1]["refresh_token"], "client_id": public_app.client_id},
+    )
     assert again.status_code == 200
 
 

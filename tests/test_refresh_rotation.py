@@ -27,15 +27,19 @@ def logged_in(client, user, resource, public_app):
 
 def refresh(client, app, refresh_token, **extra):
     return client.post(
-        "/oauth/token", {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": app.client_id, **extra}
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": app.client_id, **extra},
     )
 
 
 def works(client, access_token) -> bool:
     """Whether the resource server accepts ``access_token`` (an MCP ping through the bearer check)."""
     response = client.post(
-        "/mcp", data='{"jsonrpc":"2.0","id":1,"method":"ping"}', content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {access_token}", HTTP_ACCEPT="application/json, text/event-stream",
+        "/mcp",
+        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {access_token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
         HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
     )
     return response.status_code != 401

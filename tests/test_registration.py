@@ -125,8 +125,11 @@ def test_bad_metadata_is_refused_naming_the_field(client, resource, body, field)
 
 def test_unsupported_grant_types_are_left_out_not_refused(client, resource):
     """RFC 7591 §2: a desktop client listing the device grant still registers; the grant is not echoed."""
-    body = {**PUBLIC, "grant_types": ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
-            "response_types": ["code", "id_token"]}
+    body = {
+        **PUBLIC,
+        "grant_types": ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+        "response_types": ["code", "id_token"],
+    }
     response = register(client, body)
     assert response.status_code == 201, response.content
     data = response.json()
@@ -137,18 +140,33 @@ def test_unsupported_grant_types_are_left_out_not_refused(client, resource):
 @pytest.mark.parametrize(
     "body, error, field",
     [
-        ({**PUBLIC, "application_type": "native", "redirect_uris": ["https://client.example.com/cb"]},
-         "invalid_redirect_uri", "application_type native"),
-        ({**PUBLIC, "application_type": "native", "redirect_uris": ["com.example.app:/cb"]},
-         "invalid_redirect_uri", "redirect_uris"),
-        ({**PUBLIC, "application_type": "web", "redirect_uris": ["http://127.0.0.1:3000/cb"]},
-         "invalid_redirect_uri", "application_type web"),
+        (
+            {**PUBLIC, "application_type": "native", "redirect_uris": ["https://client.example.com/cb"]},
+            "invalid_redirect_uri",
+            "application_type native",
+        ),
+        (
+            {**PUBLIC, "application_type": "native", "redirect_uris": ["com.example.app:/cb"]},
+            "invalid_redirect_uri",
+            "redirect_uris",
+        ),
+        (
+            {**PUBLIC, "application_type": "web", "redirect_uris": ["http://127.0.0.1:3000/cb"]},
+            "invalid_redirect_uri",
+            "application_type web",
+        ),
         ({**PUBLIC, "application_type": "service"}, "invalid_client_metadata", "application_type"),
         ({**PUBLIC, "software_statement": "not-a-jwt"}, "invalid_software_statement", "software_statement"),
-        ({**PUBLIC, "grant_types": ["urn:ietf:params:oauth:grant-type:device_code"]}, "invalid_client_metadata",
-         "grant_types"),
-        ({**PUBLIC, "grant_types": ["authorization_code", "client_credentials"]}, "invalid_client_metadata",
-         "grant_types"),
+        (
+            {**PUBLIC, "grant_types": ["urn:ietf:params:oauth:grant-type:device_code"]},
+            "invalid_client_metadata",
+            "grant_types",
+        ),
+        (
+            {**PUBLIC, "grant_types": ["authorization_code", "client_credentials"]},
+            "invalid_client_metadata",
+            "grant_types",
+        ),
     ],
 )
 def test_rfc7591_refusals_are_400_with_the_code_and_field(client, resource, body, error, field):
@@ -168,7 +186,9 @@ def test_application_types_register_with_their_redirects(client, resource):
 
 
 def test_well_formed_software_statement_is_ignored(client, resource):
-    response = register(client, {**PUBLIC, "software_statement": "eyJhbGciOiJSUzI1NiJ9.eyJzb2Z0d2FyZV9pZCI6IngifQ.c2ln"})
+    response = register(
+        client, {**PUBLIC, "software_statement": "eyJhbGciOiJSUzI1NiJ9.eyJzb2Z0d2FyZV9pZCI6IngifQ.c2ln"}
+    )
     assert response.status_code == 201, response.content
     assert "software_statement" not in response.json()
 
@@ -180,7 +200,10 @@ def test_every_management_401_carries_a_bearer_challenge(client, resource):
         response = client.get(path, **headers)
         assert response.status_code == 401
         assert response.json()["error"] == "invalid_token"
-        assert response["WWW-Authenticate"].startswith("Bearer ") and 'error="invalid_token"' in response["WWW-Authenticate"]
+        assert (
+            response["WWW-Authenticate"].startswith("Bearer ")
+            and 'error="invalid_token"' in response["WWW-Authenticate"]
+        )
         assert response["Cache-Control"] == "no-store"
 
 

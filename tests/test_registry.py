@@ -59,7 +59,22 @@ def test_literal_template_and_undecodable_escape():
 
 @pytest.mark.parametrize(
     "template",
-    ["x://{a,b}", "x://{.a}", "x://{/a}", "x://{?q}", "x://{a*}", "x://{a:3}", "x://{a}{b}", "x://{a}/{a}", "x://{", "x://}", "x://{}", "", "x://{+a}/{+b}", "x://{+a}/x{#b}"],
+    [
+        "x://{a,b}",
+        "x://{.a}",
+        "x://{/a}",
+        "x://{?q}",
+        "x://{a*}",
+        "x://{a:3}",
+        "x://{a}{b}",
+        "x://{a}/{a}",
+        "x://{",
+        "x://}",
+        "x://{}",
+        "",
+        "x://{+a}/{+b}",
+        "x://{+a}/x{#b}",
+    ],
 )
 def test_level_three_and_malformed_templates_are_refused(template):
     with pytest.raises(InvalidTemplate):
@@ -124,14 +139,19 @@ def test_typed_template_parameters_are_converted_or_refused_naming_the_parameter
     with pytest.raises(McpError) as caught:
         run(registry.read(CTX, f"orders://forty/items/{key}"))
     assert caught.value.code == -32602
-    assert caught.value.message == "Invalid resource URI orders://forty/items/" + str(key) + ": parameter 'order_id' must be int, got 'forty'"
+    assert (
+        caught.value.message
+        == "Invalid resource URI orders://forty/items/" + str(key) + ": parameter 'order_id' must be int, got 'forty'"
+    )
     with pytest.raises(McpError) as caught:
         run(registry.read(CTX, "orders://1/items/not-a-uuid"))
     assert "parameter 'item' must be UUID" in caught.value.message
 
 
 def test_return_values_become_contents():
-    assert to_contents("a://x", None, "hi")[0] == types.TextResourceContents(uri="a://x", mime_type="text/plain", text="hi")
+    assert to_contents("a://x", None, "hi")[0] == types.TextResourceContents(
+        uri="a://x", mime_type="text/plain", text="hi"
+    )
     blob = to_contents("a://x", "image/png", b"\x89PNG")[0]
     assert blob.mime_type == "image/png" and base64.b64decode(blob.blob) == b"\x89PNG"
     as_json = to_contents("a://x", None, {"a": [1, 2]})[0]

@@ -24,7 +24,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
-from mcp_types import PromptReference, ResourceListChangedNotification, ResourceTemplateReference, ResourceUpdatedNotification
+from mcp_types import (
+    PromptReference,
+    ResourceListChangedNotification,
+    ResourceTemplateReference,
+    ResourceUpdatedNotification,
+)
 from oauth2_provider.models import get_application_model
 
 from mcp_oauth.signals import ensure_default_resource
@@ -81,7 +86,11 @@ class World:
 @pytest.fixture
 def world(settings, mint_token, tmp_path):
     port = free_port()
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": f"http://127.0.0.1:{port}", "SSE_POLL_INTERVAL_SECONDS": 0.05}
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "BASE_URL": f"http://127.0.0.1:{port}",
+        "SSE_POLL_INTERVAL_SECONDS": 0.05,
+    }
     settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
     settings.MEDIA_ROOT = str(tmp_path)
     resource = ensure_default_resource()
@@ -205,7 +214,9 @@ async def lists_reads_prompts_and_completes(world):
         titles = await client.complete(PromptReference(name="summarize_note"), {"name": "note", "value": "G"})
         assert titles.completion.values == ["Garden plan", "Groceries"]
         styles = await client.complete(
-            PromptReference(name="summarize_note"), {"name": "style", "value": "b"}, context_arguments={"note": "Groceries"}
+            PromptReference(name="summarize_note"),
+            {"name": "style", "value": "b"},
+            context_arguments={"note": "Groceries"},
         )
         assert styles.completion.values == ["bullet points"]
 
@@ -282,7 +293,11 @@ async def subscription_flow(world):
         assert alice_inbox.of(ResourceUpdatedNotification) == []
 
         await asyncio.sleep(0.5)
-        leaked = [m for m in bob_inbox.messages if isinstance(m, (ResourceUpdatedNotification, ResourceListChangedNotification))]
+        leaked = [
+            m
+            for m in bob_inbox.messages
+            if isinstance(m, (ResourceUpdatedNotification, ResourceListChangedNotification))
+        ]
         assert leaked == []
 
 
@@ -311,7 +326,10 @@ async def modern_flow(world):
         assert json.loads(note.text)["title"] == "Garden plan"
         with pytest.raises(MCPError) as caught:
             await client.read_resource(f"notes://{bob_pk}", cache_mode="bypass")
-        assert (caught.value.error.code, caught.value.error.message) == (-32602, f"Resource not found: notes://{bob_pk}")
+        assert (caught.value.error.code, caught.value.error.message) == (
+            -32602,
+            f"Resource not found: notes://{bob_pk}",
+        )
         templates = (await client.list_resource_templates(cache_mode="bypass")).resource_templates
         assert [t.uri_template for t in templates] == ["notes://{pk}", "notes://{pk}/attachment"]
         got = await client.get_prompt("summarize_note", {"note": "Garden plan"})
@@ -322,9 +340,10 @@ async def modern_flow(world):
         # subscriptions/listen: Alice hears about her row; Bob, listening to the same URI, does not.
         uri = f"notes://{alice_pks[0]}"
         async with modern_sdk(world, world.bob_token) as bob:
-            async with client.listen(resource_subscriptions=[uri], resources_list_changed=True) as alice_sub, bob.listen(
-                resource_subscriptions=[uri], resources_list_changed=True
-            ) as bob_sub:
+            async with (
+                client.listen(resource_subscriptions=[uri], resources_list_changed=True) as alice_sub,
+                bob.listen(resource_subscriptions=[uri], resources_list_changed=True) as bob_sub,
+            ):
                 assert set(alice_sub.honored.model_dump(by_alias=True, exclude_none=True)) >= {"resourceSubscriptions"}
 
                 def edit():

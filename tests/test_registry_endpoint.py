@@ -32,7 +32,10 @@ class Session:
         self.client = Client()
         self.token = token
         self.next_id = 1
-        response = self.post("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
+        response = self.post(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        )
         assert response.status_code == 200, response.content
         self.id = response["Mcp-Session-Id"]
         self.initialize = json.loads(response.content)["result"]
@@ -104,14 +107,20 @@ def test_item_scopes_hide_items_and_step_up_naming_every_scope(registries, resou
     session = Session(mint_token(user, public_app, scope="mcp notes:read", resource=resource.uri))
 
     assert [r["uri"] for r in session.result("resources/list")["resources"]] == ["a://public"]
-    assert [t["uriTemplate"] for t in session.result("resources/templates/list")["resourceTemplates"]] == ["rows://{id}"]
+    assert [t["uriTemplate"] for t in session.result("resources/templates/list")["resourceTemplates"]] == [
+        "rows://{id}"
+    ]
     assert [p["name"] for p in session.result("prompts/list")["prompts"]] == ["open"]
 
     for method, params, needed in [
         ("resources/read", {"uri": "a://secret"}, "notes:read notes:admin"),
         ("resources/subscribe", {"uri": "a://secret"}, "notes:read notes:admin"),
         ("prompts/get", {"name": "closed", "arguments": {"topic": "t"}}, "prompts"),
-        ("completion/complete", {"ref": {"type": "ref/prompt", "name": "closed"}, "argument": {"name": "topic", "value": ""}}, "prompts"),
+        (
+            "completion/complete",
+            {"ref": {"type": "ref/prompt", "name": "closed"}, "argument": {"name": "topic", "value": ""}},
+            "prompts",
+        ),
     ]:
         response = session.post(method, params)
         assert response.status_code == 403, (method, response.content)
@@ -153,6 +162,7 @@ def test_errors_have_json_rpc_codes_and_never_500(registries, alice_token):
         raise RuntimeError("database exploded with secret detail")
 
     resources.register_resource(broken, "a://broken", name="broken")
+
     def sized(ctx, n: int) -> str:
         return "x" * n
 
@@ -164,7 +174,10 @@ def test_errors_have_json_rpc_codes_and_never_500(registries, alice_token):
     error = session.error("resources/read", {"uri": "a://broken"})
     assert error == {"code": -32603, "message": "Internal error while serving resources/read"}
     error = session.error("resources/read", {"uri": "sized://11"})
-    assert error["code"] == -32602 and error["message"] == "Resource too large: sized://11 is 11 bytes, the limit is 10 bytes"
+    assert (
+        error["code"] == -32602
+        and error["message"] == "Resource too large: sized://11 is 11 bytes, the limit is 10 bytes"
+    )
     assert error["data"] == {"uri": "sized://11", "size": 11, "limit": 10}
     error = session.error("resources/read", {"uri": "sized://ten"})
     assert error["message"] == "Invalid resource URI sized://ten: parameter 'n' must be int, got 'ten'"
@@ -176,11 +189,20 @@ def test_errors_have_json_rpc_codes_and_never_500(registries, alice_token):
     assert (error["code"], error["message"]) == (-32602, "Unknown prompt: nope")
     error = session.error("prompts/get", {"name": "needs_x"})
     assert error["message"] == "Missing required argument(s) for prompt 'needs_x': x"
-    error = session.error("completion/complete", {"ref": {"type": "ref/prompt", "name": "needs_x"}, "argument": {"name": "x", "value": ""}})
+    error = session.error(
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "needs_x"}, "argument": {"name": "x", "value": ""}},
+    )
     assert error == {"code": -32603, "message": "The completer of prompt 'needs_x' returned an invalid value"}
-    error = session.error("completion/complete", {"ref": {"type": "ref/resource", "uri": "nope://{x}"}, "argument": {"name": "x", "value": ""}})
+    error = session.error(
+        "completion/complete",
+        {"ref": {"type": "ref/resource", "uri": "nope://{x}"}, "argument": {"name": "x", "value": ""}},
+    )
     assert error["message"] == "Unknown resource template: nope://{x}"
-    error = session.error("completion/complete", {"ref": {"type": "ref/prompt", "name": "needs_x"}, "argument": {"name": "y", "value": ""}})
+    error = session.error(
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "needs_x"}, "argument": {"name": "y", "value": ""}},
+    )
     assert error["message"] == "Unknown argument for prompt 'needs_x': y"
 
 
@@ -195,7 +217,11 @@ def test_completers_receive_earlier_arguments(registries, alice_token):
     prompts.register(lambda country, city: f"{city}, {country}", name="trip", completers={"city": cities})
     result = Session(alice_token).result(
         "completion/complete",
-        {"ref": {"type": "ref/prompt", "name": "trip"}, "argument": {"name": "city", "value": "L"}, "context": {"arguments": {"country": "fr"}}},
+        {
+            "ref": {"type": "ref/prompt", "name": "trip"},
+            "argument": {"name": "city", "value": "L"},
+            "context": {"arguments": {"country": "fr"}},
+        },
     )
     assert result["completion"] == {"values": ["Lyon"], "total": 1, "hasMore": False}
     assert seen == [({"country": "fr"}, "L", "alice")]
@@ -209,7 +235,9 @@ def notes_registry(registries, settings, tmp_path):
     resources, _ = registries
     settings.MEDIA_ROOT = str(tmp_path)
     resources.add(
-        ModelResource("mynotes://{pk}", model=Note, queryset=lambda ctx: Note.objects.filter(owner=ctx.user), name="note")
+        ModelResource(
+            "mynotes://{pk}", model=Note, queryset=lambda ctx: Note.objects.filter(owner=ctx.user), name="note"
+        )
     )
     resources.add(
         ModelResource(
@@ -230,12 +258,22 @@ def test_model_rows_reach_only_their_owner(notes_registry, alice_token, bob_toke
     theirs = Note.objects.create(owner=other_user, title="theirs", body="bob's")
     alice = Session(alice_token)
     assert [r["uri"] for r in alice.result("resources/list")["resources"]] == [f"mynotes://{mine.pk}"]
-    assert json.loads(alice.result("resources/read", {"uri": f"mynotes://{mine.pk}"})["contents"][0]["text"])["body"] == "alice's"
+    assert (
+        json.loads(alice.result("resources/read", {"uri": f"mynotes://{mine.pk}"})["contents"][0]["text"])["body"]
+        == "alice's"
+    )
     missing = alice.error("resources/read", {"uri": "mynotes://99999"})
     hidden = alice.error("resources/read", {"uri": f"mynotes://{theirs.pk}"})
-    assert hidden == {**missing, "message": missing["message"].replace("99999", str(theirs.pk)), "data": {"uri": f"mynotes://{theirs.pk}"}}
+    assert hidden == {
+        **missing,
+        "message": missing["message"].replace("99999", str(theirs.pk)),
+        "data": {"uri": f"mynotes://{theirs.pk}"},
+    }
     assert hidden["code"] == -32602
-    completion = alice.result("completion/complete", {"ref": {"type": "ref/resource", "uri": "mynotes://{pk}"}, "argument": {"name": "pk", "value": ""}})
+    completion = alice.result(
+        "completion/complete",
+        {"ref": {"type": "ref/resource", "uri": "mynotes://{pk}"}, "argument": {"name": "pk", "value": ""}},
+    )
     assert completion["completion"]["values"] == [str(mine.pk)]
     error = alice.error("resources/subscribe", {"uri": f"mynotes://{theirs.pk}"})
     assert error["message"] == f"Resource not found: mynotes://{theirs.pk}"
@@ -261,7 +299,9 @@ def methods(messages: list[dict]) -> list[tuple[str, str | None]]:
     return [(m["method"], (m.get("params") or {}).get("uri")) for m in messages]
 
 
-def test_notifications_follow_the_row_and_never_reach_another_user(notes_registry, alice_token, bob_token, user, other_user):
+def test_notifications_follow_the_row_and_never_reach_another_user(
+    notes_registry, alice_token, bob_token, user, other_user
+):
     note = Note.objects.create(owner=user, title="plan", body="v1")
     uri = f"mynotes://{note.pk}"
     alice, alice_other_client, bob = Session(alice_token), Session(alice_token), Session(bob_token)
@@ -271,7 +311,10 @@ def test_notifications_follow_the_row_and_never_reach_another_user(notes_registr
 
     note.body = "v2"
     note.save()
-    assert methods(alice.outbox()) == [("notifications/resources/updated", uri), ("notifications/resources/list_changed", None)]
+    assert methods(alice.outbox()) == [
+        ("notifications/resources/updated", uri),
+        ("notifications/resources/list_changed", None),
+    ]
     assert methods(alice_other_client.outbox()) == [("notifications/resources/list_changed", None)]  # not subscribed
     assert bob.outbox() == []
 
@@ -285,7 +328,10 @@ def test_notifications_follow_the_row_and_never_reach_another_user(notes_registr
     note.save()
     assert methods(bob.outbox())[1:] == [("notifications/resources/list_changed", None)]  # it left Bob's list
     note.delete()
-    assert methods(alice.outbox())[-2:] == [("notifications/resources/updated", uri), ("notifications/resources/list_changed", None)]
+    assert methods(alice.outbox())[-2:] == [
+        ("notifications/resources/updated", uri),
+        ("notifications/resources/list_changed", None),
+    ]
     assert len(bob.outbox()) == 2
 
     assert alice.result("resources/unsubscribe", {"uri": uri}) == {}

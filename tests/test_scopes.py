@@ -52,7 +52,9 @@ def test_consent_page_describes_offline_access(logged_in, public_app):
     from .oauth_helpers import authorize_params, pkce_pair
 
     _, challenge = pkce_pair()
-    page = logged_in.get("/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, scope="mcp offline_access")))
+    page = logged_in.get(
+        "/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, scope="mcp offline_access"))
+    )
     assert page.status_code == 200
     assert scopes.OFFLINE_ACCESS_DESCRIPTION in page.content.decode()
 
@@ -86,10 +88,22 @@ def test_token_with_a_broader_scope_passes_the_resource_check(client, user, reso
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SCOPE_HIERARCHY": {"mcp:admin": ["mcp"]}}
     token = mint_token(user, public_app, scope="mcp:admin", resource=resource.uri)
     response = client.post(
-        "/mcp", data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        "/mcp",
+        data=json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
+        ),
         content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_ACCEPT="application/json, text/event-stream",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
     )
     assert response.status_code == 200, response.content
 
@@ -97,7 +111,11 @@ def test_token_with_a_broader_scope_passes_the_resource_check(client, user, reso
 def test_malformed_hierarchy_is_a_system_check_error(settings):
     from django.core.checks import run_checks
 
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SCOPE_HIERARCHY": {"mcp:admin": "mcp"}, "REFRESH_TOKEN_GRACE_SECONDS": 3600}
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "SCOPE_HIERARCHY": {"mcp:admin": "mcp"},
+        "REFRESH_TOKEN_GRACE_SECONDS": 3600,
+    }
     ids = {message.id for message in run_checks()}
     assert {"mcp_oauth.E041", "mcp_oauth.E040"} <= ids
 
@@ -108,8 +126,9 @@ def test_bearer_challenge_default_scopes(resource):
 
 @pytest.mark.urls("tests.urls")
 @pytest.mark.parametrize("path", ["/api/notes", "/api/scoped"])  # DRF permission class, @require_bearer
-def test_views_honour_the_hierarchy_and_challenge_the_same_way(client, user, resource, public_app, mint_token,
-                                                               settings, path):
+def test_views_honour_the_hierarchy_and_challenge_the_same_way(
+    client, user, resource, public_app, mint_token, settings, path
+):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SCOPE_HIERARCHY": {"profile:admin": ["profile"]}}
     broad = mint_token(user, public_app, scope="mcp profile:admin", resource=resource.uri)
     assert client.get(path, HTTP_AUTHORIZATION=f"Bearer {broad}").status_code == 200

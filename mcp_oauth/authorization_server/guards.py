@@ -64,8 +64,12 @@ def guard_oauth_form(view: Callable) -> Callable:
                 raise OAuthError("invalid_request", "Parameters must be text without NUL characters.")
             if not check_basic_credentials(request.headers.get("Authorization")):
                 # RFC 6749 §5.2: the challenge names the scheme the client used.
-                raise OAuthError("invalid_client", "The client credentials are malformed.", status=401,
-                                 www_authenticate='Basic realm="oauth"')
+                raise OAuthError(
+                    "invalid_client",
+                    "The client credentials are malformed.",
+                    status=401,
+                    www_authenticate='Basic realm="oauth"',
+                )
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -38,15 +38,25 @@ from oauth2_provider.views import DynamicClientRegistrationManagementView, Dynam
 from .. import throttling, trust
 from ..adapter import get_adapter
 from ..audit import record
-from ..loopback import is_loopback_host
 from ..errors import OAuthError, OAuthErrorMixin
+from ..loopback import is_loopback_host
 from ..models import AuditEvent, ClientProfile
 from ..settings import mcp_oauth_settings
 from ..text import storable
 
 #: Client metadata (RFC 7591 §2) that is stored and echoed back when accepted.
-ECHOED_STRING_FIELDS = ("client_name", "scope", "client_uri", "logo_uri", "tos_uri", "policy_uri",
-                        "software_id", "software_version", "application_type", "jwks_uri")
+ECHOED_STRING_FIELDS = (
+    "client_name",
+    "scope",
+    "client_uri",
+    "logo_uri",
+    "tos_uri",
+    "policy_uri",
+    "software_id",
+    "software_version",
+    "application_type",
+    "jwks_uri",
+)
 URI_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "jwks_uri")
 AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
@@ -223,7 +233,11 @@ def check_software_statement(data: dict[str, Any]) -> None:
     statement = data["software_statement"]
     parts = statement.split(".") if isinstance(statement, str) else []
     alphabet = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-    if len(parts) != 3 or not all(part and set(part) <= alphabet for part in parts[:2]) or not set(parts[2]) <= alphabet:
+    if (
+        len(parts) != 3
+        or not all(part and set(part) <= alphabet for part in parts[:2])
+        or not set(parts[2]) <= alphabet
+    ):
         raise RegistrationError(
             "invalid_software_statement", "software_statement must be a signed JWT (RFC 7591 §2.3)."
         )
@@ -343,8 +357,9 @@ def as_oauth_error(response: HttpResponse) -> OAuthError:
     except ValueError:
         body = {}
     body = body if isinstance(body, dict) else {}
-    return OAuthError(body.get("error") or "invalid_request", str(body.get("error_description") or ""),
-                      status=response.status_code)
+    return OAuthError(
+        body.get("error") or "invalid_request", str(body.get("error_description") or ""), status=response.status_code
+    )
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -362,8 +377,11 @@ class MCPRegistrationManagementView(OAuthErrorMixin, DynamicClientRegistrationMa
 
     def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         response = super().dispatch(request, *args, **kwargs)
-        if response.status_code >= 400 and response.get("Content-Type", "").startswith("application/json") \
-                and "WWW-Authenticate" not in response:
+        if (
+            response.status_code >= 400
+            and response.get("Content-Type", "").startswith("application/json")
+            and "WWW-Authenticate" not in response
+        ):
             return as_oauth_error(response).response()
         return response
 
@@ -398,12 +416,16 @@ class MCPRegistrationManagementView(OAuthErrorMixin, DynamicClientRegistrationMa
         authenticated = self._authenticate_registration_request(request, client_id)
         if isinstance(authenticated, HttpResponse):
             return authenticated
-        verdict = trust.evaluate(client_id=client_id, redirect_uris=data.get("redirect_uris") or [],
-                                 registration_source=authenticated.application.registration_source)
+        verdict = trust.evaluate(
+            client_id=client_id,
+            redirect_uris=data.get("redirect_uris") or [],
+            registration_source=authenticated.application.registration_source,
+        )
         if verdict.decision == trust.DENIED:
             trust.record_denial(verdict, request=request, client_id=client_id, stage="registration update")
             raise RegistrationError(
-                "invalid_redirect_uri", "redirect_uris: this server's client policy does not accept these redirect URIs."
+                "invalid_redirect_uri",
+                "redirect_uris: this server's client policy does not accept these redirect URIs.",
             )
         if accepted["token_endpoint_auth_method"] != "none" and not mcp_oauth_settings.DCR_ALLOW_ANONYMOUS_CONFIDENTIAL:
             if authenticated.application.client_type != "confidential":

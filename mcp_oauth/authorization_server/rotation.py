@@ -59,7 +59,8 @@ def _presented_row(refresh_token: str):
 
     checksum = hashlib.sha256(refresh_token.encode("utf-8")).hexdigest()
     return (
-        get_refresh_token_model().objects.filter(token_checksum=checksum)
+        get_refresh_token_model()
+        .objects.filter(token_checksum=checksum)
         .select_related("application", "user", "access_token")
         .order_by(F("revoked").desc(nulls_first=True))
         .first()
@@ -68,9 +69,11 @@ def _presented_row(refresh_token: str):
 
 def generation_id_of(refresh_token) -> object | None:
     """The id of ``refresh_token``'s generation, or None for a token issued before generations existed."""
-    return RefreshTokenGeneration.objects.filter(refresh_token_id=refresh_token.pk).values_list(
-        "generation_id", flat=True
-    ).first()
+    return (
+        RefreshTokenGeneration.objects.filter(refresh_token_id=refresh_token.pk)
+        .values_list("generation_id", flat=True)
+        .first()
+    )
 
 
 def grace_successor(generation: RefreshGeneration | None, revoked_at, now) -> RefreshGeneration | None:
@@ -88,9 +91,7 @@ def grace_successor(generation: RefreshGeneration | None, revoked_at, now) -> Re
     successor = RefreshGeneration.objects.filter(parent=generation).first()
     if successor is None or successor.rotated_at is not None:
         return None
-    live = get_refresh_token_model().objects.filter(
-        mcp_generation__generation=successor, revoked__isnull=True
-    ).exists()
+    live = get_refresh_token_model().objects.filter(mcp_generation__generation=successor, revoked__isnull=True).exists()
     return successor if live else None
 
 
@@ -170,15 +171,19 @@ class RefreshRotationMixin:
     def _save_bearer_token(self, token, request, *args, **kwargs):
         RefreshToken = get_refresh_token_model()
         presented = getattr(request, "refresh_token_instance", None)
-        if request.grant_type != "refresh_token" or not token.get("refresh_token") or not isinstance(
-            presented, RefreshToken
+        if (
+            request.grant_type != "refresh_token"
+            or not token.get("refresh_token")
+            or not isinstance(presented, RefreshToken)
         ):
             return super()._save_bearer_token(token, request, *args, **kwargs)
         if "scope" not in token:
             raise FatalClientError("Failed to renew access token: missing scope")
         take_write_lock()
         self._check_and_set_request_resource(request)
-        expires = timezone.now() + timedelta(seconds=token.get("expires_in", oauth2_settings.ACCESS_TOKEN_EXPIRE_SECONDS))
+        expires = timezone.now() + timedelta(
+            seconds=token.get("expires_in", oauth2_settings.ACCESS_TOKEN_EXPIRE_SECONDS)
+        )
 
         generation = self._locked_generation(presented, token["scope"])
         now = timezone.now()
@@ -225,9 +230,10 @@ class RefreshRotationMixin:
         refresh_token = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
         target = getattr(request, "_mcp_generation", None)
         if target is None:
-            generation, sibling = RefreshGeneration.objects.create(
-                token_family=refresh_token.token_family, scope=access_token.scope
-            ), False
+            generation, sibling = (
+                RefreshGeneration.objects.create(token_family=refresh_token.token_family, scope=access_token.scope),
+                False,
+            )
         else:
             generation, sibling = target
         RefreshTokenGeneration.objects.create(refresh_token=refresh_token, generation=generation, sibling=sibling)

@@ -22,13 +22,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
-from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from .. import trust
@@ -85,8 +83,12 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             request.resource = [select_resource(requested).uri] if requested else []
         except InvalidTarget as exc:
             # Audited by save_bearer_token once its transaction is rolled back.
-            request._mcp_invalid_resource = {"endpoint": "token", "grant_type": request.grant_type,
-                                             "resource": requested, "description": str(exc)}
+            request._mcp_invalid_resource = {
+                "endpoint": "token",
+                "grant_type": request.grant_type,
+                "resource": requested,
+                "description": str(exc),
+            }
             raise errors.CustomOAuth2Error(error="invalid_target", description=str(exc), request=request) from None
         # DOT: narrowing against the grant / refresh token, inheritance when omitted.
         super()._check_and_set_request_resource(request)
@@ -94,16 +96,17 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             try:
                 request.resource = [select_resource([]).uri]
             except InvalidTarget as exc:
-                raise errors.CustomOAuth2Error(
-                    error="invalid_target", description=str(exc), request=request
-                ) from None
+                raise errors.CustomOAuth2Error(error="invalid_target", description=str(exc), request=request) from None
 
     # --- code replay -----------------------------------------------------------------
 
     def validate_code(self, client_id, code, client, request, *args, **kwargs) -> bool:
         if super().validate_code(client_id, code, client, request, *args, **kwargs):
             request._mcp_code_challenge = (
-                get_grant_model().objects.filter(code=code, application=client).values_list("code_challenge", flat=True).first()
+                get_grant_model()
+                .objects.filter(code=code, application=client)
+                .values_list("code_challenge", flat=True)
+                .first()
                 or ""
             )
             return True
@@ -115,7 +118,9 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         if redeemed is None:
             return
         verifier = getattr(request, "code_verifier", None) or ""
-        if not (redeemed.code_challenge and verifier and secrets.compare_digest(_s256(verifier), redeemed.code_challenge)):
+        if not (
+            redeemed.code_challenge and verifier and secrets.compare_digest(_s256(verifier), redeemed.code_challenge)
+        ):
             return
         if redeemed.access_token_id is not None:
             access_token = get_access_token_model().objects.filter(pk=redeemed.access_token_id).first()
@@ -194,8 +199,12 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         except errors.OAuth2Error:
             invalid = getattr(request, "_mcp_invalid_resource", None)
             if invalid is not None:
-                record(AuditEvent.Kind.INVALID_RESOURCE, request=request,
-                       client_id=getattr(request.client, "client_id", "") or "", detail=invalid)
+                record(
+                    AuditEvent.Kind.INVALID_RESOURCE,
+                    request=request,
+                    client_id=getattr(request.client, "client_id", "") or "",
+                    detail=invalid,
+                )
             raise
         client = request.client
         refreshed = request.grant_type == "refresh_token"
@@ -224,7 +233,10 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         checksum = _checksum(token)
         found = None
         if application_pk is not None:
-            for model, kind in ((get_access_token_model(), "access_token"), (get_refresh_token_model(), "refresh_token")):
+            for model, kind in (
+                (get_access_token_model(), "access_token"),
+                (get_refresh_token_model(), "refresh_token"),
+            ):
                 row = model.objects.filter(token_checksum=checksum, application_id=application_pk).first()
                 if row is not None and (kind == "access_token" or row.revoked is None):
                     found = (row, kind)

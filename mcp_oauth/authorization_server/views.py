@@ -38,7 +38,6 @@ from ..adapter import get_adapter
 from ..audit import record
 from ..errors import OAuthError
 from ..login import login_url
-from ..loopback import is_loopback_host
 from ..models import AuditEvent, Consent, ProtectedResource
 from ..settings import mcp_oauth_settings
 from .consent import ConsentTransactionMixin
@@ -102,7 +101,9 @@ def check_pkce(params, credentials: dict) -> None:
     if not params.get("code_challenge"):
         raise _request_error("code_challenge is required (PKCE with S256).", credentials)
     if not CODE_CHALLENGE_RE.match(params.get("code_challenge")):
-        raise _request_error("code_challenge must be 43-128 characters of [A-Za-z0-9-._~] (RFC 7636 §4.2).", credentials)
+        raise _request_error(
+            "code_challenge must be 43-128 characters of [A-Za-z0-9-._~] (RFC 7636 §4.2).", credentials
+        )
     method = params.get("code_challenge_method")
     if not method:
         raise _request_error("code_challenge_method is required and must be S256.", credentials)
@@ -138,7 +139,10 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             return None
         if "text/html" not in request.META.get("HTTP_ACCEPT", ""):
             return throttling.throttle_error(retry_after, "temporarily_unavailable").response()
-        error = {"error": "temporarily_unavailable", "description": "Too many requests. Please wait a moment and try again."}
+        error = {
+            "error": "temporarily_unavailable",
+            "description": "Too many requests. Please wait a moment and try again.",
+        }
         response = TemplateResponse(request, self.get_template_names(), {"error": error}, status=429)
         response["Retry-After"] = str(retry_after)
         return response
@@ -233,8 +237,13 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             return self.error_response(error, application)
         form.cleaned_data["resource"] = resource.uri
         response = super().form_valid(form)
-        self._record_consent(application, response, allow=bool(form.cleaned_data.get("allow")),
-                             scopes=form.cleaned_data.get("scope") or "", resource=resource.uri)
+        self._record_consent(
+            application,
+            response,
+            allow=bool(form.cleaned_data.get("allow")),
+            scopes=form.cleaned_data.get("scope") or "",
+            resource=resource.uri,
+        )
         return response
 
     def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
@@ -245,13 +254,19 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
 
             application = get_application_model().objects.filter(client_id=request.GET.get("client_id")).first()
             if application is not None:
-                self._record_consent(application, response, allow=True, scopes=request.GET.get("scope") or "",
-                                     resource=getattr(getattr(self, "mcp_resource", None), "uri", None),
-                                     automatic=True)
+                self._record_consent(
+                    application,
+                    response,
+                    allow=True,
+                    scopes=request.GET.get("scope") or "",
+                    resource=getattr(getattr(self, "mcp_resource", None), "uri", None),
+                    automatic=True,
+                )
         return response
 
-    def _record_consent(self, application, response, *, allow: bool, scopes: str, resource: str | None,
-                        automatic: bool = False) -> None:
+    def _record_consent(
+        self, application, response, *, allow: bool, scopes: str, resource: str | None, automatic: bool = False
+    ) -> None:
         """Audit the user's answer and keep the :class:`~mcp_oauth.models.Consent` up to date.
 
         Only answers that reached the client count: a redirect carrying ``code`` (granted) or
@@ -266,7 +281,9 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             if automatic:
                 detail["automatic"] = True
             Consent.record_grant(self.request.user, application, scopes.split(), resource)
-            record(AuditEvent.Kind.CONSENT_GRANTED, request=self.request, client_id=application.client_id, detail=detail)
+            record(
+                AuditEvent.Kind.CONSENT_GRANTED, request=self.request, client_id=application.client_id, detail=detail
+            )
         elif not allow and query.get("error") == ["access_denied"]:
             record(AuditEvent.Kind.CONSENT_DENIED, request=self.request, client_id=application.client_id, detail=detail)
 
@@ -286,14 +303,23 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         application = context.get("application") if isinstance(context, dict) else None
         credentials = getattr(self, "mcp_credentials", None)
         if (
-            self.request.method == "GET" and application is not None and "form" in context and credentials
+            self.request.method == "GET"
+            and application is not None
+            and "form" in context
+            and credentials
             and self.request.user.is_authenticated
-            and get_adapter().can_skip_consent(self.request, application, list(context.get("scopes") or []),
-                                               getattr(getattr(self, "mcp_resource", None), "uri", None))
+            and get_adapter().can_skip_consent(
+                self.request,
+                application,
+                list(context.get("scopes") or []),
+                getattr(getattr(self, "mcp_resource", None), "uri", None),
+            )
         ):
             try:
                 uri, _headers, _body, _status = self.create_authorization_response(
-                    request=self.request, scopes=" ".join(context.get("scopes") or []), credentials=credentials,
+                    request=self.request,
+                    scopes=" ".join(context.get("scopes") or []),
+                    credentials=credentials,
                     allow=True,
                 )
             except OAuthToolkitError as error:
@@ -319,7 +345,9 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             resource = ProtectedResource.objects.filter(uri=kwargs["resource"]).first()
         context["protected_resource"] = resource
         context["redirect_host"] = urlsplit(kwargs.get("redirect_uri") or "").hostname
-        context["scope_items"] = list(zip(kwargs.get("scopes", []), kwargs.get("scopes_descriptions", []), strict=False))
+        context["scope_items"] = list(
+            zip(kwargs.get("scopes", []), kwargs.get("scopes_descriptions", []), strict=False)
+        )
         return context
 
 

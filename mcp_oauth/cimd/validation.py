@@ -187,7 +187,9 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
         raise InvalidDocument("The metadata document contains NUL characters or invalid text.", reason="text")
     for name in ("client_id", "client_name", "redirect_uris"):
         if name not in document:
-            raise InvalidDocument(f"The metadata document has no {name}.", reason="missing_member", detail={"member": name})
+            raise InvalidDocument(
+                f"The metadata document has no {name}.", reason="missing_member", detail={"member": name}
+            )
     if document["client_id"] != client_id:
         raise InvalidDocument(
             "The metadata document's client_id does not match the URL it was fetched from.", reason="client_id_mismatch"

@@ -44,7 +44,9 @@ class RefreshTokenGeneration(models.Model):
     """The generation a refresh token belongs to (the winner of a rotation and its grace siblings)."""
 
     refresh_token = models.OneToOneField(
-        oauth2_settings.REFRESH_TOKEN_MODEL, on_delete=models.CASCADE, primary_key=True,
+        oauth2_settings.REFRESH_TOKEN_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
         related_name="mcp_generation",
     )
     generation = models.ForeignKey(RefreshGeneration, on_delete=models.CASCADE, related_name="members")

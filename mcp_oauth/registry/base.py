@@ -9,9 +9,10 @@ from typing import Any, get_type_hints
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 
+from .. import scopes as scope_hierarchy
 from .context import RequestContext
 
-__all__ = ["call", "check_scopes", "context_parameter", "missing_scopes", "scope_tuple"]
+__all__ = ["call", "context_parameter", "missing_scopes", "scope_tuple"]
 
 _SCOPE_RE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 §3.3 scope-token
 
@@ -26,9 +27,9 @@ def scope_tuple(scopes: Iterable[str] | str, what: str) -> tuple[str, ...]:
 
 
 def missing_scopes(required: Iterable[str], granted: Iterable[str]) -> list[str]:
-    """The scopes of ``required`` not in ``granted``, in order."""
-    granted_set = set(granted)
-    return [scope for scope in required if scope not in granted_set]
+    """The scopes of ``required`` that ``granted`` does not grant, in order, honouring
+    ``SCOPE_HIERARCHY`` (:func:`mcp_oauth.scopes.missing`)."""
+    return scope_hierarchy.missing(granted, required)
 
 
 def context_parameter(fn: Callable[..., Any]) -> str | None:

@@ -63,8 +63,10 @@ def to_contents(uri: str, mime_type: str | None, value: Any) -> list[Contents]:
         return list(value.contents)
     if isinstance(value, (types.TextResourceContents, types.BlobResourceContents)):
         return [value]
-    if isinstance(value, (list, tuple)) and value and all(
-        isinstance(item, (types.TextResourceContents, types.BlobResourceContents)) for item in value
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(item, (types.TextResourceContents, types.BlobResourceContents)) for item in value)
     ):
         return list(value)
     if isinstance(value, str):

@@ -71,7 +71,9 @@ class RequestContext:
         Scopes are unknown outside a request (empty): sources that filter on
         ``ctx.user`` work; ones that filter on ``ctx.scopes`` see nothing.
         """
-        return cls(user=session.user, resource=session.resource, session=session, protocol_version=session.protocol_version)
+        return cls(
+            user=session.user, resource=session.resource, session=session, protocol_version=session.protocol_version
+        )
 
     def with_arguments(self, arguments: dict[str, str]) -> RequestContext:
         """A copy carrying ``arguments``."""

@@ -39,8 +39,8 @@ from pydantic import ValidationError
 from ..settings import mcp_oauth_settings
 from ..transport.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from .completions import complete
-from .errors import InsufficientScope
 from .context import RequestContext
+from .errors import InsufficientScope
 from .notify import subscribe, unsubscribe
 from .prompts import PromptRegistry
 from .resources import ResourceRegistry, active_resource_registry
@@ -173,9 +173,7 @@ async def resources_read(ctx: RequestContext, params: dict[str, Any]) -> dict[st
 
 def _require_session(ctx: RequestContext, method: str) -> Any:
     if ctx.session is None:
-        raise McpError(
-            INVALID_REQUEST, f"{method} needs a 2025-11-25 session; on 2026-07-28 use subscriptions/listen"
-        )
+        raise McpError(INVALID_REQUEST, f"{method} needs a 2025-11-25 session; on 2026-07-28 use subscriptions/listen")
     return ctx.session
 
 

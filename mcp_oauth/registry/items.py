@@ -143,7 +143,9 @@ class ResourceTemplate(_Item):
             try:
                 values[name] = adapter.validate_strings(text)
             except ValidationError:
-                raise invalid_uri(uri, name, f"must be {self.type_names.get(name, 'valid')}, got {text[:50]!r}") from None
+                raise invalid_uri(
+                    uri, name, f"must be {self.type_names.get(name, 'valid')}, got {text[:50]!r}"
+                ) from None
         return values
 
     async def read(self, ctx: RequestContext, uri: str, params: dict[str, Any]) -> list[Contents]:
@@ -199,7 +201,9 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
-def template_adapters(fn: Callable[..., Any], variables: Iterable[str], what: str) -> tuple[dict[str, TypeAdapter], dict[str, str]]:
+def template_adapters(
+    fn: Callable[..., Any], variables: Iterable[str], what: str
+) -> tuple[dict[str, TypeAdapter], dict[str, str]]:
     """Type adapters for the reader parameters named like the template's variables."""
     signature = inspect.signature(fn)
     try:

@@ -170,7 +170,9 @@ class ModelResource(ResourceTemplate):
         try:
             value = self.lookup_field.to_python(text)
         except DjangoValidationError:
-            raise invalid_uri(uri, self.variable, f"must be a valid {self.lookup_field.get_internal_type()}, got {text[:50]!r}") from None
+            raise invalid_uri(
+                uri, self.variable, f"must be a valid {self.lookup_field.get_internal_type()}, got {text[:50]!r}"
+            ) from None
         if value is None or value == "":
             raise invalid_uri(uri, self.variable, "must not be empty")
         return {self.variable: value}
@@ -217,9 +219,7 @@ class ModelResource(ResourceTemplate):
         except (OSError, ValueError):
             raise ResourceNotFound(uri) from None
         mime = self.mime_type or mimetypes.guess_type(fieldfile.name)[0] or "application/octet-stream"
-        return types.BlobResourceContents(
-            uri=uri, mime_type=mime, blob=base64.b64encode(data).decode("ascii")
-        )
+        return types.BlobResourceContents(uri=uri, mime_type=mime, blob=base64.b64encode(data).decode("ascii"))
 
     async def read(self, ctx: RequestContext, uri: str, params: dict[str, Any]) -> list[Contents]:
         value = await call(self._read_sync, ctx, uri, params[self.variable])

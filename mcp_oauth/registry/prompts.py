@@ -176,7 +176,9 @@ def _arguments(
     signature = inspect.signature(fn)
     accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
     if given is not None and not isinstance(given, Mapping):
-        listed = [a if isinstance(a, types.PromptArgument) else types.PromptArgument.model_validate(dict(a)) for a in given]
+        listed = [
+            a if isinstance(a, types.PromptArgument) else types.PromptArgument.model_validate(dict(a)) for a in given
+        ]
         for argument in listed:
             if argument.name not in signature.parameters and not accepts_any:
                 raise ValueError(f"{what}: argument {argument.name!r} is not a parameter of the renderer")
@@ -334,4 +336,3 @@ registry = PromptRegistry()
 
 #: ``@prompt`` / ``@prompt(name=..., completers={...})`` on the default :data:`registry`.
 prompt = registry.prompt
-

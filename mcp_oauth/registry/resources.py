@@ -34,6 +34,7 @@ Register readers on the default :data:`registry`, typically in an app's
   turns into ``Resource`` entries, shown by ``resources/list`` after the static
   resources; and ``completers`` for ``completion/complete`` of its variables.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -281,7 +282,9 @@ class ResourceRegistry:
 
         return decorator
 
-    def resource_template(self, uri_template: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def resource_template(
+        self, uri_template: str, **options: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator of :meth:`register_template`; returns the function unchanged."""
 
         def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -19,8 +19,8 @@ from django.http import HttpRequest, HttpResponse
 
 from ..adapter import get_adapter
 from ..models import ProtectedResource
-from .cache import access_token_by_checksum, resource_by_uri, token_checksum
 from ..scopes import missing as scope_missing
+from .cache import access_token_by_checksum, resource_by_uri, token_checksum
 from .challenges import challenge_response
 
 

@@ -9,9 +9,9 @@ from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse
 
+from ..adapter import get_adapter
 from ..models import ProtectedResource
 from ..settings import mcp_oauth_settings
-from ..adapter import get_adapter
 from .authentication import BearerChallenge, resolve_resource
 
 

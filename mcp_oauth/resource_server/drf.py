@@ -16,8 +16,8 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
-from ..models import ProtectedResource
 from ..adapter import get_adapter
+from ..models import ProtectedResource
 from ..scopes import missing as scope_missing
 from .authentication import BearerChallenge, resolve_resource
 from .challenges import bearer_challenge

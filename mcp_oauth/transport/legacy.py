@@ -22,12 +22,12 @@ import mcp_types as types
 from asgiref.sync import sync_to_async
 
 from ..models import McpSession
+from ..registry.handlers import server_capabilities as registry_capabilities
 from ..settings import mcp_oauth_settings
 from ..signals import mcp_session_started
 from ..text import storable
 from .jsonrpc import INVALID_PARAMS, McpError
 from .sessions import create_session, set_log_level
-from ..registry.handlers import server_capabilities as registry_capabilities
 from .table import HANDSHAKE_VERSIONS, Call, parse_params, server_info
 
 __all__ = ["initialize", "ping", "set_level"]

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-
 from asgiref.sync import sync_to_async
 
 from ..registry.handlers import server_capabilities as registry_capabilities
@@ -218,7 +217,13 @@ def check_param_headers(input_schema: Any, arguments: Any, headers: Mapping[str,
             continue
         decoded = decode_header_value(raw)
         same = rendered is not None and decoded is not None and decoded == rendered
-        if not same and rendered is not None and decoded is not None and isinstance(value, int) and not isinstance(value, bool):
+        if (
+            not same
+            and rendered is not None
+            and decoded is not None
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
             same = re.fullmatch(r"-?[0-9]+(\.0+)?", decoded) is not None and int(decoded.split(".")[0]) == value
         if not same:
             raise JsonRpcError(
@@ -304,7 +309,9 @@ async def listen(call: Call) -> dict[str, Any]:
     """
     params = parse_params(call)
     if call.sink is None:
-        raise JsonRpcError(INVALID_REQUEST, "Bad Request: subscriptions/listen needs a streaming (ASGI) response", http_status=400)
+        raise JsonRpcError(
+            INVALID_REQUEST, "Bad Request: subscriptions/listen needs a streaming (ASGI) response", http_status=400
+        )
     honoured = _honoured(getattr(params, "notifications", None))
     stamp = {SUBSCRIPTION_ID_META_KEY: call.message_id}
     uris = set(honoured.get("resourceSubscriptions", ()))
@@ -326,4 +333,3 @@ async def listen(call: Call) -> dict[str, Any]:
             await call.sink(
                 {"jsonrpc": "2.0", "method": event.method, "params": {**(event.params or {}), "_meta": stamp}}
             )
-

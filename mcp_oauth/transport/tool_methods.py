@@ -20,9 +20,9 @@ from typing import Any
 
 import mcp_types as types
 
+from .. import scopes as scope_hierarchy
 from ..signals import tool_called
 from .context import ToolContext
-from .. import scopes as scope_hierarchy
 from .input_required import InputRequired
 from .jsonrpc import INVALID_PARAMS, REQUEST_CANCELLED, McpError, is_valid_id
 from .request_state import input_required_result, open_round

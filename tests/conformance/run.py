@@ -83,7 +83,19 @@ def summarize(results_dir: Path) -> dict[str, dict[str, int]]:
 
 def run_era(era: str, url: str, env: dict[str, str], out: Path, scenario: str | None) -> tuple[int, dict]:
     baseline = HERE / f"baseline-{era}.yml"
-    command = [str(NODE), str(SUITES[era]), "server", "--url", url, "--suite", "all", "--spec-version", era, "-o", str(out)]
+    command = [
+        str(NODE),
+        str(SUITES[era]),
+        "server",
+        "--url",
+        url,
+        "--suite",
+        "all",
+        "--spec-version",
+        era,
+        "-o",
+        str(out),
+    ]
     if scenario:
         command[command.index("--spec-version") : command.index("--spec-version") + 2] = ["--scenario", scenario]
     if baseline.exists():
@@ -115,14 +127,31 @@ def main() -> int:
         "PYTHONPATH": str(ROOT),
     }
     env.pop("DATABASE_URL", None)
-    token = subprocess.run(
-        [sys.executable, str(HERE / "mint.py")], env=env, cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout.strip().splitlines()[-1]
+    token = (
+        subprocess.run(
+            [sys.executable, str(HERE / "mint.py")], env=env, cwd=ROOT, check=True, capture_output=True, text=True
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     log = open(work / "server.log", "wb")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"],
-        env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     failed = False
     totals = {}
