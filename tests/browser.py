@@ -237,12 +237,15 @@ class ChromiumUser:
     approve: bool = True
     screenshots: str = ""
     login_pages: list[str] = field(default_factory=list)
+    login_paths: list[str] = field(default_factory=list)
     consent_pages: list[str] = field(default_factory=list)
 
     async def authorize(self, url: str) -> dict[str, str]:
         seen = len(self.listener.hits)
         await self.page.goto(url)
-        if urlsplit(self.page.url).path.startswith("/accounts/login"):
+        path = urlsplit(self.page.url).path
+        if path.startswith(("/accounts/login", "/oauth/login")):  # the site's login page, or the app's own
+            self.login_paths.append(path)
             self.login_pages.append(await self.page.content())
             await log_in(self.page, self.username, self.password, self.screenshots and f"{self.screenshots}-login")
         await self.page.wait_for_selector("#authorizationForm")

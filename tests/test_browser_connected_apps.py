@@ -12,10 +12,13 @@ from mcp_oauth.models import AuditEvent, Consent
 
 from .browser import (
     ChromiumUser,
+    chromium_executable,  # noqa: F401 - fixture
+    loopback,  # noqa: F401 - fixture
     open_chromium,
+    require_chromium,  # noqa: F401 - fixture
     same_origin_posts,
     shot,
-)  # noqa: F401
+)
 from .test_e2e_python_sdk import PASSWORD, USERNAME, MemoryStorage, client_metadata, live, make_provider, session_run  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

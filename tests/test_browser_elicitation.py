@@ -25,11 +25,14 @@ from mcp_oauth.models import AuditEvent
 
 from .browser import (
     ChromiumUser,
+    chromium_executable,  # noqa: F401 - fixture
     log_in,
+    loopback,  # noqa: F401 - fixture
     open_chromium,
+    require_chromium,  # noqa: F401 - fixture
     same_origin_posts,
     shot,
-)  # noqa: F401
+)
 from .elicitation_helpers import PASSWORD as CONFTEST_PASSWORD
 from .elicitation_helpers import open_session
 from .test_e2e_python_sdk import MemoryStorage, client_metadata, live, make_provider  # noqa: F401 - live is a fixture

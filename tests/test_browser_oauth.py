@@ -22,9 +22,12 @@ from mcp_oauth.models import AuditEvent, Consent
 
 from .browser import (
     ChromiumUser,
+    chromium_executable,  # noqa: F401 - fixture
+    loopback,  # noqa: F401 - fixture
     open_chromium,
+    require_chromium,  # noqa: F401 - fixture
     same_origin_posts,
-)  # noqa: F401
+)
 from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from .test_e2e_python_sdk import (  # noqa: F401 - live is a fixture
     PASSWORD,
