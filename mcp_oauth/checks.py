@@ -190,6 +190,28 @@ def check_resource_and_prompt_registries(app_configs, **kwargs):
     return messages
 
 
+@register(Tags.security)
+def check_referrer_policy(app_configs, **kwargs):
+    """W032 ``SECURE_REFERRER_POLICY`` includes ``no-referrer``: browsers then send ``Origin: null``
+    on the form POSTs of the site's own pages (WHATWG Fetch, "serialize a request origin"), and
+    Django's CSRF check refuses them, so nobody can sign in on the site's login page to approve a
+    client. The app's own pages send ``same-origin`` whatever the site's setting."""
+    policy = getattr(settings, "SECURE_REFERRER_POLICY", None)
+    values = [policy] if isinstance(policy, str) else list(policy or [])
+    names = {part.strip().lower() for value in values for part in str(value).split(",")}
+    if "no-referrer" not in names:
+        return []
+    return [
+        Warning(
+            "SECURE_REFERRER_POLICY is 'no-referrer': browsers send 'Origin: null' on form POSTs and Django's "
+            "CSRF check refuses them (the site's login page among them).",
+            hint='Use "same-origin": no URL (authorization request, code, elicitation id) reaches another site, '
+            "and form POSTs carry their real Origin.",
+            id="mcp_oauth.W032",
+        )
+    ]
+
+
 @register()
 def check_login_url(app_configs, **kwargs):
     """W030 the login page users are sent to (:func:`mcp_oauth.login.login_url`) resolves to no view;

@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 from oauth2_provider.models import get_application_model
 
+from ..login import login_url
 from ..grants import revoke_user_grants, user_grants
 from ..models import Consent
 from ..settings import mcp_oauth_settings
@@ -45,7 +46,7 @@ def _page(request: HttpRequest, status: int = 200, error: str = "") -> HttpRespo
 def connected_apps(request: HttpRequest) -> HttpResponse:
     """See the module docstring."""
     if not request.user.is_authenticated:
-        return _secure(redirect_to_login(request.get_full_path()))
+        return _secure(redirect_to_login(request.get_full_path(), login_url()))
     if request.method != "POST":
         return _page(request)
     action = request.POST.get("action")
