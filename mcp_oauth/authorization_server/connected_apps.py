@@ -20,8 +20,8 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 from oauth2_provider.models import get_application_model
 
-from ..login import login_url
 from ..grants import revoke_user_grants, user_grants
+from ..login import login_url
 from ..models import Consent
 from ..settings import mcp_oauth_settings
 from .views import UI_SECURITY_HEADERS
