@@ -53,6 +53,10 @@ def _run_threads(count: int, client_id: str, user_pk: int, barrier, results) -> 
             client = Client()
             client.force_login(user)
             url = _authorize_url(client_id)
+            # Give the connection back (to the pool, on PostgreSQL) before waiting: a request
+            # takes one when it starts, as under a server; more threads than the pool holds
+            # must not sit on connections at the barrier.
+            connections.close_all()
             barrier.wait(timeout=60)
             response = client.get(url)
             body = response.content.decode(errors="replace")
