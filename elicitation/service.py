@@ -187,11 +187,12 @@ def finish_elicitation(
         row.completed_at = timezone.now()
         row.error = error[:500]
         row.save(update_fields=["status", "completed_at", "error"])
+        application = row.session.application if row.session and row.session.application_id else None
         audit.record(
             AuditEvent.Kind.ELICITATION_FINISHED,
             request=request,
             user=row.user,
-            client_id=row.session.application.client_id if row.session and row.session.application_id else "",
+            client_id=application.client_id if application is not None else "",
             detail={"elicitation": row.elicitation_id[:8], "kind": row.kind, "status": status},
         )
         transaction.on_commit(lambda: _queue_notification(row.pk))

@@ -434,12 +434,15 @@ def connections(request: HttpRequest) -> HttpResponse:
 def _connections_page(request: HttpRequest, status: int = 200, form_error: str = "") -> HttpResponse:
     """The connections page; requests already satisfied (a connect request for a service the user is
     connected to) are not listed as waiting."""
-    mine = {c.provider_id: c for c in ThirdPartyConnection.objects.filter(user=request.user)}
+    user = request.user
+    if not user.is_authenticated:  # as in connections(), which signs the user in before coming here
+        return _secure(redirect_to_login(request.get_full_path(), login_url()))
+    mine = {c.provider_id: c for c in ThirdPartyConnection.objects.filter(user=user)}
     rows = [(provider, mine.get(provider.pk)) for provider in ThirdPartyProvider.objects.filter(enabled=True)]
     waiting = [
         row
         for row in Elicitation.objects.filter(
-            user=request.user,
+            user=user,
             mode=Elicitation.Mode.URL,
             status=Elicitation.Status.PENDING,
             expires_at__gt=timezone.now(),
@@ -448,7 +451,7 @@ def _connections_page(request: HttpRequest, status: int = 200, form_error: str =
         .order_by("-created_at")[:20]
         if not (row.kind == Elicitation.Kind.CONNECT and row.provider_id in mine)
     ]
-    secrets = StoredSecret.objects.filter(user=request.user).order_by("name")
+    secrets = StoredSecret.objects.filter(user=user).order_by("name")
     return _page(
         request,
         elicitation_settings.CONNECTIONS_TEMPLATE,
@@ -456,7 +459,7 @@ def _connections_page(request: HttpRequest, status: int = 200, form_error: str =
             "rows": rows,
             "waiting": waiting,
             "secrets": secrets,
-            "account": request.user.get_username(),
+            "account": user.get_username(),
             "form_error": form_error,
         },
         status=status,

@@ -29,12 +29,16 @@ import hashlib
 import hmac
 import logging
 import secrets as _secrets
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.hashers import BasePasswordHasher, check_password, identify_hasher, mask_hash
 from django.utils.crypto import constant_time_compare
 
 from . import throttling
 from .settings import CLIENT_SECRET_HASHER_PATH
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 __all__ = ["ALGORITHM", "ClientSecretHasher", "check_client_secret", "hash_client_secret"]
 
@@ -54,7 +58,7 @@ class ClientSecretHasher(BasePasswordHasher):
         return _secrets.token_hex(16)
 
     def encode(self, password: str, salt: str) -> str:
-        self._check_encode_args(password, salt)
+        self._check_encode_args(password, salt)  # type: ignore[attr-defined]  # Django's helper, absent from django-stubs
         digest = hmac.new(salt.encode(), password.encode(), hashlib.sha256).hexdigest()
         return f"{self.algorithm}${salt}${digest}"
 
@@ -67,7 +71,7 @@ class ClientSecretHasher(BasePasswordHasher):
         decoded = self.decode(encoded)
         return constant_time_compare(encoded, self.encode(password, decoded["salt"]))
 
-    def safe_summary(self, encoded: str) -> dict[str, str]:
+    def safe_summary(self, encoded: str) -> dict[StrOrPromise, Any]:
         decoded = self.decode(encoded)
         return {
             "algorithm": decoded["algorithm"],

@@ -27,8 +27,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 
 
 def _quote(value: str) -> str:
@@ -137,10 +139,20 @@ def handle_oauth_errors(view: Callable[..., HttpResponse]) -> Callable[..., Http
     return wrapper
 
 
-class OAuthErrorMixin:
-    """Class-based view mixin: an :class:`OAuthError` raised while dispatching is rendered."""
+if TYPE_CHECKING:
+    from django.views import View as _ViewBase
+else:
+    _ViewBase = object
 
-    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+
+class OAuthErrorMixin(_ViewBase):
+    """Class-based view mixin: an :class:`OAuthError` raised while dispatching is rendered.
+
+    It goes before a :class:`~django.views.View` subclass in the view's bases (for the type
+    checker it is declared against ``View``).
+    """
+
+    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponseBase:
         try:
             return super().dispatch(request, *args, **kwargs)
         except OAuthError as exc:

@@ -30,10 +30,10 @@ class RedisCacheClient(DjangoRedisCacheClient):
         self._clients: dict[int, Any] = {}
 
     def get_client(self, key: Any = None, *, write: bool = False) -> Any:
-        pool = self._get_connection_pool(write)
+        pool = self._get_connection_pool(write)  # type: ignore[attr-defined]  # Django private, not in django-stubs
         client = self._clients.get(id(pool))
         if client is None:
-            client = self._clients[id(pool)] = self._client(connection_pool=pool)
+            client = self._clients[id(pool)] = self._client(connection_pool=pool)  # type: ignore[attr-defined]  # Django private (the redis.Redis class), not in django-stubs
         return client
 
 

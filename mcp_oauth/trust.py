@@ -173,7 +173,7 @@ def evaluate(
     *,
     client_id: str = "",
     redirect_uris: Iterable[str] = (),
-    registration_source: str,
+    registration_source: str | None,
     rules: Sequence[TrustRule] | None = None,
     mode: str | None = None,
 ) -> Verdict:
@@ -182,7 +182,8 @@ def evaluate(
     :param client_id: the client's ``client_id`` (for a CIMD client, its metadata document URL);
         may be empty for a registration that has none yet.
     :param redirect_uris: its redirect URIs (absolute URIs; unparseable ones have no host).
-    :param registration_source: ``cimd``, ``dcr`` or ``manual`` (DOT's ``Application.RegistrationSource``).
+    :param registration_source: ``cimd``, ``dcr`` or ``manual`` (DOT's ``Application.RegistrationSource``);
+        None or empty when unknown (only rules for every source apply).
     :param rules: the rules to apply (default: :func:`load_rules`).
     :param mode: the site mode (default: :func:`current_mode`).
     :returns: a :class:`Verdict`. Never raises for any client input.

@@ -253,6 +253,16 @@ def notes_registry(registries, settings, tmp_path):
     return resources
 
 
+def test_a_reverse_relation_cannot_be_the_lookup(django_user_model):
+    with pytest.raises(ValueError, match="lookup 'notes' is a reverse relation, not a field"):
+        ModelResource(
+            "owners://{notes}",
+            model=django_user_model,
+            queryset=lambda ctx: django_user_model.objects.all(),
+            lookup="notes",
+        )
+
+
 def test_model_rows_reach_only_their_owner(notes_registry, alice_token, bob_token, user, other_user):
     mine = Note.objects.create(owner=user, title="mine", body="alice's")
     theirs = Note.objects.create(owner=other_user, title="theirs", body="bob's")

@@ -26,6 +26,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.compat import login_not_required
@@ -375,10 +376,11 @@ class MCPRegistrationManagementView(OAuthErrorMixin, DynamicClientRegistrationMa
     challenge (RFC 7592 §3, RFC 6750 §3).
     """
 
-    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponseBase:
         response = super().dispatch(request, *args, **kwargs)
         if (
-            response.status_code >= 400
+            isinstance(response, HttpResponse)  # DOT's answers are JSON (never streamed)
+            and response.status_code >= 400
             and response.get("Content-Type", "").startswith("application/json")
             and "WWW-Authenticate" not in response
         ):

@@ -26,7 +26,9 @@ replaces the refresh branch of token saving:
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
@@ -67,7 +69,7 @@ def _presented_row(refresh_token: str):
     )
 
 
-def generation_id_of(refresh_token) -> object | None:
+def generation_id_of(refresh_token) -> uuid.UUID | None:
     """The id of ``refresh_token``'s generation, or None for a token issued before generations existed."""
     return (
         RefreshTokenGeneration.objects.filter(refresh_token_id=refresh_token.pk)
@@ -109,8 +111,19 @@ def take_write_lock() -> None:
             cursor.execute(f"UPDATE {RefreshGeneration._meta.db_table} SET rotated_at = rotated_at WHERE 1 = 0")
 
 
-class RefreshRotationMixin:
-    """Validator mixin implementing the rotation described in the module docstring."""
+if TYPE_CHECKING:
+    from oauth2_provider.oauth2_validators import OAuth2Validator as _MixinBase
+else:
+    _MixinBase = object
+
+
+class RefreshRotationMixin(_MixinBase):
+    """Validator mixin implementing the rotation described in the module docstring.
+
+    It goes before DOT's ``OAuth2Validator`` in the validator's bases and calls its methods
+    (``_check_and_set_request_resource``, ``_create_access_token`` …) and their ``super()``
+    versions; for the type checker it is declared against ``OAuth2Validator``.
+    """
 
     # --- validation (outside the saving transaction) ------------------------------------
 
@@ -202,10 +215,10 @@ class RefreshRotationMixin:
             get_access_token_model().objects.filter(pk__in=access_ids).delete()
             source, sibling = presented, False
         else:
-            target = grace_successor(generation, revoked_at, now)
-            if target is None:
+            successor = grace_successor(generation, revoked_at, now)
+            if successor is None:
                 raise errors.InvalidGrantError(description="The refresh token was already used.", request=request)
-            target = RefreshGeneration.objects.select_for_update().get(pk=target.pk)
+            target = RefreshGeneration.objects.select_for_update().get(pk=successor.pk)
             if target.rotated_at is not None:
                 raise errors.InvalidGrantError(description="The refresh token was already used.", request=request)
             source, sibling = None, True
@@ -224,6 +237,8 @@ class RefreshRotationMixin:
                 generation_id = generation.pk
             except IntegrityError:  # a concurrent request linked it first
                 generation_id = generation_id_of(refresh_token)
+                if generation_id is None:  # the link that refused ours is gone again
+                    raise RefreshGeneration.DoesNotExist("The refresh token's generation vanished.") from None
         return RefreshGeneration.objects.select_for_update().get(pk=generation_id)
 
     def _create_refresh_token(self, request, refresh_token_code, access_token, previous_refresh_token):

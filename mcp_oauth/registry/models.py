@@ -41,7 +41,7 @@ import base64
 import json
 import mimetypes
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -117,13 +117,15 @@ class ModelResource(ResourceTemplate):
         if not callable(queryset):
             raise ValueError(f"ModelResource {uri_template!r}: queryset must be a callable taking the context")
         field = model._meta.pk if lookup == "pk" else model._meta.get_field(lookup)
+        if not isinstance(field, models.Field):  # a reverse relation has no column to look a row up by
+            raise ValueError(f"ModelResource {uri_template!r}: lookup {lookup!r} is a reverse relation, not a field")
         if file_field is not None:
             if not isinstance(model._meta.get_field(file_field), models.FileField):
                 raise ValueError(f"ModelResource {uri_template!r}: {file_field!r} is not a FileField")
         if file_field is None and mime_type is None:
             mime_type = "application/json"
         super().__init__(
-            name=name or model._meta.model_name,
+            name=name or cast(str, model._meta.model_name),  # set for every model class (None only in the stubs)
             title=None,
             description=description,
             mime_type=mime_type,

@@ -33,6 +33,7 @@ Register prompt renderers on the default :data:`registry`, typically in an app's
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -171,7 +172,10 @@ class Prompt:
 
 
 def _arguments(
-    fn: Callable[..., Any], context_param: str | None, given: Mapping[str, str] | Iterable[Any] | None, what: str
+    fn: Callable[..., Any],
+    context_param: str | None,
+    given: Mapping[str, str] | Iterable[types.PromptArgument | Mapping[str, Any]] | None,
+    what: str,
 ) -> tuple[list[types.PromptArgument], bool]:
     signature = inspect.signature(fn)
     accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
@@ -314,7 +318,7 @@ class PromptRegistry:
 
         return decorator
 
-    def visible(self, ctx: RequestContext) -> list[Prompt]:
+    def visible(self, ctx: RequestContext) -> builtins.list[Prompt]:  # the builtin: ``list`` here is the method
         """The prompts ``ctx``'s token may use."""
         return [item for item in self._prompts.values() if item.allowed(ctx)]
 

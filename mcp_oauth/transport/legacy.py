@@ -58,7 +58,7 @@ async def initialize(call: Call) -> types.InitializeResult:
             logging=types.LoggingCapability(),
             **registry_capabilities(),
         ),
-        server_info=types.Implementation(**server_info()),
+        server_info=types.Implementation.model_validate(server_info()),
         instructions=mcp_oauth_settings.INSTRUCTIONS or None,
     )
 

@@ -210,4 +210,5 @@ def input_required_result(
     """``resultType: "input_required"`` for ``needed``, with a fresh sealed ``requestState`` carrying
     what was asked and everything settled so far."""
     token = seal_state(binding, {"asked": needed.asked, "settled": input_round.settled_values})
-    return types.InputRequiredResult(input_requests=needed.requests or None, request_state=token)
+    # Validated from plain JSON: pydantic turns each request into its CreateMessage/ListRoots/Elicit model.
+    return types.InputRequiredResult.model_validate({"input_requests": needed.requests or None, "request_state": token})

@@ -96,9 +96,12 @@ async def route_request(
     (404 -32601), the client capability it needs (-32021). 2025-11-25 family: the method in that
     era (200 -32601), the version header (-32022), the session (400/404) unless it is ``initialize``.
 
-    :raises JsonRpcError: the first failing check, with its HTTP status.
+    :raises JsonRpcError: the first failing check, with its HTTP status; -32600 (HTTP 400) for a
+        message without an ``id`` (a notification is not a request).
     """
     message_id = incoming.id
+    if message_id is None:  # parse_message gives every request an id
+        raise JsonRpcError(INVALID_REQUEST, "Invalid Request: a request needs an id", http_status=400)
     method = incoming.method or ""
     if modern.is_modern(method, incoming.params, headers.get(VERSION_HEADER)):
         known = methods.get(method)

@@ -100,7 +100,10 @@ class InProcessBroker:
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[asyncio.Queue]:
         """An ``asyncio.Queue`` of :class:`Event` for as long as the block runs."""
-        entry = (asyncio.get_running_loop(), asyncio.Queue(self.max_backlog))
+        entry: tuple[asyncio.AbstractEventLoop, asyncio.Queue] = (
+            asyncio.get_running_loop(),
+            asyncio.Queue(self.max_backlog),
+        )
         with self._lock:
             self._queues.add(entry)
         try:

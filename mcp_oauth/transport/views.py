@@ -67,6 +67,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_exempt
 
@@ -161,7 +162,7 @@ def read_body(request: HttpRequest) -> bytes:
     return body
 
 
-def _authorize(request: HttpRequest, origin_ok: bool) -> ProtectedResource | BearerPrincipal | HttpResponse:
+def _authorize(request: HttpRequest, origin_ok: bool) -> BearerPrincipal | HttpResponse:
     """Resolve the resource from the URL, check the Origin, authenticate (one thread hop)."""
     try:
         resource = resource_by_uri(mcp_oauth_settings.absolute(request.path))
@@ -190,7 +191,7 @@ class McpView:
         """An async Django view (CSRF-exempt, with MCP CORS) serving ``cls(**initkwargs)``."""
         instance = cls(**initkwargs)
 
-        async def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        async def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             return await instance.dispatch(request)
 
         view.view_class = cls  # type: ignore[attr-defined]
@@ -206,7 +207,7 @@ class McpView:
             registry = import_string(registry)
         return registry
 
-    async def dispatch(self, request: HttpRequest) -> HttpResponse:
+    async def dispatch(self, request: HttpRequest) -> HttpResponseBase:
         """Authorize, then route by HTTP method; protocol errors become JSON-RPC error responses."""
         origin = request.headers.get("Origin")
         origin_ok = origin is None or origin_allowed(origin)
@@ -226,7 +227,7 @@ class McpView:
 
     # --- POST ----------------------------------------------------------------------------
 
-    async def post(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
+    async def post(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponseBase:
         if not accepts_json_and_sse(request):
             raise JsonRpcError(
                 INVALID_REQUEST,
@@ -267,7 +268,7 @@ class McpView:
             await sync_to_async(wakeup.publish)(wakeup.answer_topic(session.pk))  # the asker may wait elsewhere
         return HttpResponse(status=202)
 
-    async def run(self, request: HttpRequest, entry: Method, call: Call) -> HttpResponse:
+    async def run(self, request: HttpRequest, entry: Method, call: Call) -> HttpResponseBase:
         """Serve ``call`` with ``entry``: JSON, or SSE for a streaming method under ASGI."""
         if not (entry.streams and is_asgi(request)):
             try:
@@ -291,12 +292,12 @@ class McpView:
             raise
         if first is not None and first[0] == "done":
             task = first[1]
-            exc = task.exception() if not task.cancelled() else None
-            if isinstance(exc, InsufficientScope):
-                return self.scope_challenge(call.principal, exc)
-            if task.cancelled() or exc is not None:
-                if exc is not None:
-                    logger.error("request %r failed", call.method, exc_info=exc)
+            failure = task.exception() if not task.cancelled() else None
+            if isinstance(failure, InsufficientScope):
+                return self.scope_challenge(call.principal, failure)
+            if task.cancelled() or failure is not None:
+                if failure is not None:
+                    logger.error("request %r failed", call.method, exc_info=failure)
                 return json_response(error_message(call.message_id, McpError(INTERNAL_ERROR, "Internal error")), 500)
             message, status = task.result()
             return json_response(message, status)
@@ -316,7 +317,7 @@ class McpView:
 
     # --- GET -----------------------------------------------------------------------------
 
-    async def get(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
+    async def get(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponseBase:
         """Open the session's SSE stream (outbox), resuming after ``Last-Event-ID``."""
         if is_modern_header(request.headers):
             return _method_not_allowed_for_modern()

@@ -131,7 +131,9 @@ class WakeupHub:
     def shared(self) -> bool:
         """True when wake-ups reach every process (Redis or PostgreSQL): waiters need not poll."""
         url = self.url
-        return bool(url) and (url.startswith(("redis://", "rediss://", "unix://")) or url == "postgres")
+        if not url:
+            return False
+        return url.startswith(("redis://", "rediss://", "unix://")) or url == "postgres"
 
     # --- subscribing --------------------------------------------------------------------
 
@@ -177,19 +179,18 @@ class WakeupHub:
         """Wake every subscriber of ``topic`` in every process (best effort: errors are logged)."""
         self.wake_local(topic)
         url = self.url
-        if not self.shared:
+        if url is None or not self.shared:
             return
         try:
             if url == "postgres":
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT pg_notify(%s, %s)", [PG_CHANNEL, topic])
             else:
-                self._redis_client().publish(CHANNEL_PREFIX + topic, b"")
+                self._redis_client(url).publish(CHANNEL_PREFIX + topic, b"")
         except Exception as exc:  # noqa: BLE001 - a lost wake-up is recovered by the safety poll
             logger.warning("wake-up for %s not published: %s", topic, exc)
 
-    def _redis_client(self) -> Any:
-        url = self.url
+    def _redis_client(self, url: str) -> Any:
         if self._redis is None or self._redis_url != url:
             import redis
 
@@ -217,7 +218,10 @@ class WakeupHub:
 
         backoff = 0.1
         while True:
-            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=2)
+            url = self.url
+            if url is None:  # WAKEUP_URL unset since this listener started: the task ends with the error
+                raise RuntimeError("MCP_OAUTH['WAKEUP_URL'] is not set: no wake-up channel to listen to")
+            client = aioredis.Redis.from_url(url, socket_connect_timeout=2)
             try:
                 async with client.pubsub() as pubsub:
                     await pubsub.psubscribe(CHANNEL_PREFIX + "*")
