@@ -157,7 +157,7 @@ def test_a_missing_or_invalid_answer_is_asked_again_and_the_others_are_kept(clie
     assert second["result"]["resultType"] == "input_required"
     assert sorted(second["result"]["inputRequests"]) == ["client_roots", "user_name"]
     # the settled sampling answer travels in the new state: the client need not repeat it
-    rest = {"user_name": accept(name="Bo"), "client_roots": ROOTS, "capital": {"role": "assistant"}}
+    rest = {"user_name": accept(name="Bo"), "client_roots": ROOTS}
     _, third = rpc(
         client,
         token,
