@@ -17,7 +17,7 @@ from mcp_oauth.registry.prompts import PromptRegistry
 from mcp_oauth.registry.resources import ResourceRegistry
 from mcp_oauth.tools import InputRequest, ToolContext, ToolRegistry
 from mcp_oauth.transport.views import McpView
-from tests.test_transport import async_initialize, asgi, mcp_headers, parse_sse, read_events
+from tests.test_transport import asgi, async_initialize, mcp_headers, parse_sse, read_events
 
 REGISTRY = ToolRegistry("input-required-tests")
 V = "2026-07-28"

@@ -10,7 +10,13 @@ helper that needs the user (``elicitation.api.elicit_form``, ``require_connectio
 
 and the client retries the same call (new JSON-RPC id, same name and arguments) with
 ``inputResponses: {"<key>": <ElicitResult>}`` and the ``requestState`` echoed. The tool body
-runs again from its start; each helper call gets the next key of :meth:`InputRound.next_key`
+runs again from its start.
+
+A tool, prompt renderer or resource reader asks with ``ctx.request_inputs({key: InputRequest})``
+(several inputs in one round, keys chosen by the caller; :func:`resolve_inputs`); a second call
+later in the body makes a second round. ``ctx.request_input(method, params)`` is the one-input
+case under a generated key. The elicitation helpers (``elicit_form``, ``require_connection``, …)
+take generated keys too: each helper call gets the next key of :meth:`InputRound.next_key`
 (the same key in every round, as long as the body asks in the same order), finds its answer
 (:meth:`InputRound.response`) or the value an earlier round settled (:meth:`InputRound.settled`)
 and goes on.
@@ -156,9 +162,7 @@ def resolve_inputs(
         capability the request's ``_meta`` does not declare (nothing is asked).
     :raises InputRequired: some keys are not answered yet.
     """
-    lacking = sorted(
-        {r.capability for r in requests.values() if not isinstance(capabilities.get(r.capability), dict)}
-    )
+    lacking = sorted({r.capability for r in requests.values() if not isinstance(capabilities.get(r.capability), dict)})
     if lacking:
         raise McpError(
             MISSING_REQUIRED_CLIENT_CAPABILITY,
