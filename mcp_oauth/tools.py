@@ -61,11 +61,13 @@ from pydantic import (
 )
 
 from .transport.context import ToolContext
-from .transport.input_required import InputRequired
+from .transport.input_required import InputRequest, InputRequired
 from .transport.jsonrpc import McpError
 from .transport.subscriptions import publish_list_changed
 
 __all__ = [
+    "InputRequest",
+    "InputRequired",
     "InvalidArguments",
     "McpError",
     "Tool",

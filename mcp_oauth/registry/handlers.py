@@ -37,6 +37,7 @@ from mcp_types import methods as mcp_methods
 from pydantic import ValidationError
 
 from ..settings import mcp_oauth_settings
+from ..transport.input_required import InputRequired
 from ..transport.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from .completions import complete
 from .context import RequestContext
@@ -246,7 +247,7 @@ async def handle(method: str, ctx: RequestContext, params: dict[str, Any]) -> di
     handler = HANDLERS[method]
     try:
         return await handler(ctx, params)
-    except (McpError, InsufficientScope):
+    except (McpError, InsufficientScope, InputRequired):
         raise
     except Exception:
         logger.exception("%s failed", method)

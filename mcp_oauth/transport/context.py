@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import wakeup
-from .input_required import InputRound
-from .jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
+from .input_required import CAPABILITY_OF, InputRequest, InputRound, as_input_request, check_input_keys, resolve_inputs
+from .jsonrpc import McpError
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -36,9 +36,6 @@ logger = logging.getLogger("mcp_oauth.transport")
 
 #: RFC 5424 severities in increasing order (MCP 2025-11-25 "Logging" ``LoggingLevel``).
 LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-
-#: Client capability each input request method needs (MCP 2026-07-28: never ask what was not declared).
-_CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 #: A coroutine function that puts one JSON-RPC message on the open response stream.
 MessageSink = Callable[[dict[str, Any]], Awaitable[None]]
@@ -206,16 +203,49 @@ class ToolContext:
             params["logger"] = logger_name
         return await self.send_notification("notifications/message", params)
 
+    def can_request(self, method: str) -> bool:
+        """True when the client declared the capability ``method`` (``elicitation/create``,
+        ``sampling/createMessage``, ``roots/list``) needs: in this request's ``_meta`` (2026-07-28)
+        or at ``initialize``."""
+        needed = CAPABILITY_OF.get(method)
+        return needed is None or isinstance(self.client_capabilities.get(needed), dict)
+
+    async def request_inputs(
+        self, requests: Mapping[str, InputRequest | Mapping[str, Any]], *, timeout: float | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Ask the client several things at once under keys the caller chooses, in either era, and
+        return ``{key: result object}`` (``ElicitResult``, ``CreateMessageResult``, ``ListRootsResult``).
+
+        2026-07-28 request: one ``input_required`` round asks every key not answered yet
+        (:func:`~mcp_oauth.transport.input_required.resolve_inputs`); the body runs again on the
+        retry and gets the answers (several calls in a row make a multi-round flow: keep keys
+        unique within the body). 2025-11-25 session: one live server-to-client request per key,
+        in order (:meth:`send_request`).
+
+        :param requests: key (1-128 characters) -> :class:`InputRequest` (or ``{"method", "params"}``).
+        :param timeout: 2025-11-25: seconds to wait for each answer.
+        :raises ValueError: no requests, a bad key or an unknown method.
+        :raises McpError: 2026-07-28: -32021 when the client did not declare a capability a request
+            needs (``data.requiredCapabilities``); 2025-11-25: the client answered with an error.
+        :raises InputRequired: 2026-07-28, not everything is answered yet.
+        """
+        check_input_keys(requests)
+        asked = {key: as_input_request(value) for key, value in requests.items()}
+        if not self.modern:
+            return {
+                key: await self.send_request(request.method, request.params, timeout=timeout)
+                for key, request in asked.items()
+            }
+        if self.input_round is None:
+            self.input_round = InputRound()
+        return resolve_inputs(self.input_round, asked, self.client_capabilities)
+
     async def request_input(
         self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
     ) -> dict[str, Any]:
-        """Ask the client (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) in
-        either era and return its ``result`` object.
-
-        2025-11-25 session: a live server-to-client request (:meth:`send_request`). 2026-07-28
-        request: this round ends with ``input_required`` carrying the request under the next input
-        key; on the retry the client's answer to that key is returned (the tool body runs again
-        up to here, see :mod:`~mcp_oauth.transport.input_required`).
+        """Ask the client one thing (``elicitation/create``, ``sampling/createMessage``,
+        ``roots/list``) in either era and return its ``result`` object: :meth:`request_inputs`
+        under the next generated key (``input-1``, ``input-2``, … in the order the body asks).
 
         :raises McpError: 2026-07-28: -32021 when the client did not declare the capability the
             method needs (``data.requiredCapabilities``); 2025-11-25: the client answered with an error.
@@ -223,28 +253,10 @@ class ToolContext:
         """
         if not self.modern:
             return await self.send_request(method, params, timeout=timeout)
-        needed = _CAPABILITY_OF.get(method)
-        if needed is not None and not isinstance(self.client_capabilities.get(needed), dict):
-            raise McpError(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
-                f"This tool needs the client capability {needed}",
-                {"requiredCapabilities": {needed: {}}},
-            )
         if self.input_round is None:
             self.input_round = InputRound()
         key = self.input_round.next_key()
-        settled = self.input_round.settled(key)
-        if isinstance(settled, dict) and settled.get("kind") == "raw" and settled.get("method") == method:
-            return dict(settled.get("result") or {})
-        asked = self.input_round.asked(key)
-        answer = self.input_round.response(key)
-        if isinstance(asked, dict) and asked.get("method") == method and isinstance(answer, dict):
-            self.input_round.settle(key, {"kind": "raw", "method": method, "result": answer})
-            return answer
-        request: dict[str, Any] = {"method": method}
-        if params is not None:
-            request["params"] = params
-        raise self.input_round.ask(key, request, {"kind": "raw", "method": method})
+        return (await self.request_inputs({key: InputRequest(method, params)}))[key]
 
     async def send_request(
         self,

@@ -190,14 +190,16 @@ def open_state(token: Any, binding: dict[str, Any], *, consume: bool = True) -> 
 def open_round(call: Any, name: str, arguments: Any) -> tuple[InputRound, dict[str, Any]]:
     """The :class:`InputRound` of a modern ``tools/call`` / ``prompts/get`` / ``resources/read`` and
     the binding its next ``requestState`` must carry (principal, ``call.method``, ``name``, digest
-    of ``arguments``). A call without ``requestState`` starts a fresh round.
+    of ``arguments``). A call without ``requestState`` starts a fresh round (its ``inputResponses``
+    still reach :meth:`InputRound.offered`: a client may answer up front; nothing is settled or
+    asked yet).
 
     :raises McpError: -32602 for a ``requestState`` that :func:`open_state` refuses.
     """
     binding = {**principal_claims(call.principal), "m": call.method, "t": name, "ad": arguments_digest(arguments)}
     state = call.params.get("requestState")
     if state is None:
-        return InputRound(), binding
+        return InputRound(responses=call.params.get("inputResponses")), binding
     claims = open_state(state, binding)
     asked = claims.get("asked") if isinstance(claims.get("asked"), dict) else {}
     settled = claims.get("settled") if isinstance(claims.get("settled"), dict) else {}
