@@ -417,6 +417,8 @@ def forget_rejected_connection(connection_id: int | None) -> bool:
 
     :returns: whether a connection was deleted (False when it was already gone).
     """
+    if connection_id is None:
+        return False
     connection = ThirdPartyConnection.objects.select_related("provider", "user").filter(pk=connection_id).first()
     if connection is None:
         return False
