@@ -60,7 +60,8 @@ def table_handler(method: str):
     """``async handler(call)`` serving ``method`` from the registries for a table :class:`Call`."""
 
     async def handler(call: Call) -> Any:
-        input_round, binding, requester = None, {}, None
+        input_round, requester = None, None
+        binding: dict[str, Any] = {}
         if method in INPUT_METHODS and call.modern:
             arguments = call.params.get("arguments") if method == "prompts/get" else None
             input_round, binding = open_round(call, str(call.params.get(INPUT_METHODS[method])), arguments or {})
