@@ -137,6 +137,9 @@ def test_fifty_concurrent_authorizations_in_several_processes_make_one_fetch(cim
     warm.force_login(user)
     warm.get("/oauth/authorize")
     connections.close_all()  # no connection may be shared with the children
+    for conn in connections.all():  # nor a connection pool: its threads do not survive fork()
+        if hasattr(conn, "close_pool"):
+            conn.close_pool()
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(total)
     results = context.Queue()
