@@ -17,15 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from ..models import McpSession
 from ..resource_server.authentication import BearerPrincipal
 from . import modern
 from .handlers import methods
 from .jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, Incoming, JsonRpcError
 from .legacy import LATEST_HANDSHAKE_VERSION
-from .sessions import find_session
+from .sessions import afind_session
 from .table import HANDSHAKE_VERSIONS, LEGACY, MODERN, MODERN_VERSIONS, Call, Method
 
 __all__ = [
@@ -74,7 +72,7 @@ async def require_session(headers: Mapping[str, str], principal: BearerPrincipal
         raise JsonRpcError(
             INVALID_REQUEST, f"Bad Request: {SESSION_HEADER} header is required", http_status=400, request_id=request_id
         )
-    session = await sync_to_async(find_session)(session_id.strip(), principal)
+    session = await afind_session(session_id.strip(), principal)
     if session is None:
         raise JsonRpcError(
             INVALID_REQUEST, "Not Found: unknown or terminated session", http_status=404, request_id=request_id

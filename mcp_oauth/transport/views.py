@@ -72,7 +72,12 @@ from django.views.decorators.csrf import csrf_exempt
 
 from ..cors import mcp_cors, origin_allowed
 from ..models import McpSession, ProtectedResource
-from ..resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer
+from ..resource_server.authentication import (
+    BearerChallenge,
+    BearerPrincipal,
+    authenticate_bearer,
+    authenticate_bearer_cached,
+)
 from ..resource_server.cache import resource_by_uri
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
@@ -209,10 +214,12 @@ class McpView:
         """Authorize, then route by HTTP method; protocol errors become JSON-RPC error responses."""
         origin = request.headers.get("Origin")
         origin_ok = origin is None or origin_allowed(origin)
-        outcome = await sync_to_async(_authorize)(request, origin_ok)
-        if isinstance(outcome, HttpResponse):
-            return outcome
-        principal = outcome
+        principal = await authenticate_bearer_cached(request, mcp_oauth_settings.absolute(request.path)) if origin_ok else None
+        if principal is None:  # anything not answered by the caches: the database, in a thread
+            outcome = await sync_to_async(_authorize)(request, origin_ok)
+            if isinstance(outcome, HttpResponse):
+                return outcome
+            principal = outcome
         handler = {"POST": self.post, "GET": self.get, "DELETE": self.delete}.get(request.method or "")
         if handler is None:
             response = json_response(
