@@ -80,9 +80,9 @@ def server_env(**extra: str) -> dict[str, str]:
 class Server:
     """A server process tree; ``cpu()`` is the user+system CPU seconds of it and its children."""
 
-    def __init__(self, name: str, argv: list[str], port: int, env: dict[str, str]) -> None:
+    def __init__(self, name: str, argv: list[str], port: int, env: dict[str, str], cwd: Path = ROOT) -> None:
         self.name, self.port = name, port
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         start_new_session=True)
 
     def wait_ready(self, path: str = "/", timeout: float = 60) -> Server:
@@ -143,11 +143,13 @@ class Server:
                 self.process.wait(timeout=5)
 
 
-def gunicorn(name: str, workers: int, port: int, app: str = "project.asgi:application", **env: str) -> Server:
+def gunicorn(name: str, workers: int, port: int, app: str = "project.asgi:application", cwd: Path = ROOT,
+             **env: str) -> Server:
+    """``cwd``: the source tree served (``--baseline DIR`` serves an earlier checkout next to this one)."""
     argv = [str(Path(sys.executable).parent / "gunicorn"), app, "-k",
             "uvicorn_worker.UvicornWorker", "-w", str(workers), "-b", f"127.0.0.1:{port}", "--backlog", "4096",
-            "--keep-alive", "75", "--log-level", "warning"]
-    return Server(name, argv, port, server_env(**env))
+            "--keep-alive", "75", "--log-level", "warning", "--chdir", str(cwd)]
+    return Server(name, argv, port, server_env(**env), cwd=cwd)
 
 
 def sdk(name: str, port: int, stateless: bool) -> Server:
@@ -303,12 +305,15 @@ def scenario_compare(args, fx) -> None:
         "bare": gunicorn("bare", 1, ports["bare"], app="bench.bare_asgi:application",
                          DJANGO_SETTINGS_MODULE="bench.bare_settings"),
     }
+    if args.baseline:  # the same scenario served by an earlier source tree, interleaved
+        ports["before"] = free_port()
+        servers["before"] = gunicorn("before", 1, ports["before"], cwd=Path(args.baseline))
     totals = {name: {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0} for name in servers}
     try:
         for server in servers.values():
             server.wait_ready()
         for name, server in servers.items():  # warm up: caches, pools, imports
-            asyncio.run(run_calls(server.port, token, name if name != "ours" else "ours", 1.0, 4))
+            asyncio.run(run_calls(server.port, token, name, 1.0, 4))
         for _ in range(args.rounds):
             for name, server in servers.items():
                 cpu = server.cpu()
@@ -334,9 +339,14 @@ def scenario_compare(args, fx) -> None:
         print(f"{name:15} {rps:8.0f} {1000 * percentile(tally.latencies, .5):8.1f} "
               f"{1000 * percentile(tally.latencies, .99):8.1f} {cpu_ms:12.2f} {total['bad'] + tally.errors:7d}")
     ref_rps, ref_cpu = rows["sdk-stateful"]
-    for name in ("ours", "sdk-stateless", "bare"):
+    for name in ("ours", "sdk-stateless", "bare", "before"):
+        if name not in rows:
+            continue
         rps, cpu_ms = rows[name]
         print(f"{name} / sdk-stateful: {rps / ref_rps:.2f} x req/s, {cpu_ms / ref_cpu:.2f} x CPU per call")
+    if "before" in rows:
+        print(f"ours / before: {rows['ours'][0] / rows['before'][0]:.2f} x req/s, "
+              f"{rows['ours'][1] / rows['before'][1]:.2f} x CPU per call")
 
 
 def scenario_auth(args, fx) -> None:
@@ -631,6 +641,8 @@ SCENARIOS = {"compare": scenario_compare, "auth": scenario_auth, "grants": scena
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument("--baseline", default="", help="an earlier source tree to serve next to this one "
+                        "(compare, redeem, grants: before/after in one interleaved run)")
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
