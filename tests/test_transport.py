@@ -1031,9 +1031,7 @@ def test_cancelled_notification_stops_a_streaming_tool(token):
         headers = mcp_headers(token, session_id)
         body = json.dumps(request("tools/call", {"name": "wait_forever"}, id=41))
         req = factory.post("/mcp", body, content_type="application/json", headers=headers)
-        response = await view(req)
-        stream = response.streaming_content.__aiter__()
-        reader = asyncio.ensure_future(stream.__anext__())
+        pending = asyncio.ensure_future(view(req))  # nothing sent yet: the response has not started
         await gate["running"].wait()
         cancel = factory.post(
             "/mcp",
@@ -1042,15 +1040,18 @@ def test_cancelled_notification_stops_a_streaming_tool(token):
             headers=headers,
         )
         accepted = await view(cancel)
+        response = await pending
+        stream = response.streaming_content.__aiter__()
         try:
-            chunk = await reader
+            chunk = await stream.__anext__()
         except StopAsyncIteration:
             chunk = None
-        return accepted.status_code, chunk
+        return accepted.status_code, response.status_code, response["Content-Type"], chunk
 
-    status, chunk = asgi(go)
+    status, response_status, content_type, chunk = asgi(go)
     assert status == 202
-    assert chunk is None  # the stream closed without a response
+    # an SSE stream that closes without a response ("Cancellation": no response is sent)
+    assert (response_status, content_type, chunk) == (200, "text/event-stream", None)
 
 
 def test_server_to_client_request_is_answered_by_a_later_post(token, resource, other_user, public_app, mint_token):

@@ -12,6 +12,7 @@ required scopes.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,7 +189,9 @@ def _principal(request: HttpRequest, resource: ProtectedResource, access_token: 
     )
 
 
-async def authenticate_bearer_cached(request: HttpRequest, resource_uri: str) -> BearerPrincipal | None:
+async def authenticate_bearer_cached(
+    request: HttpRequest, resource_uri: str, also: Sequence[str] = (), into: dict[str, Any] | None = None
+) -> BearerPrincipal | None:
     """The principal of ``request`` for the resource ``resource_uri`` when the resource registry
     and the token's cache entry answer without I/O beyond one cache read from the event loop
     (:func:`~.cache.aget_many`), and the token passes every check of :func:`authenticate_bearer`.
@@ -197,6 +200,8 @@ async def authenticate_bearer_cached(request: HttpRequest, resource_uri: str) ->
         registry, any refusal): the caller then runs :func:`authenticate_bearer` in a thread,
         which reads the database and gives the exact answer. Never a wrong acceptance: the
         entries it trusts are the ones :func:`authenticate_bearer` trusts.
+    :param also: more token-cache keys to read in the same round trip (e.g. the session's);
+        the entries found are put in ``into``.
     """
     if "access_token" in request.GET:
         return None
@@ -207,9 +212,11 @@ async def authenticate_bearer_cached(request: HttpRequest, resource_uri: str) ->
     if token is None:
         return None
     token_key = TOKEN_PREFIX + token_checksum(token)
-    values = await aget_many([RESOURCE_GENERATION_KEY, token_key])
+    values = await aget_many([RESOURCE_GENERATION_KEY, token_key, *also])
     if values is None:
         return None
+    if into is not None:
+        into.update((key, values[key]) for key in also if key in values)
     resource = resource_from_generation(resource_uri, values.get(RESOURCE_GENERATION_KEY))
     access_token = token_from_entry(values.get(token_key))
     if resource is None or access_token is None:

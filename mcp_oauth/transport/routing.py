@@ -61,7 +61,12 @@ def is_modern_header(headers: Mapping[str, str]) -> bool:
     return value is not None and value.strip() in MODERN_VERSIONS
 
 
-async def require_session(headers: Mapping[str, str], principal: BearerPrincipal, request_id: Any = None) -> McpSession:
+async def require_session(
+    headers: Mapping[str, str],
+    principal: BearerPrincipal,
+    request_id: Any = None,
+    prefetched: dict[str, Any] | None = None,
+) -> McpSession:
     """The live session named by ``Mcp-Session-Id`` and owned by ``principal``.
 
     :raises JsonRpcError: 400 without the header; 404 for any id that is not a live
@@ -72,7 +77,7 @@ async def require_session(headers: Mapping[str, str], principal: BearerPrincipal
         raise JsonRpcError(
             INVALID_REQUEST, f"Bad Request: {SESSION_HEADER} header is required", http_status=400, request_id=request_id
         )
-    session = await afind_session(session_id.strip(), principal)
+    session = await afind_session(session_id.strip(), principal, prefetched)
     if session is None:
         raise JsonRpcError(
             INVALID_REQUEST, "Not Found: unknown or terminated session", http_status=404, request_id=request_id
@@ -87,12 +92,16 @@ async def route_request(
     registry: Any,
     *,
     http_request: Any = None,
+    prefetched: dict[str, Any] | None = None,
 ) -> tuple[Method, Call]:
     """The table entry and the :class:`~.table.Call` of a JSON-RPC request, in its era.
 
     2026-07-28 (:func:`~.modern.is_modern`): the :mod:`.modern` ladder, the method in that era
     (404 -32601), the client capability it needs (-32021). 2025-11-25 family: the method in that
     era (200 -32601), the version header (-32022), the session (400/404) unless it is ``initialize``.
+
+    :param prefetched: cache entries the front end already read (the session's, see
+        :func:`~.sessions.afind_session`).
 
     :raises JsonRpcError: the first failing check, with its HTTP status.
     """
@@ -127,7 +136,7 @@ async def route_request(
     if entry is None:
         raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method[:100]}", http_status=200, request_id=message_id)
     check_protocol_version(headers, message_id)
-    session = await require_session(headers, principal, message_id) if entry.session else None
+    session = await require_session(headers, principal, message_id, prefetched) if entry.session else None
     return entry, Call(
         method=method,
         message_id=message_id,

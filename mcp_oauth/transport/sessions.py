@@ -47,6 +47,7 @@ __all__ = [
     "SESSION_ID_RE",
     "afind_session",
     "forget_session",
+    "session_cache_key",
     "create_session",
     "end_session",
     "enqueue_session_message",
@@ -164,11 +165,23 @@ def _from_entry(session_id: str, entry: Any, principal: BearerPrincipal) -> McpS
     return session
 
 
-async def afind_session(session_id: str, principal: BearerPrincipal) -> McpSession | None:
+def session_cache_key(session_id: str) -> str:
+    """The session's key in the token cache."""
+    return SESSION_PREFIX + session_id
+
+
+async def afind_session(
+    session_id: str, principal: BearerPrincipal, prefetched: dict[str, Any] | None = None
+) -> McpSession | None:
     """:func:`find_session` from async code: from the session cache when there (no thread hop),
-    else :func:`find_session` in a thread."""
+    else :func:`find_session` in a thread.
+
+    :param prefetched: cache entries already read in this request (``{key: value}``), e.g. by
+        :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`.
+    """
     if isinstance(session_id, str) and SESSION_ID_RE.match(session_id):
-        values = await aget_many([SESSION_PREFIX + session_id])
+        key = SESSION_PREFIX + session_id
+        values = prefetched if prefetched and key in prefetched else await aget_many([key])
         if values:
             session = _from_entry(session_id, values.get(SESSION_PREFIX + session_id), principal)
             if session is not None:

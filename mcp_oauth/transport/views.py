@@ -6,9 +6,11 @@ ASGI lane reuses it), runs the method's entry of :data:`~.handlers.methods` (the
 method is routed), then renders JSON or SSE.
 
 * **POST** one JSON-RPC message. Requests get ``application/json``; ``tools/call`` (and
-  ``subscriptions/listen``) under ASGI get ``text/event-stream`` (legacy: always, so the tool
-  can send notifications and server-to-client requests before its result; 2026-07-28: from
-  the first notification on, or after ``SSE_KEEPALIVE_SECONDS`` of silence). Notifications and
+  ``subscriptions/listen``) under ASGI switch to ``text/event-stream`` from the tool's first
+  notification or server-to-client request on, or after ``SSE_KEEPALIVE_SECONDS`` of silence
+  (both eras; MCP "Sending Messages to the Server": the server MUST answer a request with
+  either content type, and the client MUST support both); a tool that sends nothing is
+  answered with plain JSON. Notifications and
   responses get ``202 Accepted`` with no body.
 * **GET** (2025-11-25 sessions) opens the session's SSE stream for server-initiated messages
   (the outbox), resumable with ``Last-Event-ID``. ASGI only; 405 under WSGI and for 2026-07-28.
@@ -87,7 +89,7 @@ from .context import pending_requests
 from .handlers import methods
 from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, JsonRpcError, McpError, dumps, error_message, parse_message
 from .routing import SESSION_HEADER, check_protocol_version, is_modern_header, require_session, route_request
-from .sessions import end_session
+from .sessions import SESSION_ID_RE, end_session, session_cache_key
 from .sse import ResponseChannel, outbox_stream
 from .table import Call, InsufficientScope, Method
 from .tool_methods import cancel_request, cancel_session_requests
@@ -114,6 +116,11 @@ def _sse_response(stream) -> StreamingHttpResponse:
     response["Cache-Control"] = "no-cache, no-transform"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+async def _no_events():
+    return
+    yield  # an async generator that yields nothing
 
 
 def _media_ranges(request: HttpRequest) -> set[str]:
@@ -214,7 +221,14 @@ class McpView:
         """Authorize, then route by HTTP method; protocol errors become JSON-RPC error responses."""
         origin = request.headers.get("Origin")
         origin_ok = origin is None or origin_allowed(origin)
-        principal = await authenticate_bearer_cached(request, mcp_oauth_settings.absolute(request.path)) if origin_ok else None
+        prefetched: dict[str, Any] = {}
+        session_id = (request.headers.get(SESSION_HEADER) or "").strip()
+        also = [session_cache_key(session_id)] if SESSION_ID_RE.match(session_id) else []
+        principal = (
+            await authenticate_bearer_cached(request, mcp_oauth_settings.absolute(request.path), also, prefetched)
+            if origin_ok
+            else None
+        )
         if principal is None:  # anything not answered by the caches: the database, in a thread
             outcome = await sync_to_async(_authorize)(request, origin_ok)
             if isinstance(outcome, HttpResponse):
@@ -228,13 +242,17 @@ class McpView:
             response["Allow"] = "GET, POST, DELETE" if is_asgi(request) else "POST, DELETE"
             return response
         try:
+            if handler == self.post:
+                return await self.post(request, principal, prefetched)
             return await handler(request, principal)
         except JsonRpcError as exc:
             return error_response(exc)
 
     # --- POST ----------------------------------------------------------------------------
 
-    async def post(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponse:
+    async def post(
+        self, request: HttpRequest, principal: BearerPrincipal, prefetched: dict[str, Any] | None = None
+    ) -> HttpResponse:
         if not accepts_json_and_sse(request):
             raise JsonRpcError(
                 INVALID_REQUEST,
@@ -247,7 +265,9 @@ class McpView:
             )
         incoming = parse_message(read_body(request))
         if incoming.kind == "request":
-            entry, call = await route_request(incoming, request.headers, principal, self.registry, http_request=request)
+            entry, call = await route_request(
+                incoming, request.headers, principal, self.registry, http_request=request, prefetched=prefetched
+            )
             response = await self.run(request, entry, call)
             if call.method == "initialize" and call.session is not None and response.status_code == 200:
                 response[SESSION_HEADER] = call.session.pk
@@ -259,7 +279,7 @@ class McpView:
                 raise JsonRpcError(INVALID_REQUEST, "Bad Request: no server-to-client request to answer", http_status=400)
             return HttpResponse(status=202)
         check_protocol_version(request.headers)
-        session = await require_session(request.headers, principal)
+        session = await require_session(request.headers, principal, prefetched=prefetched)
         if incoming.kind == "notification":
             if incoming.method == "notifications/cancelled":
                 cancel_request(session.pk, incoming.params.get("requestId"))
@@ -283,10 +303,10 @@ class McpView:
             return json_response(message, status)
         channel = ResponseChannel(event_ids=not call.modern, cancel_on_close=call.modern)
         call.sink = channel.send
-        if not call.modern:
-            call.open_stream = channel.open  # legacy tools/call streams as soon as it runs the tool
         task = channel.start(methods.serve(entry, call))
-        window = float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS) if call.modern else None
+        # Both eras: JSON when the handler finishes before sending anything; SSE from its first
+        # notification or server-to-client request, or after SSE_KEEPALIVE_SECONDS of silence.
+        window = float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS)
         try:
             first = await channel.first(window)
         except asyncio.CancelledError:
@@ -300,7 +320,11 @@ class McpView:
             exc = task.exception() if not task.cancelled() else None
             if isinstance(exc, InsufficientScope):
                 return self.scope_challenge(call.principal, exc)
-            if task.cancelled() or exc is not None:
+            if task.cancelled():
+                # notifications/cancelled before anything was sent: no response for the request
+                # (MCP "Cancellation"), so an event stream that ends without one.
+                return _sse_response(_no_events())
+            if exc is not None:
                 if exc is not None:
                     logger.error("request %r failed", call.method, exc_info=exc)
                 return json_response(error_message(call.message_id, McpError(INTERNAL_ERROR, "Internal error")), 500)
