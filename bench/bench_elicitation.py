@@ -80,25 +80,46 @@ def main() -> None:
     resource = ensure_default_resource()
     user = get_user_model().objects.create_user("bench", password="x")
     app = get_application_model().objects.create(
-        name="bench", client_type="public", authorization_grant_type="authorization-code",
+        name="bench",
+        client_type="public",
+        authorization_grant_type="authorization-code",
         redirect_uris="http://127.0.0.1/cb",
     )
-    session = McpSession.objects.create(user=user, application=app, resource=resource, protocol_version="2025-11-25",
-                                        client_capabilities={"elicitation": {"url": {}}}, client_info={})
-    provider = ThirdPartyProvider(slug="bench", name="Bench", authorization_endpoint="https://as.example/authorize",
-                                  token_endpoint="https://as.example/token", client_id="c")
+    session = McpSession.objects.create(
+        user=user,
+        application=app,
+        resource=resource,
+        protocol_version="2025-11-25",
+        client_capabilities={"elicitation": {"url": {}}},
+        client_info={},
+    )
+    provider = ThirdPartyProvider(
+        slug="bench",
+        name="Bench",
+        authorization_endpoint="https://as.example/authorize",
+        token_endpoint="https://as.example/token",
+        client_id="c",
+    )
     provider.client_secret = "s" * 32
     provider.save()
-    connection = ThirdPartyConnection(user=user, provider=provider, expires_at=timezone.now() + timedelta(days=1),
-                                      scopes="profile")
+    connection = ThirdPartyConnection(
+        user=user, provider=provider, expires_at=timezone.now() + timedelta(days=1), scopes="profile"
+    )
     connection.access_token = "at-" + "x" * 40
     connection.refresh_token = "rt-" + "y" * 40
     connection.save()
     ciphertext = connection.access_token_encrypted
 
     def complete_one():
-        row = Elicitation.objects.create(mode="url", kind="external", message="m", target_url="https://pay.example/x",
-                                         user=user, session=session, expires_at=timezone.now() + timedelta(minutes=10))
+        row = Elicitation.objects.create(
+            mode="url",
+            kind="external",
+            message="m",
+            target_url="https://pay.example/x",
+            user=user,
+            session=session,
+            expires_at=timezone.now() + timedelta(minutes=10),
+        )
         assert complete_elicitation(row.elicitation_id)
 
     n = args.requests
@@ -129,7 +150,9 @@ def main() -> None:
         median = statistics.median(samples)
         p95 = sorted(samples)[max(0, int(len(samples) * 0.95) - 1)]
         print(f"{name:<18}{median * 1000:>12.3f}{p95 * 1000:>10.3f}{median / base:>12.2f}")
-    print(f"(rotation: {total_rows} rows; outbox rows written: {session.events.count() if hasattr(session, 'events') else 'n/a'})")
+    print(
+        f"(rotation: {total_rows} rows; outbox rows written: {session.events.count() if hasattr(session, 'events') else 'n/a'})"
+    )
 
 
 if __name__ == "__main__":

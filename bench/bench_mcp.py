@@ -63,12 +63,15 @@ def main() -> None:
     user = get_user_model().objects.create_user("bench", password="x")
     Application = get_application_model()
     app = Application.objects.create(
-        name="bench", client_type="public", authorization_grant_type="authorization-code",
+        name="bench",
+        client_type="public",
+        authorization_grant_type="authorization-code",
         redirect_uris="http://127.0.0.1/cb",
     )
     raw = secrets.token_urlsafe(32)
-    token = get_access_token_model()(user=user, application=app, scope="mcp",
-                                     expires=timezone.now() + timedelta(hours=1), resource=[resource.uri])
+    token = get_access_token_model()(
+        user=user, application=app, scope="mcp", expires=timezone.now() + timedelta(hours=1), resource=[resource.uri]
+    )
     set_token_value(token, raw)
     token.save()
 
@@ -78,10 +81,23 @@ def main() -> None:
         "HTTP_ACCEPT": "application/json, text/event-stream",
         "HTTP_MCP_PROTOCOL_VERSION": "2025-11-25",
     }
-    init = client.post("/mcp", json.dumps({
-        "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
-    }), content_type="application/json", **headers)
+    init = client.post(
+        "/mcp",
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "1"},
+                },
+            }
+        ),
+        content_type="application/json",
+        **headers,
+    )
     assert init.status_code == 200, init.content
     headers["HTTP_MCP_SESSION_ID"] = init["Mcp-Session-Id"]
 
@@ -100,7 +116,9 @@ def main() -> None:
         import cProfile
         import pstats
 
-        cProfile.runctx("for _ in range(200): cases[os.environ['BENCH_PROFILE']]()", globals(), locals(), "/tmp/bench.prof")
+        cProfile.runctx(
+            "for _ in range(200): cases[os.environ['BENCH_PROFILE']]()", globals(), locals(), "/tmp/bench.prof"
+        )
         pstats.Stats("/tmp/bench.prof").sort_stats("cumulative").print_stats(25)
         return
     results = {}
@@ -119,7 +137,9 @@ def main() -> None:
     for name, samples in results.items():
         median = statistics.median(samples)
         p95 = sorted(samples)[int(len(samples) * 0.95) - 1]
-        print(f"{name:<12}{1 / statistics.mean(samples):>10.0f}{median * 1000:>12.2f}{p95 * 1000:>10.2f}{median / base:>12.2f}")
+        print(
+            f"{name:<12}{1 / statistics.mean(samples):>10.0f}{median * 1000:>12.2f}{p95 * 1000:>10.2f}{median / base:>12.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -68,7 +68,10 @@ def main() -> None:
     resource = ensure_default_resource()
     user = get_user_model().objects.create_user("bench", password="x")
     app = get_application_model().objects.create(
-        name="bench", client_type="public", authorization_grant_type="authorization-code", redirect_uris="http://127.0.0.1/cb"
+        name="bench",
+        client_type="public",
+        authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/cb",
     )
     raw = secrets.token_urlsafe(32)
     token = get_access_token_model()(
@@ -79,10 +82,23 @@ def main() -> None:
 
     client = Client()
     auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}", "HTTP_ACCEPT": "application/json, text/event-stream"}
-    init = client.post("/mcp", json.dumps({
-        "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
-    }), content_type="application/json", **auth)
+    init = client.post(
+        "/mcp",
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "1"},
+                },
+            }
+        ),
+        content_type="application/json",
+        **auth,
+    )
     legacy = {**auth, "HTTP_MCP_PROTOCOL_VERSION": "2025-11-25", "HTTP_MCP_SESSION_ID": init["Mcp-Session-Id"]}
     meta = {
         "io.modelcontextprotocol/protocolVersion": V,
@@ -105,8 +121,12 @@ def main() -> None:
         first = modern("tools/call", {"name": "ask_name", "arguments": {}}, "ask_name")
         done = modern(
             "tools/call",
-            {"name": "ask_name", "arguments": {}, "requestState": first["requestState"],
-             "inputResponses": {"input-1": {"action": "accept", "content": {"name": "Ada"}}}},
+            {
+                "name": "ask_name",
+                "arguments": {},
+                "requestState": first["requestState"],
+                "inputResponses": {"input-1": {"action": "accept", "content": {"name": "Ada"}}},
+            },
             "ask_name",
         )
         assert done["content"][0]["text"] == "Hello, Ada!", done
@@ -134,7 +154,9 @@ def main() -> None:
     for name, samples in results.items():
         median = statistics.median(samples)
         p95 = sorted(samples)[int(len(samples) * 0.95) - 1]
-        print(f"{name:<20}{1 / statistics.mean(samples):>10.0f}{median * 1000:>12.2f}{p95 * 1000:>10.2f}{median / base:>12.2f}")
+        print(
+            f"{name:<20}{1 / statistics.mean(samples):>10.0f}{median * 1000:>12.2f}{p95 * 1000:>10.2f}{median / base:>12.2f}"
+        )
 
     binding = {"iss": "x", "cid": "c", "sub": "1", "res": "r", "m": "tools/call", "t": "ask_name", "ad": "0" * 64}
     payload = {"asked": {"input-1": {"kind": "form", "row": 1, "schema": "0" * 32}}, "settled": {}}

@@ -22,8 +22,11 @@ class Response:
     def json_messages(self) -> list[dict]:
         """The JSON-RPC messages of a JSON or SSE body."""
         if self.headers.get("content-type", "").startswith("text/event-stream"):
-            return [json.loads(line[5:]) for line in self.body.decode().splitlines() if line.startswith("data:")
-                    and line[5:].strip()]
+            return [
+                json.loads(line[5:])
+                for line in self.body.decode().splitlines()
+                if line.startswith("data:") and line[5:].strip()
+            ]
         return [json.loads(self.body)] if self.body else []
 
 
@@ -110,8 +113,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def timed(connection: Connection, tally: Tally, method: str, path: str, headers: dict[str, str],
-                body: bytes = b"") -> Response | None:
+async def timed(
+    connection: Connection, tally: Tally, method: str, path: str, headers: dict[str, str], body: bytes = b""
+) -> Response | None:
     started = time.perf_counter()
     try:
         response = await connection.request(method, path, headers, body)

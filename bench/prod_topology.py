@@ -82,8 +82,9 @@ class Server:
 
     def __init__(self, name: str, argv: list[str], port: int, env: dict[str, str], cwd: Path = ROOT) -> None:
         self.name, self.port = name, port
-        self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
 
     def wait_ready(self, path: str = "/", timeout: float = 60) -> Server:
         deadline = time.monotonic() + timeout
@@ -143,18 +144,42 @@ class Server:
                 self.process.wait(timeout=5)
 
 
-def gunicorn(name: str, workers: int, port: int, app: str = "project.asgi:application", cwd: Path = ROOT,
-             **env: str) -> Server:
+def gunicorn(
+    name: str, workers: int, port: int, app: str = "project.asgi:application", cwd: Path = ROOT, **env: str
+) -> Server:
     """``cwd``: the source tree served (``--baseline DIR`` serves an earlier checkout next to this one)."""
-    argv = [str(Path(sys.executable).parent / "gunicorn"), app, "-k",
-            "uvicorn_worker.UvicornWorker", "-w", str(workers), "-b", f"127.0.0.1:{port}", "--backlog", "4096",
-            "--keep-alive", "75", "--log-level", "warning", "--chdir", str(cwd)]
+    argv = [
+        str(Path(sys.executable).parent / "gunicorn"),
+        app,
+        "-k",
+        "uvicorn_worker.UvicornWorker",
+        "-w",
+        str(workers),
+        "-b",
+        f"127.0.0.1:{port}",
+        "--backlog",
+        "4096",
+        "--keep-alive",
+        "75",
+        "--log-level",
+        "warning",
+        "--chdir",
+        str(cwd),
+    ]
     return Server(name, argv, port, server_env(**env), cwd=cwd)
 
 
 def sdk(name: str, port: int, stateless: bool) -> Server:
-    argv = [sys.executable, "bench/sdk_server.py", "--port", str(port), "--database-url", DATABASE_URL,
-            "--resource", BASE + "/mcp"] + (["--stateless"] if stateless else [])
+    argv = [
+        sys.executable,
+        "bench/sdk_server.py",
+        "--port",
+        str(port),
+        "--database-url",
+        DATABASE_URL,
+        "--resource",
+        BASE + "/mcp",
+    ] + (["--stateless"] if stateless else [])
     return Server(name, argv, port, server_env(BENCH_POOL="4"))
 
 
@@ -182,8 +207,12 @@ def fixtures() -> dict:
 
     from django.contrib.auth import get_user_model
     from django.utils import timezone
-    from oauth2_provider.models import (get_access_token_model, get_application_model, get_refresh_token_model,
-                                        set_token_value)
+    from oauth2_provider.models import (
+        get_access_token_model,
+        get_application_model,
+        get_refresh_token_model,
+        set_token_value,
+    )
 
     from mcp_oauth.signals import ensure_default_resource
 
@@ -195,18 +224,29 @@ def fixtures() -> dict:
     user.save()
     Application = get_application_model()
     public, _ = Application.objects.get_or_create(
-        name="bench-public", defaults={"client_type": "public", "authorization_grant_type": "authorization-code",
-                                       "redirect_uris": "http://127.0.0.1/callback"})
-    service = Application(name="bench-service", client_type="confidential",
-                          authorization_grant_type="client-credentials")
+        name="bench-public",
+        defaults={
+            "client_type": "public",
+            "authorization_grant_type": "authorization-code",
+            "redirect_uris": "http://127.0.0.1/callback",
+        },
+    )
+    service = Application(
+        name="bench-service", client_type="confidential", authorization_grant_type="client-credentials"
+    )
     service_secret = service.client_secret
     service.save()
     AccessToken, RefreshToken = get_access_token_model(), get_refresh_token_model()
 
     def mint(user=user, app=public):
         raw = secrets.token_urlsafe(32)
-        token = AccessToken(user=user, application=app, scope="mcp", expires=timezone.now() + timedelta(hours=2),
-                            resource=[resource.uri])
+        token = AccessToken(
+            user=user,
+            application=app,
+            scope="mcp",
+            expires=timezone.now() + timedelta(hours=2),
+            resource=[resource.uri],
+        )
         set_token_value(token, raw)
         token.save()
         return raw, token
@@ -219,8 +259,15 @@ def fixtures() -> dict:
         refresh.save()
         return raw
 
-    return {"resource": resource, "user": user, "public": public, "service": service,
-            "service_secret": service_secret, "mint": mint, "refresh_token": refresh_token}
+    return {
+        "resource": resource,
+        "user": user,
+        "public": public,
+        "service": service,
+        "service_secret": service_secret,
+        "mint": mint,
+        "refresh_token": refresh_token,
+    }
 
 
 # --- MCP client loops -------------------------------------------------------------------------
@@ -235,13 +282,18 @@ def mcp_headers(token: str, session: str | None = None, version: bool = True) ->
     return headers
 
 
-INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+}
 
 
 def call_body(n: int) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                       "params": {"name": "echo", "arguments": {"text": "hello"}}}).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hello"}}}
+    ).encode()
 
 
 async def open_session(conn: Connection, token: str, kind: str) -> dict[str, str] | None:
@@ -302,8 +354,9 @@ def scenario_compare(args, fx) -> None:
         "ours": gunicorn("ours", 1, ports["ours"]),
         "sdk-stateful": sdk("sdk-stateful", ports["sdk-stateful"], stateless=False),
         "sdk-stateless": sdk("sdk-stateless", ports["sdk-stateless"], stateless=True),
-        "bare": gunicorn("bare", 1, ports["bare"], app="bench.bare_asgi:application",
-                         DJANGO_SETTINGS_MODULE="bench.bare_settings"),
+        "bare": gunicorn(
+            "bare", 1, ports["bare"], app="bench.bare_asgi:application", DJANGO_SETTINGS_MODULE="bench.bare_settings"
+        ),
     }
     if args.baseline:  # the same scenario served by an earlier source tree, interleaved
         ports["before"] = free_port()
@@ -326,8 +379,10 @@ def scenario_compare(args, fx) -> None:
     finally:
         for server in servers.values():
             server.stop()
-    print(f"\n== tools/call echo, {args.connections} connections, {args.rounds} interleaved rounds x {args.seconds}s "
-          "(1 server process each)")
+    print(
+        f"\n== tools/call echo, {args.connections} connections, {args.rounds} interleaved rounds x {args.seconds}s "
+        "(1 server process each)"
+    )
     print(f"{'server':15} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/call':>12} {'errors':>7}")
     rows = {}
     for name, total in totals.items():
@@ -336,8 +391,10 @@ def scenario_compare(args, fx) -> None:
         rps = count / total["seconds"] if total["seconds"] else 0
         cpu_ms = 1000 * total["cpu"] / count if count else float("nan")
         rows[name] = (rps, cpu_ms)
-        print(f"{name:15} {rps:8.0f} {1000 * percentile(tally.latencies, .5):8.1f} "
-              f"{1000 * percentile(tally.latencies, .99):8.1f} {cpu_ms:12.2f} {total['bad'] + tally.errors:7d}")
+        print(
+            f"{name:15} {rps:8.0f} {1000 * percentile(tally.latencies, 0.5):8.1f} "
+            f"{1000 * percentile(tally.latencies, 0.99):8.1f} {cpu_ms:12.2f} {total['bad'] + tally.errors:7d}"
+        )
     ref_rps, ref_cpu = rows["sdk-stateful"]
     for name in ("ours", "sdk-stateless", "bare", "before"):
         if name not in rows:
@@ -376,8 +433,10 @@ def scenario_auth(args, fx) -> None:
         resource_by_uri(BASE + "/mcp")
     registry = (time.process_time() - started) / n
     print("\n== bearer check, in process (CPU per call)")
-    print(f"warm cache (Redis GET + checks): {warm * 1e6:.0f} us; cold (PostgreSQL + cache fill): {cold * 1e6:.0f} us;"
-          f" resource registry lookup: {registry * 1e6:.0f} us")
+    print(
+        f"warm cache (Redis GET + checks): {warm * 1e6:.0f} us; cold (PostgreSQL + cache fill): {cold * 1e6:.0f} us;"
+        f" resource registry lookup: {registry * 1e6:.0f} us"
+    )
 
 
 async def grant_loop(port: int, seconds: float, tally: Tally, body_for, on_ok) -> None:
@@ -420,12 +479,18 @@ def scenario_grants(args, fx) -> None:
             results[label] = (ok, elapsed, used, dict(tally.statuses), tally.errors)
 
         # warm up (the first grant of a worker process costs ~1.5 s of imports and set-up)
-        run("warm-up", lambda tally: [
-            grant_loop(port, 1.0, tally, lambda: ({"Authorization": basic}, cc_body), lambda _: None)])
+        run(
+            "warm-up",
+            lambda tally: [grant_loop(port, 1.0, tally, lambda: ({"Authorization": basic}, cc_body), lambda _: None)],
+        )
         results.pop("warm-up")
-        run("client_credentials", lambda tally: [
-            grant_loop(port, args.seconds, tally, lambda: ({"Authorization": basic}, cc_body), lambda _: None)
-            for _ in range(8)])
+        run(
+            "client_credentials",
+            lambda tally: [
+                grant_loop(port, args.seconds, tally, lambda: ({"Authorization": basic}, cc_body), lambda _: None)
+                for _ in range(8)
+            ],
+        )
 
         def refresh_loops(tally):
             loops = []
@@ -433,8 +498,13 @@ def scenario_grants(args, fx) -> None:
                 state = {"refresh": fx["refresh_token"]()}
 
                 def body_for(state=state):
-                    return {}, urlencode({"grant_type": "refresh_token", "refresh_token": state["refresh"],
-                                          "client_id": public.client_id}).encode()
+                    return {}, urlencode(
+                        {
+                            "grant_type": "refresh_token",
+                            "refresh_token": state["refresh"],
+                            "client_id": public.client_id,
+                        }
+                    ).encode()
 
                 def on_ok(payload, state=state):
                     state["refresh"] = payload["refresh_token"]
@@ -448,8 +518,10 @@ def scenario_grants(args, fx) -> None:
     print("\n== grants on 1 worker, 8 connections")
     for label, (ok, elapsed, used, statuses, errors) in results.items():
         per_core = ok / used if used else float("nan")
-        print(f"{label:24} {ok / elapsed:7.0f} grants/s, {1000 * used / max(ok, 1):6.2f} ms CPU/grant, "
-              f"{per_core:6.0f} grants per CPU-second; statuses {statuses}, drops {errors}")
+        print(
+            f"{label:24} {ok / elapsed:7.0f} grants/s, {1000 * used / max(ok, 1):6.2f} ms CPU/grant, "
+            f"{per_core:6.0f} grants per CPU-second; statuses {statuses}, drops {errors}"
+        )
 
 
 def scenario_redeem(args, fx) -> None:
@@ -469,14 +541,23 @@ def scenario_redeem(args, fx) -> None:
         code, verifier, _ = get_code(client, public, resource=BASE + "/mcp")
         from urllib.parse import urlencode
 
-        body = urlencode({"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT_URI,
-                          "client_id": public.client_id, "code_verifier": verifier,
-                          "resource": BASE + "/mcp"}).encode()
+        body = urlencode(
+            {
+                "grant_type": "authorization_code",
+                "code": code,
+                "redirect_uri": REDIRECT_URI,
+                "client_id": public.client_id,
+                "code_verifier": verifier,
+                "resource": BASE + "/mcp",
+            }
+        ).encode()
         tally = Tally()
 
         async def one():
             conn = Connection("127.0.0.1", port)
-            await timed(conn, tally, "POST", "/oauth/token", {"Content-Type": "application/x-www-form-urlencoded"}, body)
+            await timed(
+                conn, tally, "POST", "/oauth/token", {"Content-Type": "application/x-www-form-urlencoded"}, body
+            )
             await conn.close()
 
         async def all_at_once():
@@ -488,9 +569,11 @@ def scenario_redeem(args, fx) -> None:
     finally:
         server.stop()
     fivexx = sum(count for status, count in tally.statuses.items() if status >= 500)
-    print(f"\n== {args.redemptions} concurrent redemptions of one code (2 workers): statuses {tally.statuses}, "
-          f"successes {tally.statuses.get(200, 0)}, 5xx {fivexx}, dropped {tally.errors}, {elapsed:.1f} s, "
-          f"p99 {1000 * percentile(tally.latencies, .99):.0f} ms")
+    print(
+        f"\n== {args.redemptions} concurrent redemptions of one code (2 workers): statuses {tally.statuses}, "
+        f"successes {tally.statuses.get(200, 0)}, 5xx {fivexx}, dropped {tally.errors}, {elapsed:.1f} s, "
+        f"p99 {1000 * percentile(tally.latencies, 0.99):.0f} ms"
+    )
 
 
 def scenario_sessions(args, fx) -> None:
@@ -503,7 +586,9 @@ def scenario_sessions(args, fx) -> None:
         tally, bad = Tally(), [0]
 
         async def everyone():
-            await asyncio.gather(*(call_loop(port, token, "ours", args.session_seconds, tally, bad) for token in tokens))
+            await asyncio.gather(
+                *(call_loop(port, token, "ours", args.session_seconds, tally, bad) for token in tokens)
+            )
 
         cpu = server.cpu()
         started = time.monotonic()
@@ -512,10 +597,12 @@ def scenario_sessions(args, fx) -> None:
     finally:
         server.stop()
     count = len(tally.latencies)
-    print(f"\n== {args.sessions} concurrent sessions x {args.session_seconds}s tools/call (2 workers, pool 8 each): "
-          f"{count} requests, {count / elapsed:.0f} req/s, statuses {tally.statuses}, failed calls {bad[0]}, "
-          f"dropped {tally.errors}, p50 {1000 * percentile(tally.latencies, .5):.0f} ms, "
-          f"p99 {1000 * percentile(tally.latencies, .99):.0f} ms, CPU {1000 * used / max(count, 1):.2f} ms/request")
+    print(
+        f"\n== {args.sessions} concurrent sessions x {args.session_seconds}s tools/call (2 workers, pool 8 each): "
+        f"{count} requests, {count / elapsed:.0f} req/s, statuses {tally.statuses}, failed calls {bad[0]}, "
+        f"dropped {tally.errors}, p50 {1000 * percentile(tally.latencies, 0.5):.0f} ms, "
+        f"p99 {1000 * percentile(tally.latencies, 0.99):.0f} ms, CPU {1000 * used / max(count, 1):.2f} ms/request"
+    )
 
 
 def _pg_counters() -> tuple[int, int]:
@@ -523,8 +610,9 @@ def _pg_counters() -> tuple[int, int]:
 
     with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
         name = conn.info.dbname
-        xacts = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
-                             (name,)).fetchone()[0]
+        xacts = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", (name,)
+        ).fetchone()[0]
         conns = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()[0]
     return xacts, conns - 1  # minus this connection
 
@@ -532,15 +620,21 @@ def _pg_counters() -> tuple[int, int]:
 def _session_for(fx, token_row) -> str:
     from mcp_oauth.models import McpSession
 
-    return McpSession.objects.create(user=fx["user"], application=fx["public"], resource=fx["resource"],
-                                     protocol_version="2025-11-25",
-                                     client_capabilities={"elicitation": {"url": {}}}).pk
+    return McpSession.objects.create(
+        user=fx["user"],
+        application=fx["public"],
+        resource=fx["resource"],
+        protocol_version="2025-11-25",
+        client_capabilities={"elicitation": {"url": {}}},
+    ).pk
 
 
 async def _open_stream(port: int, token: str, session: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    head = (f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
-            f"Accept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n")
+    head = (
+        f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+        f"Accept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    )
     writer.write(head.encode())
     status = await reader.readline()
     if b" 200 " not in status:
@@ -562,12 +656,15 @@ def scenario_idle(args, fx) -> None:
         async def hold():
             base_rss = server.rss_kb()
             for start in range(0, len(sessions), 200):
-                streams.extend(await asyncio.gather(*(_open_stream(port, token, s) for s in sessions[start:start + 200])))
+                streams.extend(
+                    await asyncio.gather(*(_open_stream(port, token, s) for s in sessions[start : start + 200]))
+                )
             await asyncio.sleep(20)  # settled: every stream made its first read
             rss = server.rss_kb()
             xacts, conns = _pg_counters()
-            threads = sum(int(Path(f"/proc/{pid}/status").read_text().split("Threads:")[1].split()[0])
-                          for pid in server.pids())
+            threads = sum(
+                int(Path(f"/proc/{pid}/status").read_text().split("Threads:")[1].split()[0]) for pid in server.pids()
+            )
             await asyncio.sleep(args.idle_seconds)
             xacts_after, conns_after = _pg_counters()
             for _, writer in streams:
@@ -577,22 +674,43 @@ def scenario_idle(args, fx) -> None:
         base_rss, rss, xacts, conns, threads = asyncio.run(hold())
     finally:
         server.stop()
-    print(f"\n== {args.streams} idle GET streams on 1 worker: {(rss - base_rss) / args.streams:.1f} KB each "
-          f"(RSS {base_rss / 1024:.0f} -> {rss / 1024:.0f} MB), {xacts / args.idle_seconds:.1f} transactions/s on the "
-          f"database while idle ({args.idle_seconds}s, includes this harness's 2 probes), {conns} DB connections of "
-          f"the database open, {threads} threads in the server")
+    print(
+        f"\n== {args.streams} idle GET streams on 1 worker: {(rss - base_rss) / args.streams:.1f} KB each "
+        f"(RSS {base_rss / 1024:.0f} -> {rss / 1024:.0f} MB), {xacts / args.idle_seconds:.1f} transactions/s on the "
+        f"database while idle ({args.idle_seconds}s, includes this harness's 2 probes), {conns} DB connections of "
+        f"the database open, {threads} threads in the server"
+    )
 
 
 def scenario_notify(args, fx) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
     from elicitation.models import Elicitation
     from elicitation.url import complete_elicitation
-    from datetime import timedelta
-    from django.utils import timezone
 
     port = free_port()
     web = gunicorn("ours-notify", 1, port).wait_ready()
-    worker = Server("celery", [sys.executable, "-m", "celery", "-A", "project", "worker", "-l", "warning",
-                               "--concurrency", "1", "--pool", "solo"], 0, server_env(DB_POOL_MAX_SIZE="2"))
+    worker = Server(
+        "celery",
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "project",
+            "worker",
+            "-l",
+            "warning",
+            "--concurrency",
+            "1",
+            "--pool",
+            "solo",
+        ],
+        0,
+        server_env(DB_POOL_MAX_SIZE="2"),
+    )
     from celery import current_app
 
     current_app.conf.update(broker_url=REDIS_URL, task_always_eager=False)
@@ -605,8 +723,14 @@ def scenario_notify(args, fx) -> None:
 
         def new_elicitation(session):
             return Elicitation.objects.create(
-                mode="url", kind="external", message="bench", target_url="https://pay.example/1", user=fx["user"],
-                session_id=session, expires_at=timezone.now() + timedelta(minutes=5))
+                mode="url",
+                kind="external",
+                message="bench",
+                target_url="https://pay.example/1",
+                user=fx["user"],
+                session_id=session,
+                expires_at=timezone.now() + timedelta(minutes=5),
+            )
 
         async def measure():
             for _ in range(args.notifications):
@@ -629,13 +753,22 @@ def scenario_notify(args, fx) -> None:
     finally:
         web.stop()
         worker.stop()
-    print(f"\n== completion notification across processes (here -> Redis -> Celery worker -> outbox -> Redis wake-up "
-          f"-> GET stream on a gunicorn worker), {len(latencies)} samples: p50 {1000 * percentile(latencies, .5):.0f} ms,"
-          f" p99 {1000 * percentile(latencies, .99):.0f} ms")
+    print(
+        f"\n== completion notification across processes (here -> Redis -> Celery worker -> outbox -> Redis wake-up "
+        f"-> GET stream on a gunicorn worker), {len(latencies)} samples: p50 {1000 * percentile(latencies, 0.5):.0f} ms,"
+        f" p99 {1000 * percentile(latencies, 0.99):.0f} ms"
+    )
 
 
-SCENARIOS = {"compare": scenario_compare, "auth": scenario_auth, "grants": scenario_grants, "notify": scenario_notify,
-             "idle": scenario_idle, "sessions": scenario_sessions, "redeem": scenario_redeem}
+SCENARIOS = {
+    "compare": scenario_compare,
+    "auth": scenario_auth,
+    "grants": scenario_grants,
+    "notify": scenario_notify,
+    "idle": scenario_idle,
+    "sessions": scenario_sessions,
+    "redeem": scenario_redeem,
+}
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import argparse
 import hashlib
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 ARGS: argparse.Namespace
 
@@ -46,17 +46,26 @@ def build_app():
             if row is None:
                 return None
             scope, expires, bound, client_id = row
-            if expires <= datetime.now(timezone.utc):
+            if expires <= datetime.now(UTC):
                 return None
             bound = bound if isinstance(bound, list) else json.loads(bound or "[]")
-            return AccessToken(token=token, client_id=client_id, scopes=scope.split(),
-                               expires_at=int(expires.timestamp()), resource=bound[0] if bound else None)
+            return AccessToken(
+                token=token,
+                client_id=client_id,
+                scopes=scope.split(),
+                expires_at=int(expires.timestamp()),
+                resource=bound[0] if bound else None,
+            )
 
     server = MCPServer(
         "sdk-bench",
         token_verifier=TableVerifier(),
-        auth=AuthSettings(issuer_url=resource.rsplit("/", 1)[0], resource_server_url=resource,
-                          required_scopes=["mcp"], validate_token_resource=True),
+        auth=AuthSettings(
+            issuer_url=resource.rsplit("/", 1)[0],
+            resource_server_url=resource,
+            required_scopes=["mcp"],
+            validate_token_resource=True,
+        ),
         log_level="WARNING",
     )
 
@@ -91,8 +100,14 @@ def main() -> None:
     os.environ["BENCH_DATABASE_URL"] = args.database_url
     os.environ["BENCH_RESOURCE"] = args.resource
     os.environ["BENCH_STATELESS"] = "1" if args.stateless else "0"
-    uvicorn.run("bench.sdk_server:app_factory", factory=True, host="127.0.0.1", port=args.port,
-                log_level="warning", access_log=False)
+    uvicorn.run(
+        "bench.sdk_server:app_factory",
+        factory=True,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+    )
 
 
 if __name__ == "__main__":

@@ -65,7 +65,9 @@ class ThirdPartyProviderForm(forms.ModelForm):
             try:
                 discover(probe, save=False)
             except ProviderError as exc:
-                raise forms.ValidationError(_("Could not discover the endpoints from the issuer: %(error)s"), params={"error": exc}) from exc
+                raise forms.ValidationError(
+                    _("Could not discover the endpoints from the issuer: %(error)s"), params={"error": exc}
+                ) from exc
             for field in ("authorization_endpoint", "token_endpoint", "revocation_endpoint", "iss_parameter_supported"):
                 cleaned[field] = getattr(probe, field)
                 setattr(self.instance, field, cleaned[field])
@@ -106,14 +108,33 @@ class ThirdPartyProviderAdmin(admin.ModelAdmin):
     actions = ("discover_endpoints",)
     fieldsets = (
         (None, {"fields": ("name", "slug", "enabled", "redirect_uri_to_register")}),
-        (_("Authorization server"), {"fields": (
-            "issuer", "authorization_endpoint", "token_endpoint", "revocation_endpoint", "userinfo_endpoint",
-            "iss_parameter_supported",
-        )}),
-        (_("This site as its client"), {"fields": (
-            "client_id", "new_client_secret", "clear_client_secret", "token_endpoint_auth_method", "use_pkce",
-            "scopes", "resource",
-        )}),
+        (
+            _("Authorization server"),
+            {
+                "fields": (
+                    "issuer",
+                    "authorization_endpoint",
+                    "token_endpoint",
+                    "revocation_endpoint",
+                    "userinfo_endpoint",
+                    "iss_parameter_supported",
+                )
+            },
+        ),
+        (
+            _("This site as its client"),
+            {
+                "fields": (
+                    "client_id",
+                    "new_client_secret",
+                    "clear_client_secret",
+                    "token_endpoint_auth_method",
+                    "use_pkce",
+                    "scopes",
+                    "resource",
+                )
+            },
+        ),
         (None, {"fields": ("created_at", "updated_at")}),
     )
 
@@ -144,7 +165,17 @@ class ThirdPartyConnectionAdmin(admin.ModelAdmin):
     list_filter = ("provider",)
     search_fields = ("user__username", "account_label", "provider__name")
     list_select_related = ("user", "provider")
-    fields = ("user", "provider", "account_label", "scopes", "token_type", "expires_at", "created_at", "updated_at", "last_used_at")
+    fields = (
+        "user",
+        "provider",
+        "account_label",
+        "scopes",
+        "token_type",
+        "expires_at",
+        "created_at",
+        "updated_at",
+        "last_used_at",
+    )
     readonly_fields = fields
     actions = ("revoke_connections",)
 

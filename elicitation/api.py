@@ -309,9 +309,9 @@ async def _finish_pending(pk: Any, status: str, *, content: dict | None = None, 
 
     :raises InvalidRequestState: -32602, the row was already answered (or is gone).
     """
-    updated = await Elicitation.objects.filter(pk=pk, mode=Elicitation.Mode.FORM, status=Elicitation.Status.PENDING).aupdate(
-        status=status, content=content, error=error[:500], completed_at=timezone.now()
-    )
+    updated = await Elicitation.objects.filter(
+        pk=pk, mode=Elicitation.Mode.FORM, status=Elicitation.Status.PENDING
+    ).aupdate(status=status, content=content, error=error[:500], completed_at=timezone.now())
     if not updated:
         raise InvalidRequestState()
 
@@ -375,14 +375,18 @@ async def _url_round(ctx: ToolContext, user: Any, create: Callable[[], Awaitable
     key = rnd.next_key()
     asked = rnd.asked(key) or rnd.settled(key)
     if isinstance(asked, dict) and asked.get("kind") == "url" and isinstance(asked.get("eid"), str):
-        row = await Elicitation.objects.filter(
-            elicitation_id=asked["eid"], mode=Elicitation.Mode.URL, user=user
-        ).select_related("provider").afirst()
+        row = (
+            await Elicitation.objects.filter(elicitation_id=asked["eid"], mode=Elicitation.Mode.URL, user=user)
+            .select_related("provider")
+            .afirst()
+        )
         if row is not None:
             answer = rnd.response(key)
             action = answer.get("action") if isinstance(answer, dict) else None
             if action in ("decline", "cancel") and row.status == Elicitation.Status.PENDING:
-                await set_status(row, Elicitation.Status.DECLINED if action == "decline" else Elicitation.Status.CANCELLED)
+                await set_status(
+                    row, Elicitation.Status.DECLINED if action == "decline" else Elicitation.Status.CANCELLED
+                )
             elif row.status == Elicitation.Status.PENDING and action == "accept":
                 row = await wait_for_outcome(row.pk, float(elicitation_settings.URL_RETRY_WAIT_SECONDS)) or row
             marker = {"kind": "url", "eid": row.elicitation_id}
@@ -416,9 +420,7 @@ async def _account(provider_row: ThirdPartyProvider, connection: Any) -> Connect
 async def _find(user: Any, slug: str, wanted: list[str]) -> tuple[ThirdPartyProvider, ConnectedAccount | None]:
     provider_row, connection = await sync_to_async(find_connection)(user, slug, wanted)
     if provider_row is None:
-        logger.error(
-            "require_connection: no enabled third-party provider %r (add it in the admin)", slug
-        )
+        logger.error("require_connection: no enabled third-party provider %r (add it in the admin)", slug)
         raise ToolError(f"This site has no enabled third-party provider {slug[:50]!r}; ask its administrators.")
     account = await _account(provider_row, connection) if connection is not None else None
     return provider_row, account
@@ -465,8 +467,14 @@ async def require_connection(
         )
         if row is None:
             row = await sync_to_async(create_url_elicitation)(
-                user=user, session=session, message=text, kind=Elicitation.Kind.CONNECT,
-                provider=provider_row, scopes=wanted, request_id=ctx.request_id, tool_name=ctx.tool_name,
+                user=user,
+                session=session,
+                message=text,
+                kind=Elicitation.Kind.CONNECT,
+                provider=provider_row,
+                scopes=wanted,
+                request_id=ctx.request_id,
+                tool_name=ctx.tool_name,
             )
         return row
 
@@ -479,7 +487,9 @@ async def require_connection(
             return account
     if row.status in (Elicitation.Status.DECLINED, Elicitation.Status.CANCELLED):
         raise ToolError(f"You did not connect your {provider_row.name} account.")
-    raise ToolError(f"Your {provider_row.name} account is not connected yet; call the tool again once you have connected it.")
+    raise ToolError(
+        f"Your {provider_row.name} account is not connected yet; call the tool again once you have connected it."
+    )
 
 
 async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
@@ -503,8 +513,13 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
         raise _unsupported(SECRET_NEEDED)
     if not ctx.modern:
         row = await sync_to_async(create_url_elicitation)(
-            user=user, session=ctx.session, message=message, kind=Elicitation.Kind.SECRET,
-            secret_name=name, request_id=ctx.request_id, tool_name=ctx.tool_name,
+            user=user,
+            session=ctx.session,
+            message=message,
+            kind=Elicitation.Kind.SECRET,
+            secret_name=name,
+            request_id=ctx.request_id,
+            tool_name=ctx.tool_name,
         )
         raise UrlElicitationRequired([row])
 
@@ -512,8 +527,13 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
         row = await sync_to_async(pending_url_request)(user, None, kind=Elicitation.Kind.SECRET, secret_name=name)
         if row is None:
             row = await sync_to_async(create_url_elicitation)(
-                user=user, session=None, message=message, kind=Elicitation.Kind.SECRET,
-                secret_name=name, request_id=ctx.request_id, tool_name=ctx.tool_name,
+                user=user,
+                session=None,
+                message=message,
+                kind=Elicitation.Kind.SECRET,
+                secret_name=name,
+                request_id=ctx.request_id,
+                tool_name=ctx.tool_name,
             )
         return row
 
@@ -568,8 +588,16 @@ async def elicit_url(
 
         async def create() -> Elicitation:
             return await sync_to_async(create_url_elicitation)(
-                user=user, session=None, message=message, kind=kind, provider=provider, scopes=scopes,
-                secret_name=secret_name, target_url=target_url, request_id=ctx.request_id, tool_name=ctx.tool_name,
+                user=user,
+                session=None,
+                message=message,
+                kind=kind,
+                provider=provider,
+                scopes=scopes,
+                secret_name=secret_name,
+                target_url=target_url,
+                request_id=ctx.request_id,
+                tool_name=ctx.tool_name,
             )
 
         row = await _url_round(ctx, user, create)
@@ -581,13 +609,24 @@ async def elicit_url(
     if not ctx.streaming:
         raise ElicitationUnsupported("This tool needs to show you a link, but this connection cannot carry one.")
     row = await sync_to_async(create_url_elicitation)(
-        user=user, session=ctx.session, message=message, kind=kind, provider=provider, scopes=scopes,
-        secret_name=secret_name, target_url=target_url, request_id=ctx.request_id, tool_name=ctx.tool_name,
+        user=user,
+        session=ctx.session,
+        message=message,
+        kind=kind,
+        provider=provider,
+        scopes=scopes,
+        secret_name=secret_name,
+        target_url=target_url,
+        request_id=ctx.request_id,
+        tool_name=ctx.tool_name,
     )
     try:
         answer = await ctx.send_request(
-            "elicitation/create", describe(row), timeout=answer_timeout,
-            request_id=REQUEST_ID_PREFIX + row.elicitation_id, poll=stored_answer(row.pk),
+            "elicitation/create",
+            describe(row),
+            timeout=answer_timeout,
+            request_id=REQUEST_ID_PREFIX + row.elicitation_id,
+            poll=stored_answer(row.pk),
         )
     except TimeoutError:
         await set_status(row, Elicitation.Status.EXPIRED, "no answer in time")

@@ -39,12 +39,20 @@ def check_encryption_keys(app_configs=None, **kwargs):
             Fernet(key)
         except (ValueError, TypeError):
             errors.append(
-                Error(f'ELICITATION["ENCRYPTION_KEYS"][{index}] is not a Fernet key (32 bytes, urlsafe base64).', id="elicitation.E002")
+                Error(
+                    f'ELICITATION["ENCRYPTION_KEYS"][{index}] is not a Fernet key (32 bytes, urlsafe base64).',
+                    id="elicitation.E002",
+                )
             )
             continue
         secret = getattr(settings, "SECRET_KEY", None)
         if secret and (key == secret or (isinstance(key, bytes) and key.decode("ascii", "ignore") == secret)):
-            errors.append(Error(f'ELICITATION["ENCRYPTION_KEYS"][{index}] is SECRET_KEY; use an independent key.', id="elicitation.E003"))
+            errors.append(
+                Error(
+                    f'ELICITATION["ENCRYPTION_KEYS"][{index}] is SECRET_KEY; use an independent key.',
+                    id="elicitation.E003",
+                )
+            )
     return errors
 
 

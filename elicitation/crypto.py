@@ -38,8 +38,7 @@ def _fernet() -> MultiFernet:
         return MultiFernet([Fernet(key) for key in keys])
     except (ValueError, TypeError) as exc:
         raise ImproperlyConfigured(
-            'ELICITATION["ENCRYPTION_KEYS"] holds a value that is not a Fernet key '
-            "(32 bytes, urlsafe base64)"
+            'ELICITATION["ENCRYPTION_KEYS"] holds a value that is not a Fernet key (32 bytes, urlsafe base64)'
         ) from exc
 
 

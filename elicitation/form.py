@@ -333,7 +333,9 @@ class ElicitationSchema:
         ]
         for error in sorted(self._validator.iter_errors(content), key=lambda e: [str(p) for p in e.absolute_path]):
             if error.validator == "required":
-                missing = [n for n in error.validator_value if isinstance(error.instance, dict) and n not in error.instance]
+                missing = [
+                    n for n in error.validator_value if isinstance(error.instance, dict) and n not in error.instance
+                ]
                 errors.extend({"field": n, "message": "is required"} for n in missing)
             else:
                 field = str(error.absolute_path[0]) if error.absolute_path else ""

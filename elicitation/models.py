@@ -102,9 +102,7 @@ class Elicitation(models.Model):
         _("tool"), max_length=128, blank=True, help_text=_("the tool that asked (shown on the secure input page)")
     )
     target_url = models.URLField(_("target URL"), max_length=2000, blank=True)
-    status = models.CharField(
-        _("status"), max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True
-    )
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
@@ -116,7 +114,10 @@ class Elicitation(models.Model):
     )
     content = models.JSONField(_("accepted content"), null=True, blank=True)
     client_answer = models.JSONField(
-        _("client answer (in transit)"), null=True, blank=True, editable=False,
+        _("client answer (in transit)"),
+        null=True,
+        blank=True,
+        editable=False,
         help_text=_("the client's JSON-RPC answer when it reached another worker; cleared once read"),
     )
     error = models.CharField(_("error"), max_length=500, blank=True)
@@ -124,7 +125,9 @@ class Elicitation(models.Model):
     expires_at = models.DateTimeField(_("expires"), null=True, blank=True, db_index=True)
     completed_at = models.DateTimeField(_("finished"), null=True, blank=True)
     notified_at = models.DateTimeField(
-        _("completion notified"), null=True, blank=True,
+        _("completion notified"),
+        null=True,
+        blank=True,
         help_text=_("when notifications/elicitation/complete was put in the session's outbox"),
     )
 
@@ -171,28 +174,39 @@ class ThirdPartyProvider(models.Model):
     slug = models.SlugField(_("slug"), max_length=50, unique=True, help_text=_("what tools name it by"))
     name = models.CharField(_("name"), max_length=100)
     issuer = models.URLField(
-        _("issuer"), max_length=500, blank=True, validators=[validate_endpoint_url],
+        _("issuer"),
+        max_length=500,
+        blank=True,
+        validators=[validate_endpoint_url],
         help_text=_("RFC 8414 issuer; its iss (RFC 9207) is checked on the callback"),
     )
     authorization_endpoint = models.URLField(
         _("authorization endpoint"), max_length=500, blank=True, validators=[validate_endpoint_url]
     )
-    token_endpoint = models.URLField(_("token endpoint"), max_length=500, blank=True, validators=[validate_endpoint_url])
+    token_endpoint = models.URLField(
+        _("token endpoint"), max_length=500, blank=True, validators=[validate_endpoint_url]
+    )
     revocation_endpoint = models.URLField(
         _("revocation endpoint"), max_length=500, blank=True, validators=[validate_endpoint_url]
     )
     userinfo_endpoint = models.URLField(
-        _("account endpoint"), max_length=500, blank=True, validators=[validate_endpoint_url],
+        _("account endpoint"),
+        max_length=500,
+        blank=True,
+        validators=[validate_endpoint_url],
         help_text=_("optional JSON endpoint read with the new token to label the account"),
     )
     iss_parameter_supported = models.BooleanField(
-        _("iss parameter required"), default=False,
+        _("iss parameter required"),
+        default=False,
         help_text=_("RFC 9207: the provider sends iss on its redirects (refuse callbacks without it)"),
     )
     client_id = models.CharField(_("client ID"), max_length=255)
     client_secret_encrypted = models.TextField(_("client secret (encrypted)"), blank=True, editable=False)
     token_endpoint_auth_method = models.CharField(
-        _("token endpoint auth method"), max_length=32, choices=AuthMethod.choices,
+        _("token endpoint auth method"),
+        max_length=32,
+        choices=AuthMethod.choices,
         default=AuthMethod.CLIENT_SECRET_BASIC,
     )
     scopes = models.CharField(_("default scopes"), max_length=500, blank=True, help_text=_("space-separated"))
@@ -268,7 +282,9 @@ class ThirdPartyConnection(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        constraints = [models.UniqueConstraint(fields=["user", "provider"], name="elicitation_one_connection_per_provider")]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "provider"], name="elicitation_one_connection_per_provider")
+        ]
         verbose_name = _("third-party connection")
         verbose_name_plural = _("third-party connections")
 

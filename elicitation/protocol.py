@@ -100,7 +100,10 @@ def form_input_request(message: str, schema: dict[str, Any]) -> dict[str, Any]:
 def url_input_request(elicitation: Elicitation) -> dict[str, Any]:
     """A 2026-07-28 ``inputRequests`` entry sending the user to the elicitation's page (no
     ``elicitationId``: the server learns the outcome from its own row, named in ``requestState``)."""
-    return {"method": "elicitation/create", "params": {"mode": "url", "message": elicitation.message, "url": elicitation.url}}
+    return {
+        "method": "elicitation/create",
+        "params": {"mode": "url", "message": elicitation.message, "url": elicitation.url},
+    }
 
 
 def schema_digest(schema: Mapping[str, Any]) -> str:
@@ -117,7 +120,9 @@ class UrlElicitationRequired(McpError):
     Only raise it for a client that :func:`supports_url` (the helpers of :mod:`elicitation.api` check).
     """
 
-    def __init__(self, elicitations: Sequence[Elicitation], message: str = "This request requires more information.") -> None:
+    def __init__(
+        self, elicitations: Sequence[Elicitation], message: str = "This request requires more information."
+    ) -> None:
         if not elicitations:
             raise ValueError("UrlElicitationRequired needs at least one elicitation")
         self.elicitations = list(elicitations)

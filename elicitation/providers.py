@@ -166,8 +166,14 @@ def fetch_json(
     deadline = time.monotonic() + timeout
     try:
         response = requests.request(
-            method, url, headers={"Accept": "application/json", **(headers or {})}, data=data, auth=auth,
-            timeout=timeout, allow_redirects=False, stream=True,
+            method,
+            url,
+            headers={"Accept": "application/json", **(headers or {})},
+            data=data,
+            auth=auth,
+            timeout=timeout,
+            allow_redirects=False,
+            stream=True,
         )
     except requests.RequestException as exc:
         raise ProviderError("network_error", f"{url} unreachable ({type(exc).__name__})") from None
@@ -188,7 +194,9 @@ def fetch_json(
     except ProviderError:
         raise
     except Exception as exc:  # the watchdog closed the response mid-read, or the connection broke
-        raise ProviderError("network_error", f"answer cut off or slower than {timeout:g} s ({type(exc).__name__})") from None
+        raise ProviderError(
+            "network_error", f"answer cut off or slower than {timeout:g} s ({type(exc).__name__})"
+        ) from None
     finally:
         watchdog.cancel()
         response.close()
@@ -281,7 +289,9 @@ def _expiry(payload: dict[str, Any]) -> Any:
     return timezone.now() + timedelta(seconds=min(seconds, MAX_LIFETIME_SECONDS))
 
 
-def store_connection(user: Any, provider: ThirdPartyProvider, payload: dict[str, Any], requested: list[str]) -> ThirdPartyConnection:
+def store_connection(
+    user: Any, provider: ThirdPartyProvider, payload: dict[str, Any], requested: list[str]
+) -> ThirdPartyConnection:
     """Create or replace ``user``'s connection to ``provider`` from a token response, encrypted.
 
     Granted scopes: the response's ``scope``, or the requested ones when it has none
@@ -291,10 +301,9 @@ def store_connection(user: Any, provider: ThirdPartyProvider, payload: dict[str,
     granted = scope.split() if isinstance(scope, str) else list(requested)
     label = _account_label(provider, payload["access_token"])
     with transaction.atomic():
-        connection = (
-            ThirdPartyConnection.objects.select_for_update().filter(user=user, provider=provider).first()
-            or ThirdPartyConnection(user=user, provider=provider)
-        )
+        connection = ThirdPartyConnection.objects.select_for_update().filter(
+            user=user, provider=provider
+        ).first() or ThirdPartyConnection(user=user, provider=provider)
         connection.access_token = payload["access_token"]
         refresh_token = payload.get("refresh_token")
         connection.refresh_token = refresh_token if isinstance(refresh_token, str) else ""
@@ -348,7 +357,9 @@ def fresh_access_token(connection: ThirdPartyConnection) -> str | None:
     locking = connections[router.db_for_write(ThirdPartyConnection)].features.has_select_for_update
     with transaction.atomic() if locking else contextlib.nullcontext():
         row = (
-            ThirdPartyConnection.objects.select_for_update(of=("self",))  # not the joined user row: the provider may insert tokens that reference it
+            ThirdPartyConnection.objects.select_for_update(
+                of=("self",)
+            )  # not the joined user row: the provider may insert tokens that reference it
             .select_related("provider", "user")
             .filter(pk=connection.pk)
             .first()
@@ -399,7 +410,9 @@ def _drop(connection: ThirdPartyConnection, *, reason: str, request: Any = None,
     connection.delete()
 
 
-def revoke_connection(connection: ThirdPartyConnection, *, request: Any = None, actor: Any = None, reason: str = "revoked") -> None:
+def revoke_connection(
+    connection: ThirdPartyConnection, *, request: Any = None, actor: Any = None, reason: str = "revoked"
+) -> None:
     """Delete the connection, after asking the provider to revoke its tokens (RFC 7009) when it can.
 
     Revocation at the provider is best effort: a failure there is logged, the local
@@ -407,11 +420,17 @@ def revoke_connection(connection: ThirdPartyConnection, *, request: Any = None, 
     """
     provider = connection.provider
     if provider.revocation_endpoint:
-        for token, hint in ((connection.refresh_token_encrypted, "refresh_token"), (connection.access_token_encrypted, "access_token")):
+        for token, hint in (
+            (connection.refresh_token_encrypted, "refresh_token"),
+            (connection.access_token_encrypted, "access_token"),
+        ):
             if not token:
                 continue
             try:
-                body = {"token": connection.refresh_token if hint == "refresh_token" else connection.access_token, "token_type_hint": hint}
+                body = {
+                    "token": connection.refresh_token if hint == "refresh_token" else connection.access_token,
+                    "token_type_hint": hint,
+                }
                 auth = _client_auth(provider, body)
                 fetch_json("POST", provider.revocation_endpoint, data=body, auth=auth)
             except (ProviderError, DecryptionError) as exc:
@@ -434,14 +453,18 @@ def discover(provider: ThirdPartyProvider, *, save: bool = True) -> dict[str, An
     if not issuer:
         raise ProviderError("invalid_request", "the provider has no issuer to discover")
     parts = urlsplit(issuer)
-    well_known = urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-authorization-server" + parts.path, "", ""))
+    well_known = urlunsplit(
+        (parts.scheme, parts.netloc, "/.well-known/oauth-authorization-server" + parts.path, "", "")
+    )
     status, metadata = fetch_json("GET", well_known)
     if status != 200:
         metadata = None
     if not isinstance(metadata, dict):
         raise ProviderError("invalid_response", f"{well_known} did not answer with a metadata document")
     if str(metadata.get("issuer", "")).rstrip("/") != issuer:
-        raise ProviderError("invalid_response", "the metadata issuer differs from the configured issuer (RFC 8414 §3.3)")
+        raise ProviderError(
+            "invalid_response", "the metadata issuer differs from the configured issuer (RFC 8414 §3.3)"
+        )
     methods = metadata.get("code_challenge_methods_supported") or []
     if provider.use_pkce and isinstance(methods, list) and methods and "S256" not in methods:
         raise ProviderError("invalid_response", "the provider does not support PKCE S256")

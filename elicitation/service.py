@@ -253,8 +253,12 @@ def pending_url_request(user: Any, session: McpSession | None, **match: Any) -> 
     finished gets the same link again, not one more row."""
     return (
         Elicitation.objects.filter(
-            user=user, session=session, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING,
-            expires_at__gt=timezone.now(), **match,
+            user=user,
+            session=session,
+            mode=Elicitation.Mode.URL,
+            status=Elicitation.Status.PENDING,
+            expires_at__gt=timezone.now(),
+            **match,
         )
         .order_by("-created_at")
         .first()
@@ -270,8 +274,13 @@ def create_unsent_secret_request(user: Any, name: str, message: str) -> Elicitat
         return existing
     ttl = float(elicitation_settings.URL_ELICITATION_TTL_SECONDS)
     return Elicitation.objects.create(
-        mode=Elicitation.Mode.URL, kind=Elicitation.Kind.SECRET, message=message[:2000], secret_name=name,
-        user=user, session=None, expires_at=timezone.now() + timedelta(seconds=ttl),
+        mode=Elicitation.Mode.URL,
+        kind=Elicitation.Kind.SECRET,
+        message=message[:2000],
+        secret_name=name,
+        user=user,
+        session=None,
+        expires_at=timezone.now() + timedelta(seconds=ttl),
     )
 
 

@@ -39,10 +39,13 @@ def record_client_answer(sender: Any, session: Any, message: dict[str, Any], **k
     if not storable(message):
         # PostgreSQL cannot keep NUL characters or lone surrogates: the asker gets an error
         # instead of waiting for an answer that can never be stored.
-        message = {"jsonrpc": "2.0", "id": request_id,
-                   "error": {"code": -32602, "message": "the answer holds text that cannot be stored"}}
+        message = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": -32602, "message": "the answer holds text that cannot be stored"},
+        }
     rows = Elicitation.objects.filter(
-        elicitation_id=request_id[len(PREFIX):],
+        elicitation_id=request_id[len(PREFIX) :],
         session_id=session.pk,
         status=Elicitation.Status.PENDING,
         client_answer__isnull=True,
@@ -55,8 +58,11 @@ def record_client_answer(sender: Any, session: Any, message: dict[str, Any], **k
         from django.utils import timezone
 
         rows = Elicitation.objects.filter(
-            elicitation_id=request_id[len(PREFIX):], session_id=session.pk,
-            status=Elicitation.Status.PENDING, mode=Elicitation.Mode.URL, request_id="",
+            elicitation_id=request_id[len(PREFIX) :],
+            session_id=session.pk,
+            status=Elicitation.Status.PENDING,
+            mode=Elicitation.Mode.URL,
+            request_id="",
         )
         rows.update(
             status=Elicitation.Status.DECLINED if action == "decline" else Elicitation.Status.CANCELLED,

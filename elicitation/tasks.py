@@ -87,8 +87,9 @@ def notify_elicitation_complete(elicitation_pk: int) -> str:
 
 
 @shared_task(name="elicitation.tasks.reconcile_completion_notifications", ignore_result=True)
-def reconcile_completion_notifications(older_than_seconds: float = 10, within_seconds: float = 86400,
-                                       limit: int = 1000) -> int:
+def reconcile_completion_notifications(
+    older_than_seconds: float = 10, within_seconds: float = 86400, limit: int = 1000
+) -> int:
     """Send the completion notifications that were never sent.
 
     Picks URL elicitations ``completed`` between ``within_seconds`` and ``older_than_seconds``

@@ -42,9 +42,9 @@ from mcp_oauth.text import storable
 from .crypto import encrypt, keys_configured
 from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from .providers import ProviderError, build_authorization_request, exchange_code, revoke_connection, store_connection
+from .service import finish_elicitation
 from .settings import elicitation_settings
 from .signals import connection_created
-from .service import finish_elicitation
 
 logger = logging.getLogger("elicitation.views")
 
@@ -108,7 +108,9 @@ def _unconfigured(request: HttpRequest) -> HttpResponse | None:
 
 def _not_found(request: HttpRequest) -> HttpResponse:
     return _error(
-        request, 404, "Link not valid",
+        request,
+        404,
+        "Link not valid",
         "This link is unknown, already used or expired. Go back to your MCP client and try again.",
     )
 
@@ -126,7 +128,9 @@ def _mismatch(request: HttpRequest, where: str, elicitation: Elicitation | None 
     )
     signed_in = f"You are signed in as {request.user.get_username()}. " if request.user.is_authenticated else ""
     return _error(
-        request, 403, "Wrong account",
+        request,
+        403,
+        "Wrong account",
         signed_in + "This link was made for another account. Sign in with the account you use in your MCP client, "
         "or ask for a new link there.",
     )
@@ -177,7 +181,9 @@ def _take_state(request: HttpRequest, state: Any) -> dict[str, Any] | None:
     return entry
 
 
-def _send_to_provider(request: HttpRequest, provider: ThirdPartyProvider, scopes: list[str], elicitation_id: str) -> HttpResponse:
+def _send_to_provider(
+    request: HttpRequest, provider: ThirdPartyProvider, scopes: list[str], elicitation_id: str
+) -> HttpResponse:
     auth = build_authorization_request(provider, scopes)
     _remember_state(
         request,
@@ -219,7 +225,9 @@ def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
     if row.user_id != request.user.pk:
         return _mismatch(request, "start", row)
     context = {
-        "elicitation": row, "client_name": _client_name(row), "account": request.user.get_username(),
+        "elicitation": row,
+        "client_name": _client_name(row),
+        "account": request.user.get_username(),
         "tool_name": row.tool_name,
     }
     action = request.POST.get("action") if request.method == "POST" else None
@@ -262,11 +270,13 @@ def _secret(request: HttpRequest, row: Elicitation, context: dict[str, Any], act
             return _not_found(request)
         StoredSecret.objects.update_or_create(
             user=request.user,  # type: ignore[misc]  # signed in: checked at the top of the view
-            name=row.secret_name, defaults={"value_encrypted": encrypt(value.strip())}
+            name=row.secret_name,
+            defaults={"value_encrypted": encrypt(value.strip())},
         )
         audit.record(AuditEvent.Kind.SECRET_STORED, request=request, detail={"name": row.secret_name})
     return _done(
-        request, "Saved",
+        request,
+        "Saved",
         f"{row.secret_name} is stored encrypted on this site; it never went through your MCP client.",
     )
 
@@ -288,7 +298,12 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
         return refused
     entry = _take_state(request, request.GET.get("state"))
     if entry is None or entry.get("provider") != provider_slug:
-        return _error(request, 400, "Sign-in not recognised", "This sign-in answer is unknown, already used or expired. Start again from your MCP client.")
+        return _error(
+            request,
+            400,
+            "Sign-in not recognised",
+            "This sign-in answer is unknown, already used or expired. Start again from your MCP client.",
+        )
     if not request.user.is_authenticated or request.user.pk != entry.get("user"):
         return _mismatch(request, "callback")
     provider = ThirdPartyProvider.objects.filter(slug=provider_slug, enabled=True).first()
@@ -303,17 +318,23 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
             return _mismatch(request, "callback", row)
     iss = request.GET.get("iss")
     expected_iss = provider.issuer.rstrip("/")
-    if expected_iss and ((iss is not None and iss.rstrip("/") != expected_iss) or (iss is None and provider.iss_parameter_supported)):
+    if expected_iss and (
+        (iss is not None and iss.rstrip("/") != expected_iss) or (iss is None and provider.iss_parameter_supported)
+    ):
         return _error(request, 400, "Sign-in not recognised", "The answer did not come from the expected service.")
     error = request.GET.get("error")
     if error is not None:
         status = Elicitation.Status.DECLINED if error == "access_denied" else Elicitation.Status.CANCELLED
         code: str | None = error if ERROR_CODE_RE.match(error) else "invalid error code"
         if row is not None:
-            finish_elicitation(row.elicitation_id, status, user=request.user, request=request, error=f"provider: {code}")
+            finish_elicitation(
+                row.elicitation_id, status, user=request.user, request=request, error=f"provider: {code}"
+            )
         return _done(
-            request, "Not connected",
-            f"{provider.name} did not connect your account.", ok=False,
+            request,
+            "Not connected",
+            f"{provider.name} did not connect your account.",
+            ok=False,
         )
     code = request.GET.get("code")
     if not code or len(code) > 2000:
@@ -323,13 +344,24 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
         payload = exchange_code(provider, code, str(entry.get("verifier") or ""))
     except ProviderError as exc:
         logger.warning("code exchange at %s failed: %r", provider.slug, exc.error)
-        return _error(request, 502, "Connection failed", f"{provider.name} did not complete the sign-in ({exc.error}). Open the link from your MCP client again.")
-    connection = store_connection(request.user, provider, payload, scopes)  # reads the account label: no transaction open
+        return _error(
+            request,
+            502,
+            "Connection failed",
+            f"{provider.name} did not complete the sign-in ({exc.error}). Open the link from your MCP client again.",
+        )
+    connection = store_connection(
+        request.user, provider, payload, scopes
+    )  # reads the account label: no transaction open
     with transaction.atomic():
         audit.record(
             AuditEvent.Kind.CONNECTION_CREATED,
             request=request,
-            detail={"provider": provider.slug, "scopes": connection.scope_list, "elicitation": row.elicitation_id[:8] if row else None},
+            detail={
+                "provider": provider.slug,
+                "scopes": connection.scope_list,
+                "elicitation": row.elicitation_id[:8] if row else None,
+            },
         )
         if row is not None:
             finish_elicitation(row.elicitation_id, Elicitation.Status.COMPLETED, user=request.user, request=request)
@@ -380,13 +412,19 @@ def connections(request: HttpRequest) -> HttpResponse:
         if action not in {"connect", "disconnect"}:
             return _connections_page(request, 400, "Nothing was changed: the form did not say what to do.")
         if provider is None:
-            return _connections_page(request, 400, "Nothing was changed: that service is unknown or can no longer be connected.")
+            return _connections_page(
+                request, 400, "Nothing was changed: that service is unknown or can no longer be connected."
+            )
         if action == "connect":
             return _send_to_provider(request, provider, provider.scope_list, "")
-        connection = ThirdPartyConnection.objects.filter(user=request.user, provider=provider).select_related("provider").first()
+        connection = (
+            ThirdPartyConnection.objects.filter(user=request.user, provider=provider).select_related("provider").first()
+        )
         if connection is not None:
             revoke_connection(connection, request=request, actor=request.user, reason="disconnected by the user")
-            messages.success(request, f"Disconnected {provider.name}: this site no longer holds access to your account there.")
+            messages.success(
+                request, f"Disconnected {provider.name}: this site no longer holds access to your account there."
+            )
         else:
             messages.info(request, f"{provider.name} was not connected; nothing was changed.")
         return _secure(SeeOther(reverse("elicitation:connections")))
@@ -401,14 +439,25 @@ def _connections_page(request: HttpRequest, status: int = 200, form_error: str =
     waiting = [
         row
         for row in Elicitation.objects.filter(
-            user=request.user, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING, expires_at__gt=timezone.now()
-        ).select_related("provider").order_by("-created_at")[:20]
+            user=request.user,
+            mode=Elicitation.Mode.URL,
+            status=Elicitation.Status.PENDING,
+            expires_at__gt=timezone.now(),
+        )
+        .select_related("provider")
+        .order_by("-created_at")[:20]
         if not (row.kind == Elicitation.Kind.CONNECT and row.provider_id in mine)
     ]
     secrets = StoredSecret.objects.filter(user=request.user).order_by("name")
     return _page(
         request,
         elicitation_settings.CONNECTIONS_TEMPLATE,
-        {"rows": rows, "waiting": waiting, "secrets": secrets, "account": request.user.get_username(), "form_error": form_error},
+        {
+            "rows": rows,
+            "waiting": waiting,
+            "secrets": secrets,
+            "account": request.user.get_username(),
+            "form_error": form_error,
+        },
         status=status,
     )

@@ -93,8 +93,12 @@ class TrustVerdictFilter(admin.SimpleListFilter):
     parameter_name = "trust"
 
     def lookups(self, request, model_admin):
-        return [(trust.TRUSTED, _("trusted")), (trust.UNKNOWN, _("unknown")),
-                (trust.REVIEW, _("held for review")), (trust.DENIED, _("denied"))]
+        return [
+            (trust.TRUSTED, _("trusted")),
+            (trust.UNKNOWN, _("unknown")),
+            (trust.REVIEW, _("held for review")),
+            (trust.DENIED, _("denied")),
+        ]
 
     def queryset(self, request, queryset):
         wanted = self.value()
@@ -111,14 +115,20 @@ class LastUsedFilter(admin.SimpleListFilter):
     parameter_name = "used"
 
     def lookups(self, request, model_admin):
-        return [("never", _("never")), ("7", _("in the last 7 days")), ("30", _("in the last 30 days")),
-                ("old", _("more than 30 days ago"))]
+        return [
+            ("never", _("never")),
+            ("7", _("in the last 7 days")),
+            ("30", _("in the last 30 days")),
+            ("old", _("more than 30 days ago")),
+        ]
 
     def queryset(self, request, queryset):
         now = timezone.now()
         value = self.value()
         if value == "never":
-            return queryset.filter(models.Q(mcp_profile__isnull=True) | models.Q(mcp_profile__last_used_at__isnull=True))
+            return queryset.filter(
+                models.Q(mcp_profile__isnull=True) | models.Q(mcp_profile__last_used_at__isnull=True)
+            )
         if value in ("7", "30"):
             return queryset.filter(mcp_profile__last_used_at__gte=now - timedelta(days=int(value)))
         if value == "old":
@@ -222,12 +232,18 @@ class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DO
             )
         self.message_user(
             request,
-            ngettext("Revoked %(tokens)d token of %(clients)d client(s).", "Revoked %(tokens)d tokens of %(clients)d client(s).", total)
+            ngettext(
+                "Revoked %(tokens)d token of %(clients)d client(s).",
+                "Revoked %(tokens)d tokens of %(clients)d client(s).",
+                total,
+            )
             % {"tokens": total, "clients": len(queryset)},
             messages.SUCCESS,
         )
 
-    @admin.action(description=_("Block the host of the selected clients (deny rule, tokens revoked)"), permissions=["change"])
+    @admin.action(
+        description=_("Block the host of the selected clients (deny rule, tokens revoked)"), permissions=["change"]
+    )
     def block_host(self, request, queryset):
         blocked = []
         for application in queryset:
@@ -236,8 +252,11 @@ class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DO
                     target=target,
                     pattern=pattern,
                     registration_source="",
-                    defaults={"action": TrustRule.Action.DENY, "enabled": True,
-                              "note": f"Blocked from the admin (client {application.client_id})"[:500]},
+                    defaults={
+                        "action": TrustRule.Action.DENY,
+                        "enabled": True,
+                        "note": f"Blocked from the admin (client {application.client_id})"[:500],
+                    },
                 )
                 if created:
                     rule.created_by = request.user
@@ -255,12 +274,18 @@ class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DO
             )
         self.message_user(
             request,
-            _("Denied: %(rules)s. Their clients can no longer be authorized or obtain tokens; "
-              "the selected clients' tokens were revoked.") % {"rules": ", ".join(dict.fromkeys(blocked)) or "-"},
+            _(
+                "Denied: %(rules)s. Their clients can no longer be authorized or obtain tokens; "
+                "the selected clients' tokens were revoked."
+            )
+            % {"rules": ", ".join(dict.fromkeys(blocked)) or "-"},
             messages.WARNING,
         )
 
-    @admin.action(description=_("Trust the selected clients (allow rule; approves clients held for review)"), permissions=["change"])
+    @admin.action(
+        description=_("Trust the selected clients (allow rule; approves clients held for review)"),
+        permissions=["change"],
+    )
     def trust_clients(self, request, queryset):
         still_denied = []
         for application in queryset:
@@ -299,7 +324,17 @@ class TrustRuleAdmin(admin.ModelAdmin):
     search_fields = ("pattern", "note")
     list_editable = ("enabled",)
     readonly_fields = ("created_at", "updated_at", "created_by")
-    fields = ("target", "pattern", "registration_source", "action", "enabled", "note", "created_at", "updated_at", "created_by")
+    fields = (
+        "target",
+        "pattern",
+        "registration_source",
+        "action",
+        "enabled",
+        "note",
+        "created_at",
+        "updated_at",
+        "created_by",
+    )
     actions = ("enable_rules", "disable_rules")
     change_list_template = "admin/mcp_oauth/trustrule/change_list.html"
 
@@ -314,9 +349,13 @@ class TrustRuleAdmin(admin.ModelAdmin):
             **(extra_context or {}),
             "trust_mode": mode,
             "trust_mode_help": {
-                trust.MODE_OPEN: _("any https client may be authorized; clients no rule speaks about are shown as unknown"),
+                trust.MODE_OPEN: _(
+                    "any https client may be authorized; clients no rule speaks about are shown as unknown"
+                ),
                 trust.MODE_ALLOWLIST: _("only clients an allow rule matches (and clients registered in the admin)"),
-                trust.MODE_REVIEW: _("clients no rule speaks about may register but are held until an administrator trusts them"),
+                trust.MODE_REVIEW: _(
+                    "clients no rule speaks about may register but are held until an administrator trusts them"
+                ),
             }[mode],
         }
         return super().changelist_view(request, extra_context)
@@ -355,10 +394,23 @@ class ConsentAdmin(admin.ModelAdmin):
     """Who let which client act for them; "revoke" also revokes the client's tokens for that user."""
 
     list_display = ("user", "application", "scope", "granted_at", "last_granted_at", "revoked_at", "live_tokens")
-    list_filter = (ConsentStateFilter, "application__registration_source", ("last_granted_at", admin.DateFieldListFilter))
+    list_filter = (
+        ConsentStateFilter,
+        "application__registration_source",
+        ("last_granted_at", admin.DateFieldListFilter),
+    )
     search_fields = (USER_SEARCH, "application__name", "application__client_id", "scope")
     list_select_related = ("user", "application")
-    readonly_fields = ("user", "application", "scope", "resources", "granted_at", "last_granted_at", "revoked_at", "live_tokens")
+    readonly_fields = (
+        "user",
+        "application",
+        "scope",
+        "resources",
+        "granted_at",
+        "last_granted_at",
+        "revoked_at",
+        "live_tokens",
+    )
     fields = readonly_fields
     actions = ("revoke_consents",)
 
@@ -393,7 +445,11 @@ class ConsentAdmin(admin.ModelAdmin):
             )
         self.message_user(
             request,
-            ngettext("Revoked %(n)d consent (%(tokens)d tokens).", "Revoked %(n)d consents (%(tokens)d tokens).", len(consents))
+            ngettext(
+                "Revoked %(n)d consent (%(tokens)d tokens).",
+                "Revoked %(n)d consents (%(tokens)d tokens).",
+                len(consents),
+            )
             % {"n": len(consents), "tokens": total},
             messages.SUCCESS,
         )
@@ -441,8 +497,12 @@ class DocumentStateFilter(admin.SimpleListFilter):
     parameter_name = "state"
 
     def lookups(self, request, model_admin):
-        return [("fresh", _("fresh")), ("expired", _("expired")), ("failing", _("last fetch failed")),
-                ("never", _("no valid document"))]
+        return [
+            ("fresh", _("fresh")),
+            ("expired", _("expired")),
+            ("failing", _("last fetch failed")),
+            ("never", _("no valid document")),
+        ]
 
     def queryset(self, request, queryset):
         now = timezone.now()
@@ -462,12 +522,34 @@ class DocumentStateFilter(admin.SimpleListFilter):
 class ClientMetadataDocumentAdmin(admin.ModelAdmin):
     """The CIMD cache (one row per client_id URL); entries come from fetches, "refresh now" re-fetches them."""
 
-    list_display = ("client_id", "application", "fresh", "fetched_at", "expires_at", "last_error", "last_error_at", "fetch_count")
+    list_display = (
+        "client_id",
+        "application",
+        "fresh",
+        "fetched_at",
+        "expires_at",
+        "last_error",
+        "last_error_at",
+        "fetch_count",
+    )
     list_filter = (DocumentStateFilter, ("fetched_at", admin.DateFieldListFilter))
     search_fields = ("client_id", "last_error", "application__name")
     list_select_related = ("application",)
-    fields = ("client_id", "application", "document_json", "etag", "last_modified", "fetched_at", "expires_at",
-              "last_error", "last_error_at", "retry_after", "fetch_count", "created_at", "updated_at")
+    fields = (
+        "client_id",
+        "application",
+        "document_json",
+        "etag",
+        "last_modified",
+        "fetched_at",
+        "expires_at",
+        "last_error",
+        "last_error_at",
+        "retry_after",
+        "fetch_count",
+        "created_at",
+        "updated_at",
+    )
     readonly_fields = fields
     actions = ("refresh_now",)
 
@@ -513,7 +595,8 @@ class ClientMetadataDocumentAdmin(admin.ModelAdmin):
         if busy:
             self.message_user(
                 request,
-                ngettext("%d document is already being fetched.", "%d documents are already being fetched.", busy) % busy,
+                ngettext("%d document is already being fetched.", "%d documents are already being fetched.", busy)
+                % busy,
                 messages.WARNING,
             )
 
@@ -523,7 +606,16 @@ class ClientMetadataDocumentAdmin(admin.ModelAdmin):
 
 @admin.register(McpSession)
 class McpSessionAdmin(admin.ModelAdmin):
-    list_display = ("short_id", "user", "application", "resource", "protocol_version", "created_at", "last_seen_at", "ended_at")
+    list_display = (
+        "short_id",
+        "user",
+        "application",
+        "resource",
+        "protocol_version",
+        "created_at",
+        "last_seen_at",
+        "ended_at",
+    )
     list_filter = ("protocol_version", "ended_at")
     search_fields = (USER_SEARCH, "application__name", "application__client_id")
     readonly_fields = [f.name for f in McpSession._meta.fields]
@@ -534,4 +626,3 @@ class McpSessionAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
-

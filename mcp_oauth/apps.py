@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 
 
 class MCPOAuthConfig(AppConfig):
-    """Wires the app: DOT secure defaults, system checks, default resource, tool autodiscovery."""
+    """Wires the app: DOT secure defaults, system checks, default resource, tool, resource and prompt autodiscovery."""
 
     name = "mcp_oauth"
     verbose_name = _("MCP authorization")
@@ -25,11 +25,13 @@ class MCPOAuthConfig(AppConfig):
         super().import_models()
 
     def ready(self) -> None:
+        from django.contrib.auth import get_user_model
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks  # registers the system checks
-        from .settings import apply_dot_defaults, mcp_oauth_settings
+        from .lifecycle import connect as connect_lifecycle
         from .resource_server.cache import connect_receivers
+        from .settings import apply_dot_defaults, mcp_oauth_settings
         from .signals import sync_default_resource
         from .transport import sessions, wakeup
 
@@ -38,8 +40,11 @@ class MCPOAuthConfig(AppConfig):
         connect_receivers()
         wakeup.connect_receivers()
         sessions.connect_receivers()
+        connect_lifecycle(get_user_model())
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
+        autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)
+        autodiscover_modules(mcp_oauth_settings.PROMPTS_MODULE)
         for module in mcp_oauth_settings.TOOL_MODULES:
             try:
                 import_module(module)

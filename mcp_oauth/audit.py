@@ -47,8 +47,19 @@ audit_event = Signal()
 
 #: ``detail`` keys that are never stored, whatever the caller passes.
 SECRET_KEYS = frozenset(
-    {"access_token", "refresh_token", "token", "code", "code_verifier", "client_secret", "password",
-     "registration_access_token", "authorization", "assertion", "id_token"}
+    {
+        "access_token",
+        "refresh_token",
+        "token",
+        "code",
+        "code_verifier",
+        "client_secret",
+        "password",
+        "registration_access_token",
+        "authorization",
+        "assertion",
+        "id_token",
+    }
 )
 
 

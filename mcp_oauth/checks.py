@@ -16,7 +16,13 @@ def check_base_url(app_configs, **kwargs):
     messages: list[CheckMessage] = []
     base = mcp_oauth_settings.BASE_URL
     if not base:
-        return [Error('MCP_OAUTH["BASE_URL"] is not set.', hint='Set it to the site\'s public origin, e.g. "https://mcp.example.com".', id="mcp_oauth.E001")]
+        return [
+            Error(
+                'MCP_OAUTH["BASE_URL"] is not set.',
+                hint='Set it to the site\'s public origin, e.g. "https://mcp.example.com".',
+                id="mcp_oauth.E001",
+            )
+        ]
     parts = urlsplit(str(base))
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
         messages.append(Error(f'MCP_OAUTH["BASE_URL"] {base!r} is not an http(s) origin.', id="mcp_oauth.E001"))
@@ -161,6 +167,52 @@ def check_tool_modules(app_configs, **kwargs):
 
 
 @register(Tags.urls, Tags.templates)
+def check_resource_and_prompt_registries(app_configs, **kwargs):
+    """E023 ``RESOURCE_REGISTRY`` / E024 ``PROMPT_REGISTRY`` does not import, or is not a registry."""
+    from django.utils.module_loading import import_string
+
+    from .registry.prompts import PromptRegistry
+    from .registry.resources import ResourceRegistry
+
+    messages = []
+    for key, kind, code in (
+        ("RESOURCE_REGISTRY", ResourceRegistry, "E023"),
+        ("PROMPT_REGISTRY", PromptRegistry, "E024"),
+    ):
+        path = getattr(mcp_oauth_settings, key)
+        try:
+            registry = import_string(path) if isinstance(path, str) else path
+        except ImportError as exc:
+            messages.append(Error(f'MCP_OAUTH["{key}"] {path!r} cannot be imported: {exc}', id=f"mcp_oauth.{code}"))
+            continue
+        if not isinstance(registry, kind):
+            messages.append(Error(f'MCP_OAUTH["{key}"] {path!r} is not a {kind.__name__}.', id=f"mcp_oauth.{code}"))
+    return messages
+
+
+@register(Tags.security)
+def check_referrer_policy(app_configs, **kwargs):
+    """W032 ``SECURE_REFERRER_POLICY`` includes ``no-referrer``: browsers then send ``Origin: null``
+    on the form POSTs of the site's own pages (WHATWG Fetch, "serialize a request origin"), and
+    Django's CSRF check refuses them, so nobody can sign in on the site's login page to approve a
+    client. The app's own pages send ``same-origin`` whatever the site's setting."""
+    policy = getattr(settings, "SECURE_REFERRER_POLICY", None)
+    values = [policy] if isinstance(policy, str) else list(policy or [])
+    names = {part.strip().lower() for value in values for part in str(value).split(",")}
+    if "no-referrer" not in names:
+        return []
+    return [
+        Warning(
+            "SECURE_REFERRER_POLICY is 'no-referrer': browsers send 'Origin: null' on form POSTs and Django's "
+            "CSRF check refuses them (the site's login page among them).",
+            hint='Use "same-origin": no URL (authorization request, code, elicitation id) reaches another site, '
+            "and form POSTs carry their real Origin.",
+            id="mcp_oauth.W032",
+        )
+    ]
+
+
+@register()
 def check_login_url(app_configs, **kwargs):
     """W030 the login page users are sent to (:func:`mcp_oauth.login.login_url`) resolves to no view;
     E031 its template cannot render (missing template or base template, broken tag or URL name)."""
@@ -193,7 +245,7 @@ def check_login_url(app_configs, **kwargs):
             Error(
                 f"The login page {url!r} cannot render its template {template_name!r}: {problem}",
                 hint="Add the missing template (and the base template it extends) to a templates directory, "
-                'or remove LOGIN_URL to use the app\'s own login page (mcp_oauth/login.html).',
+                "or remove LOGIN_URL to use the app's own login page (mcp_oauth/login.html).",
                 id="mcp_oauth.E031",
             )
         ]
@@ -216,7 +268,9 @@ def _template_of(view) -> str | None:
     view_class = getattr(view, "view_class", None)
     if view_class is None:
         return None
-    return (getattr(view, "view_initkwargs", None) or {}).get("template_name") or getattr(view_class, "template_name", None)
+    return (getattr(view, "view_initkwargs", None) or {}).get("template_name") or getattr(
+        view_class, "template_name", None
+    )
 
 
 def _render_problem(template_name: str, url: str) -> str | None:
@@ -262,6 +316,26 @@ def check_trust_and_throttling(app_configs, **kwargs):
     return [*trust_messages(), *throttling_messages()]
 
 
+@register()
+def check_rotation_and_scopes(app_configs, **kwargs):
+    """E040 REFRESH_TOKEN_GRACE_SECONDS outside 0..300; E041 malformed SCOPE_HIERARCHY; E042 bad ADAPTER."""
+    from .adapter import check_settings as adapter_messages
+    from .authorization_server.rotation import MAX_GRACE_SECONDS
+    from .scopes import check_settings as scope_messages
+    from .settings import mcp_oauth_settings
+
+    messages = scope_messages() + adapter_messages()
+    grace = mcp_oauth_settings.REFRESH_TOKEN_GRACE_SECONDS
+    if not isinstance(grace, int) or isinstance(grace, bool) or not 0 <= grace <= MAX_GRACE_SECONDS:
+        messages.append(
+            Error(
+                f'MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"] must be an integer from 0 to {MAX_GRACE_SECONDS} (seconds).',
+                id="mcp_oauth.E040",
+            )
+        )
+    return messages
+
+
 @register(Tags.security)
 def check_cimd_test_setting(app_configs, **kwargs):
     """E040 ``CIMD_ALLOW_LOOPBACK_FOR_TESTS`` is on outside DEBUG: the fetcher could be aimed at this host."""
@@ -278,19 +352,9 @@ def check_cimd_test_setting(app_configs, **kwargs):
 
 @register(Tags.security)
 def check_request_state_keys(app_configs, **kwargs):
-    """E060 a ``REQUEST_STATE_KEYS`` entry is not a secret of at least 32 characters (or bytes);
-    W060 no keys: ``requestState`` (MCP 2026-07-28) is sealed with a key derived from SECRET_KEY."""
+    """E060 a ``REQUEST_STATE_KEYS`` entry is not a secret of at least 32 characters (or bytes)."""
     keys = mcp_oauth_settings.REQUEST_STATE_KEYS
-    if not keys:
-        return [
-            Warning(
-                'MCP_OAUTH["REQUEST_STATE_KEYS"] is not set: requestState is sealed with a key derived from SECRET_KEY.',
-                hint="Set a list of random secrets (newest first) shared by every worker, so that rotating "
-                "SECRET_KEY does not invalidate pending multi-round-trip requests and keys can rotate on their own.",
-                id="mcp_oauth.W060",
-            )
-        ]
-    if isinstance(keys, (str, bytes)) or not all(isinstance(k, (str, bytes)) and len(k) >= 32 for k in keys):
+    if keys and (isinstance(keys, (str, bytes)) or not all(isinstance(k, (str, bytes)) and len(k) >= 32 for k in keys)):
         return [
             Error(
                 'MCP_OAUTH["REQUEST_STATE_KEYS"] must be a list of secrets of at least 32 characters each.',
@@ -299,6 +363,23 @@ def check_request_state_keys(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@register(Tags.security, deploy=True)
+def check_request_state_keys_set(app_configs, **kwargs):
+    """W060 (deploy) no keys: ``requestState`` (MCP 2026-07-28) is sealed with a key derived from
+    SECRET_KEY (fine for one process in development; workers need the same keys, and rotating
+    SECRET_KEY would void pending multi-round-trip requests)."""
+    if mcp_oauth_settings.REQUEST_STATE_KEYS:
+        return []
+    return [
+        Warning(
+            'MCP_OAUTH["REQUEST_STATE_KEYS"] is not set: requestState is sealed with a key derived from SECRET_KEY.',
+            hint="Set a list of random secrets (newest first) shared by every worker, so that rotating "
+            "SECRET_KEY does not invalidate pending multi-round-trip requests and keys can rotate on their own.",
+            id="mcp_oauth.W060",
+        )
+    ]
 
 
 @register(Tags.security)
@@ -319,5 +400,25 @@ def check_client_secret_hasher(app_configs, **kwargs):
             f'OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"] {algorithm!r} is not in PASSWORD_HASHERS.',
             hint=hint,
             id="mcp_oauth.E050",
+        )
+    ]
+
+
+@register(Tags.security, deploy=True)
+def check_fast_client_secret_hasher(app_configs, **kwargs):
+    """W051 (deploy) client secrets are hashed with the site's password hasher (PBKDF2: ~180 ms of
+    CPU per confidential-client grant) because the app's hasher is not in ``PASSWORD_HASHERS``."""
+    from oauth2_provider.settings import oauth2_settings
+
+    from .client_secrets import HASHER_PATH
+
+    if oauth2_settings.CLIENT_SECRET_HASHER != "default" or HASHER_PATH in settings.PASSWORD_HASHERS:
+        return []
+    return [
+        Warning(
+            "Client secrets are hashed with the password hasher: every confidential-client grant "
+            "costs a password-stretching hash.",
+            hint=f'Add "{HASHER_PATH}" to PASSWORD_HASHERS, after your password hasher.',
+            id="mcp_oauth.W051",
         )
     ]

@@ -9,9 +9,10 @@ random strings, for which one keyed hash is as strong as any number of iteration
 
 * :class:`ClientSecretHasher` (algorithm ``"mcp_oauth_sha256"``): ``HMAC-SHA256(key=salt,
   msg=secret)``, 128-bit random salt, stored as ``mcp_oauth_sha256$<salt>$<hex digest>``
-  (~ 2 µs). The default ``OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"]``; it must be listed in
-  ``PASSWORD_HASHERS`` (anywhere; user passwords keep the first entry), which system check
-  ``mcp_oauth.E040`` verifies.
+  (~ 2 µs). The default ``OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"]`` once it is listed in
+  ``PASSWORD_HASHERS`` (anywhere after the password hasher: user passwords keep the first
+  entry); until then DOT's default applies and ``check --deploy`` warns (``mcp_oauth.W051``).
+  Naming it in ``CLIENT_SECRET_HASHER`` without listing it is ``mcp_oauth.E050``.
 * :func:`check_client_secret` is what the validator calls: constant-time comparison; a secret
   stored with any other Django hasher (e.g. PBKDF2 from before) is verified once with it and,
   when right, re-hashed with :class:`ClientSecretHasher` in place (upgrade on successful use);
@@ -33,6 +34,7 @@ from django.contrib.auth.hashers import BasePasswordHasher, check_password, iden
 from django.utils.crypto import constant_time_compare
 
 from . import throttling
+from .settings import CLIENT_SECRET_HASHER_PATH
 
 __all__ = ["ALGORITHM", "ClientSecretHasher", "check_client_secret", "hash_client_secret"]
 
@@ -40,7 +42,7 @@ logger = logging.getLogger("mcp_oauth.client_secrets")
 
 ALGORITHM = "mcp_oauth_sha256"
 #: Import path for ``PASSWORD_HASHERS``.
-HASHER_PATH = "mcp_oauth.client_secrets.ClientSecretHasher"
+HASHER_PATH = CLIENT_SECRET_HASHER_PATH
 
 
 class ClientSecretHasher(BasePasswordHasher):
@@ -67,7 +69,11 @@ class ClientSecretHasher(BasePasswordHasher):
 
     def safe_summary(self, encoded: str) -> dict[str, str]:
         decoded = self.decode(encoded)
-        return {"algorithm": decoded["algorithm"], "salt": mask_hash(decoded["salt"]), "hash": mask_hash(decoded["hash"])}
+        return {
+            "algorithm": decoded["algorithm"],
+            "salt": mask_hash(decoded["salt"]),
+            "hash": mask_hash(decoded["hash"]),
+        }
 
     def must_update(self, encoded: str) -> bool:
         return False

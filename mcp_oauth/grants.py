@@ -3,8 +3,9 @@
 * :func:`user_grants` — the clients a user has authorized (active consents), with what the
   connected-apps page shows about each;
 * :func:`revoke_user_grants` — revoke one client's (or all clients') access for a user: the
-  access and refresh tokens (RFC 7009 semantics, via :func:`~mcp_oauth.models.consent.revoke_client_tokens`)
-  and the consent, with one ``token.revoked`` audit event per client.
+  access and refresh tokens and the consents, audited, with a signal for caches. Used by the
+  connected-apps page and the account-lifecycle receivers (:mod:`mcp_oauth.lifecycle`:
+  password change, deactivation, deletion).
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from urllib.parse import urlsplit
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 
 from .audit import record
 from .models import AuditEvent, Consent
-from .models.consent import revoke_client_tokens
+from .signals import user_grants_revoked
 
 #: How each ``Application.registration_source`` is named to users.
 REGISTRATION_LABELS = {
@@ -51,7 +52,9 @@ class Grant:
 def user_grants(user) -> list[Grant]:
     """The clients ``user`` has authorized and not revoked, most recently approved first."""
     consents = list(
-        Consent.objects.filter(user=user, revoked_at__isnull=True).select_related("application").order_by("-last_granted_at", "-id")
+        Consent.objects.filter(user=user, revoked_at__isnull=True)
+        .select_related("application")
+        .order_by("-last_granted_at", "-id")
     )
     last_used = dict(
         get_access_token_model()
@@ -85,41 +88,52 @@ def user_grants(user) -> list[Grant]:
 
 
 def revoke_user_grants(user, application=None, *, reason: str) -> int:
-    """Revoke what ``user`` granted to ``application`` (``None``: to every client).
+    """Revoke the MCP access and refresh tokens and the consents of ``user`` (for ``application`` only, when given).
 
-    For each client the user has a consent or a token for: its access tokens are deleted, its
-    live refresh tokens revoked (RFC 7009 §2.1; DOT keeps them as tombstones for reuse
-    detection, RFC 9700 §4.14.2), the consent is marked revoked (the next authorization asks
-    again), and a ``token.revoked`` audit event is written with ``detail = {"via": "user",
-    "action": "revoke consent", "reason": reason, "count": n}``. Clients the user never
-    authorized are untouched; the RFC 7592 registration token of a client is kept.
+    Refresh tokens are marked revoked (kept as tombstones: presenting one later is a reuse,
+    RFC 9700 §4.14.2) and their access tokens deleted; other access tokens are deleted
+    (RFC 7009 §2.1). RFC 7592 registration access tokens are kept (they grant no access to
+    any resource). Consents get ``revoked_at``, so the next authorization shows the consent
+    page again. One ``grants.revoked`` audit event is written with ``detail = {"reason",
+    "client_id", "tokens", "consents"}``, and :data:`mcp_oauth.signals.user_grants_revoked` is
+    sent once the transaction commits (``sender=<user model>, user, application, reason,
+    access_token_ids``) so caches of token principals can drop them.
 
-    :param reason: why, in a few words (kept in the audit event), e.g. ``"revoked on the connected apps page"``.
+    :param reason: why, e.g. ``"password_changed"``, ``"deactivated"``, ``"deleted"``, ``"user_disconnected"``.
     :returns: the number of tokens revoked (access tokens plus live refresh tokens).
     """
     AccessToken = get_access_token_model()
     RefreshToken = get_refresh_token_model()
-    consents = Consent.objects.filter(user=user, revoked_at__isnull=True)
-    tokens = AccessToken.objects.filter(user=user).exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
-    refresh = RefreshToken.objects.filter(user=user, revoked__isnull=True)
+    filters = {"user": user}
     if application is not None:
-        consents, tokens, refresh = (q.filter(application=application) for q in (consents, tokens, refresh))
-    application_ids = (
-        set(consents.values_list("application_id", flat=True))
-        | set(tokens.values_list("application_id", flat=True))
-        | set(refresh.values_list("application_id", flat=True))
-    )
-    total = 0
-    now = timezone.now()
-    for client in get_application_model().objects.filter(pk__in=application_ids):
-        with transaction.atomic():
-            count = revoke_client_tokens(client, user=user)
-            Consent.objects.filter(user=user, application=client, revoked_at__isnull=True).update(revoked_at=now)
-            record(
-                AuditEvent.Kind.TOKEN_REVOKED,
-                user=user,
-                client_id=client.client_id,
-                detail={"via": "user", "action": "revoke consent", "reason": reason, "count": count},
+        filters["application"] = application
+    with transaction.atomic():
+        live_refresh = list(RefreshToken.objects.select_for_update().filter(revoked__isnull=True, **filters))
+        access = AccessToken.objects.filter(**filters).exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
+        access_ids = list(access.values_list("pk", flat=True))
+        for refresh_token in live_refresh:
+            refresh_token.revoke()  # also deletes its access token
+        AccessToken.objects.filter(pk__in=access_ids).delete()
+        consents = Consent.objects.filter(user=user, revoked_at__isnull=True)
+        if application is not None:
+            consents = consents.filter(application=application)
+        consent_count = consents.update(revoked_at=timezone.now())
+        revoked = len(live_refresh) + len(access_ids)
+        record(
+            AuditEvent.Kind.GRANTS_REVOKED,
+            user=user if getattr(user, "pk", None) else None,
+            client_id=application.client_id if application is not None else "",
+            detail={
+                "reason": reason,
+                "user_id": str(user.pk),
+                "client_id": getattr(application, "client_id", None),
+                "tokens": revoked,
+                "consents": consent_count,
+            },
+        )
+        transaction.on_commit(
+            lambda: user_grants_revoked.send(
+                sender=type(user), user=user, application=application, reason=reason, access_token_ids=access_ids
             )
-        total += count
-    return total
+        )
+    return revoked

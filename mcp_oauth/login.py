@@ -17,14 +17,14 @@ The authorization endpoint and the elicitation pages send a signed-out user to
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from django.conf import global_settings, settings
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.shortcuts import resolve_url
-from django.urls import NoReverseMatch, Resolver404, resolve, reverse
+from django.urls import Resolver404, resolve, reverse
 
 from .settings import mcp_oauth_settings
 
@@ -57,27 +57,6 @@ def login_url() -> str:
     return reverse(LOGIN_URL_NAME)
 
 
-def _client_name(next_url: str) -> str | None:
-    """The name of the client whose authorization request ``next`` carries, if it is one of ours."""
-    from oauth2_provider.models import get_application_model
-
-    parts = urlsplit(next_url or "")
-    if parts.scheme or parts.netloc:
-        return None
-    try:
-        if reverse("oauth2_provider:authorize") != parts.path:
-            return None
-    except NoReverseMatch:
-        return None
-    client_id = (parse_qs(parts.query).get("client_id") or [""])[0]
-    if not client_id:
-        return None
-    application = get_application_model().objects.filter(client_id=client_id).only("name", "client_id").first()
-    if application is None:
-        return None
-    return application.name or application.client_id
-
-
 class MCPLoginView(LoginView):
     """The app's login page (``/oauth/login``): Django's ``LoginView`` with ``mcp_oauth/login.html``.
 
@@ -85,8 +64,8 @@ class MCPLoginView(LoginView):
     referrer (the consent page's headers). After signing in the user goes to ``next`` (a URL of
     this site only, as ``LoginView`` checks), else to ``LOGIN_REDIRECT_URL`` when the site routes
     it, else back to this page, which then says who is signed in. Context besides
-    ``LoginView``'s: ``site_host`` (the host of ``BASE_URL``) and ``client_name`` (the client
-    asking, when ``next`` is this site's authorization endpoint; else None).
+    ``LoginView``'s: ``site_host`` (the host of ``BASE_URL``); the template names the client asking
+    with ``{% authorization_request next %}`` (:mod:`mcp_oauth.templatetags.mcp_oauth_pages`).
     """
 
     template_name = "mcp_oauth/login.html"
@@ -106,5 +85,4 @@ class MCPLoginView(LoginView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         context["site_host"] = urlsplit(mcp_oauth_settings.BASE_URL or "").hostname or self.request.get_host()
-        context["client_name"] = _client_name(self.get_redirect_url())
         return context

@@ -11,7 +11,7 @@ Redis cache is unreachable — the client gets::
     Content-Type: application/json
     Cache-Control: no-store
 
-    {"error": "temporarily_unavailable", "error_description": "..."}
+    (the OAuth error body: error temporarily_unavailable, with an error_description)
 
 ``temporarily_unavailable`` is the OAuth error code for this case (RFC 6749 §4.1.2.1);
 503 + ``Retry-After`` is RFC 9110 §15.6.4 / §10.2.3. Rate limits stay 429 (:mod:`mcp_oauth.throttling`).
@@ -24,7 +24,6 @@ receiver marks the request), with or without ``DEBUG``.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from typing import Any
@@ -34,6 +33,7 @@ from django.core.signals import got_request_exception
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
+from .errors import OAuthError
 from .settings import mcp_oauth_settings
 
 __all__ = ["OverloadMiddleware", "is_unavailable_error", "unavailable_response"]
@@ -67,15 +67,14 @@ def is_unavailable_error(exc: BaseException | None) -> bool:
 
 
 def unavailable_response(description: str = "The service is overloaded; retry later.") -> HttpResponse:
-    """HTTP 503, ``Retry-After`` (``MCP_OAUTH["OVERLOAD_RETRY_AFTER_SECONDS"]``), OAuth-style JSON body."""
-    response = HttpResponse(
-        json.dumps({"error": "temporarily_unavailable", "error_description": description}),
+    """HTTP 503, ``Retry-After`` (``MCP_OAUTH["OVERLOAD_RETRY_AFTER_SECONDS"]``), OAuth-style JSON body
+    (rendered by :func:`mcp_oauth.errors.render_oauth_error`)."""
+    return OAuthError(
+        "temporarily_unavailable",
+        description,
         status=503,
-        content_type="application/json",
-    )
-    response["Retry-After"] = str(int(mcp_oauth_settings.OVERLOAD_RETRY_AFTER_SECONDS))
-    response["Cache-Control"] = "no-store"
-    return response
+        retry_after=int(mcp_oauth_settings.OVERLOAD_RETRY_AFTER_SECONDS),
+    ).response()
 
 
 def _mark_request(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:

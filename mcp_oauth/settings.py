@@ -68,6 +68,19 @@ DEFAULTS: dict[str, Any] = {
     # Module name looked for in every installed app at start-up (like admin.py),
     # so apps can register their tools there.
     "TOOLS_MODULE": "mcp_tools",
+    # Dotted paths of the default ResourceRegistry and PromptRegistry (mcp_oauth.registry),
+    # and the modules autodiscovered in every installed app to fill them.
+    "RESOURCE_REGISTRY": "mcp_oauth.registry.resources.registry",
+    "PROMPT_REGISTRY": "mcp_oauth.registry.prompts.registry",
+    "RESOURCES_MODULE": "mcp_resources",
+    "PROMPTS_MODULE": "mcp_prompts",
+    # resources/list page size (entries); the cursor of the next page is opaque and signed.
+    "RESOURCE_PAGE_SIZE": 50,
+    # Largest resource content sent by resources/read (bytes of text as UTF-8, or of a blob
+    # before base64); larger: JSON-RPC -32602 "Resource too large". Per item: max_bytes.
+    "RESOURCE_MAX_BYTES": 5 * 1024 * 1024,
+    # Most resources/subscribe URIs one session may hold.
+    "MAX_SUBSCRIPTIONS_PER_SESSION": 1000,
     # Anonymous RFC 7591 registration is open to public clients
     # (token_endpoint_auth_method "none"). True also lets anonymous callers
     # register confidential clients.
@@ -81,6 +94,19 @@ DEFAULTS: dict[str, Any] = {
     # Modules imported at start-up besides every installed app's TOOLS_MODULE, e.g.
     # ["mysite.mcp_tools"]: tools can live in a project package that is not an installed app.
     "TOOL_MODULES": [],
+    # Refresh-token rotation (mcp_oauth.authorization_server.rotation): a refresh token that was
+    # just rotated out may be presented again for this many seconds (concurrent refreshes of
+    # one client) and gets a working sibling pair instead of a family revocation. 0 switches
+    # the grace off; at most 300 (manage.py check: mcp_oauth.E040).
+    "REFRESH_TOKEN_GRACE_SECONDS": 60,
+    # Scope hierarchy: a scope grants the scopes it lists (transitively), e.g.
+    # {"mcp:admin": ["mcp"]}: a token with mcp:admin passes a check that needs "mcp", and a
+    # challenge never asks for a scope that another needed scope already implies
+    # (MCP 2026-07-28 "Scope challenge handling"; see mcp_oauth.scopes).
+    "SCOPE_HIERARCHY": {},
+    # Dotted path of the policy adapter class (mcp_oauth.adapter.get_adapter): token
+    # verification, trust verdict, consent-page description, consent skipping, token -> user.
+    "ADAPTER": "mcp_oauth.adapter.DefaultMCPAdapter",
     # Template of the consent page (override it in your own templates/ dir).
     "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
     # Template of the connected-apps page (the clients a user authorized; revoke one).
@@ -122,8 +148,13 @@ DEFAULTS: dict[str, Any] = {
     # Retry-After (seconds).
     # "elicitation" counts the URL-elicitation pages of the elicitation app (start, callback,
     # secure input, connections; SEP-1036: servers MUST rate-limit them).
-    "THROTTLE_RATES": {"register": "30/hour", "authorize": "60/minute", "token": "120/minute", "elicitation": "60/minute",
-                       "client_auth_failure": "30/minute"},
+    "THROTTLE_RATES": {
+        "register": "30/hour",
+        "authorize": "60/minute",
+        "token": "120/minute",
+        "elicitation": "60/minute",
+        "client_auth_failure": "30/minute",
+    },
     # Django cache alias holding the counters (use a shared cache, e.g. Redis, with many processes).
     "THROTTLE_CACHE": "default",
     # Dotted path of a callable (request, scope) -> str naming the caller; None: REMOTE_ADDR.
@@ -178,6 +209,8 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     # A refresh token unused for 30 days expires (rotation renews it): RFC 9700 §4.14.2.
     "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
     "SCOPES": {"mcp": "Use this site's MCP tools on your behalf"},
+    # The site's SCOPES plus offline_access while refresh tokens are issued (mcp_oauth.scopes).
+    "SCOPES_BACKEND_CLASS": "mcp_oauth.scopes.MCPScopes",
     "DEFAULT_SCOPES": ["__all__"],
     "PKCE_REQUIRED": True,
     "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
@@ -199,7 +232,10 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
     # Client secrets: a keyed SHA-256 suited to high-entropy machine secrets (mcp_oauth.client_secrets),
-    # not a password-stretching hash; it must be listed in PASSWORD_HASHERS (check mcp_oauth.E040).
+    # not a password-stretching hash. Django finds hashers through PASSWORD_HASHERS only, so this
+    # default applies while "mcp_oauth.client_secrets.ClientSecretHasher" is listed there; a site
+    # that does not list it keeps DOT's default (its password hasher) and `check --deploy` says so
+    # (mcp_oauth.W051; apply_dot_defaults).
     "CLIENT_SECRET_HASHER": "mcp_oauth_sha256",
     # Client ID Metadata Documents: on, fetched by the SSRF-safe fetcher, 5 KB cap (CIMD draft §6.6).
     "CIMD_ENABLED": True,
@@ -273,7 +309,9 @@ class AppSettings:
         return value
 
     def reload(self) -> None:
-        for attr in self._cached:
+        # Every cached key, also one a concurrent reader (a live server's thread) set after the
+        # last reload without being recorded in _cached yet.
+        for attr in [name for name in vars(self) if name in self.defaults]:
             delattr(self, attr)
         self._cached.clear()
         if hasattr(self, "_user_settings"):
@@ -318,6 +356,10 @@ class MCPOAuthSettings(AppSettings):
 mcp_oauth_settings = MCPOAuthSettings()
 
 
+#: The fast client-secret hasher (:mod:`mcp_oauth.client_secrets`), as listed in ``PASSWORD_HASHERS``.
+CLIENT_SECRET_HASHER_PATH = "mcp_oauth.client_secrets.ClientSecretHasher"
+
+
 def apply_dot_defaults() -> None:
     """Install :data:`DOT_SECURE_DEFAULTS` (plus the issuer) as DOT's defaults.
 
@@ -328,6 +370,9 @@ def apply_dot_defaults() -> None:
     from oauth2_provider import settings as dot_settings
 
     dot_settings.DEFAULTS.update(DOT_SECURE_DEFAULTS)
+    if CLIENT_SECRET_HASHER_PATH not in settings.PASSWORD_HASHERS:
+        # Django could neither store nor recognise such hashes: keep DOT's own default.
+        dot_settings.DEFAULTS["CLIENT_SECRET_HASHER"] = "default"
     if mcp_oauth_settings.BASE_URL:
         dot_settings.DEFAULTS["OIDC_ISS_ENDPOINT"] = mcp_oauth_settings.issuer
     dot_settings.oauth2_settings.reload()
@@ -355,6 +400,8 @@ def _reload(*, setting: str, **kwargs: Any) -> None:
         mcp_oauth_settings.reload()
         apply_dot_defaults()
         drop_cached_oauthlib_servers()
+    elif setting == "PASSWORD_HASHERS":
+        apply_dot_defaults()
     elif setting == "OAUTH2_PROVIDER":
         from oauth2_provider.settings import oauth2_settings
 

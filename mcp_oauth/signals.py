@@ -5,6 +5,9 @@
 * :data:`tool_called` — ``sender=Tool, tool=…, principal=…, is_error=bool`` after ``tools/call``.
 * :data:`authorization_code_replayed` — ``sender=RedeemedAuthorizationCode, redeemed=…, application=…``
   when a used code came back with its verifier and its tokens were revoked.
+* :data:`user_grants_revoked` — ``sender=<user model>, user=…, application=… or None, reason=…,
+  access_token_ids=[…]`` after :func:`mcp_oauth.grants.revoke_user_grants` committed (password
+  change, deactivation, deletion, a user disconnecting a client): drop cached token principals.
 * :data:`client_response_received` — ``sender=McpSession, session=…, message=…`` when the
   client POSTs a JSON-RPC response (or error) that no request of *this process* waits for:
   it answers a request another worker sent, or one sent through the session outbox. A
@@ -21,6 +24,7 @@ mcp_session_ended = Signal()
 tool_called = Signal()
 authorization_code_replayed = Signal()
 client_response_received = Signal()
+user_grants_revoked = Signal()
 
 
 def sync_default_resource(**kwargs) -> None:

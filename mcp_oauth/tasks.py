@@ -107,13 +107,17 @@ def prunable_dynamic_clients(now=None):
         usable_refresh = any_refresh.filter(revoked__isnull=True, access_token__isnull=False)
         refresh_lifetime = oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS
         if refresh_lifetime:
-            seconds = refresh_lifetime.total_seconds() if isinstance(refresh_lifetime, timedelta) else float(refresh_lifetime)
+            seconds = (
+                refresh_lifetime.total_seconds() if isinstance(refresh_lifetime, timedelta) else float(refresh_lifetime)
+            )
             # DOT: a refresh token dies REFRESH_TOKEN_EXPIRE_SECONDS after its access token expires.
             usable_refresh = usable_refresh.filter(access_token__expires__gte=cutoff - timedelta(seconds=seconds))
         rules |= Q(
             ~Exists(live_access),
             ~Exists(usable_refresh),
-            Q(mcp_profile__isnull=True) | Q(mcp_profile__last_used_at__isnull=True) | Q(mcp_profile__last_used_at__lt=cutoff),
+            Q(mcp_profile__isnull=True)
+            | Q(mcp_profile__last_used_at__isnull=True)
+            | Q(mcp_profile__last_used_at__lt=cutoff),
             created__lt=cutoff,
         )
     return base.filter(rules)

@@ -11,7 +11,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
+
+from .errors import OAuthError
 
 
 def storable(value: Any) -> bool:
@@ -37,7 +39,10 @@ def storable(value: Any) -> bool:
 def request_params_storable(request: HttpRequest) -> bool:
     """Whether the query string and form parameters of ``request`` are :func:`storable`."""
     params = [request.GET.lists()]
-    if request.method == "POST" and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+    if request.method == "POST" and request.content_type in (
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    ):
         params.append(request.POST.lists())
     return all(storable(list(items)) for items in params)
 
@@ -48,12 +53,7 @@ def refuse_unstorable_params(view: Callable) -> Callable:
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not request_params_storable(request):
-            response = JsonResponse(
-                {"error": "invalid_request", "error_description": "Parameters must be text without NUL characters."},
-                status=400,
-            )
-            response["Cache-Control"] = "no-store"
-            return response
+            return OAuthError("invalid_request", "Parameters must be text without NUL characters.").response()
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -40,9 +40,10 @@ import time
 from collections.abc import Callable
 
 from django.core.cache import caches
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
+from .errors import OAuthError
 from .settings import DEFAULTS, mcp_oauth_settings
 
 PERIODS = {"s": 1, "second": 1, "m": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
@@ -171,18 +172,26 @@ def count_failure(scope: str, ident: str) -> None:
         log.warning("throttle cache unavailable: %s", exc)
 
 
-def json_response(retry_after: int, error: str = "slow_down") -> HttpResponse:
-    """HTTP 429 with ``Retry-After`` and an OAuth-style JSON body (``Cache-Control: no-store``)."""
-    response = JsonResponse(
-        {
-            "error": error,
-            "error_description": f"Too many requests; retry after {retry_after} seconds.",
-        },
-        status=429,
+def throttle_error(retry_after: int, error: str = "slow_down") -> OAuthError:
+    """The :class:`~mcp_oauth.errors.OAuthError` of a caller over its rate: HTTP 429 with ``Retry-After``."""
+    return OAuthError(
+        error, f"Too many requests; retry after {retry_after} seconds.", status=429, retry_after=retry_after
     )
-    response["Retry-After"] = str(retry_after)
-    response["Cache-Control"] = "no-store"
-    return response
+
+
+def json_response(retry_after: int, error: str = "slow_down") -> HttpResponse:
+    """HTTP 429 with ``Retry-After`` and an OAuth-style JSON body (rendered by :mod:`mcp_oauth.errors`)."""
+    return throttle_error(retry_after, error).response()
+
+
+def enforce(request: HttpRequest, scope: str, *, error: str = "slow_down") -> None:
+    """:func:`check`; over the limit, raise the 429 :class:`~mcp_oauth.errors.OAuthError`.
+
+    :raises OAuthError: ``error`` (``slow_down`` by default), status 429, ``Retry-After``.
+    """
+    retry_after = check(request, scope)
+    if retry_after is not None:
+        raise throttle_error(retry_after, error)
 
 
 def throttled(request: HttpRequest, scope: str, *, error: str = "slow_down") -> HttpResponse | None:

@@ -321,8 +321,7 @@ class TrustPolicyDCRPermission:
         record_denial(verdict, request=request, stage="registration")
         self.denial = (
             "access_denied",
-            "This server's client policy does not accept this registration; "
-            "ask the site's administrators to allow it.",
+            "This server's client policy does not accept this registration; ask the site's administrators to allow it.",
             403,
         )
         return False
@@ -375,8 +374,10 @@ def check_settings() -> list:
             )
         )
     site = getattr(settings, "OAUTH2_PROVIDER", {}) or {}
-    for key, name in (("DCR_REGISTRATION_PERMISSION_CLASSES", "TrustPolicyDCRPermission"),
-                      ("CIMD_REGISTRATION_PERMISSION_CLASSES", "TrustPolicyCIMDPermission")):
+    for key, name in (
+        ("DCR_REGISTRATION_PERMISSION_CLASSES", "TrustPolicyDCRPermission"),
+        ("CIMD_REGISTRATION_PERMISSION_CLASSES", "TrustPolicyCIMDPermission"),
+    ):
         if key in site and not any(str(getattr(c, "__name__", c)).endswith(name) for c in site[key] or ()):
             messages.append(
                 Warning(

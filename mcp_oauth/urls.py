@@ -45,7 +45,9 @@ as_metadata = public_cors(csrf_exempt(AuthorizationServerMetadataView.as_view())
 prm = public_cors(csrf_exempt(ProtectedResourceMetadataView.as_view()), "GET, OPTIONS")
 # GET and POST only (405 otherwise, before any CSRF check); CSRF still guards the consent POST.
 authorization_endpoint = csrf_exempt(
-    require_http_methods(["GET", "HEAD", "POST"])(csrf_protect(refuse_unstorable_params(MCPAuthorizationView.as_view())))
+    require_http_methods(["GET", "HEAD", "POST"])(
+        csrf_protect(refuse_unstorable_params(MCPAuthorizationView.as_view()))
+    )
 )
 
 well_known_urlpatterns = [

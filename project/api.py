@@ -9,6 +9,7 @@ that labels the connection.
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
+from mcp_oauth.resource_server.challenges import challenge_response
 from mcp_oauth.resource_server.decorators import require_bearer
 
 
@@ -17,13 +18,14 @@ from mcp_oauth.resource_server.decorators import require_bearer
 def profile(request):
     """``{"sub", "username", "email", "name", "date_joined"}`` of the token's user (``Cache-Control: no-store``).
 
-    A token without a user (client credentials) gets 403 ``{"error": "insufficient_scope"}``: there is no profile.
+    A token without a user (client credentials) gets 403 ``insufficient_scope`` with its bearer
+    challenge (RFC 6750 §3.1): there is no profile.
     """
     user = request.mcp_principal.user
     if user is None:
-        response = JsonResponse({"error": "insufficient_scope", "error_description": "This token has no user."}, status=403)
-        response["Cache-Control"] = "no-store"
-        return response
+        return challenge_response(
+            request.mcp_principal.resource, 403, error="insufficient_scope", error_description="This token has no user."
+        )
     response = JsonResponse(
         {
             "sub": str(user.pk),

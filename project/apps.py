@@ -31,8 +31,8 @@ class ProjectConfig(AppConfig):
     def ready(self) -> None:
         from django.apps import apps
 
-        # post_migrate is sent only for apps with models: this one has none, so listen to the
-        # app that owns ProtectedResource (sender=self never fired: /api stayed unregistered).
+        # Listen to the app that owns ProtectedResource: its table exists once it has migrated
+        # (sender=self did not fire while this app had no models: /api stayed unregistered).
         post_migrate.connect(
             ensure_api_resource, sender=apps.get_app_config("mcp_oauth"), dispatch_uid="project.ensure_api_resource"
         )

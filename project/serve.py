@@ -66,8 +66,10 @@ def environment() -> dict[str, str]:
     env.setdefault("MCP_BASE_URL", f"http://{env['HOST']}:{env['PORT']}")
     env.setdefault("DJANGO_DEBUG", "0")
     env.setdefault("DJANGO_SECRET_KEY", _kept_secret("serve-secret-key", lambda: secrets.token_urlsafe(50)))
-    env.setdefault("ELICITATION_ENCRYPTION_KEYS",
-                   _kept_secret("elicitation-keys", lambda: Fernet.generate_key().decode()).split()[0])
+    env.setdefault(
+        "ELICITATION_ENCRYPTION_KEYS",
+        _kept_secret("elicitation-keys", lambda: Fernet.generate_key().decode()).split()[0],
+    )
     env.setdefault("MCP_LOG_LEVEL", "WARNING")
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
@@ -79,13 +81,60 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
     workers = env.get("WORKERS", "2")
     celery_env = {**env, "DB_POOL_MAX_SIZE": env.get("DB_POOL_MAX_SIZE_CELERY", "2")}
     return [
-        ("web", [str(bin_dir / "gunicorn"), "project.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
-                 "-w", workers, "-b", f"{env['HOST']}:{env['PORT']}", "--backlog", "4096", "--keep-alive", "75",
-                 "--graceful-timeout", "10", "--log-level", "warning"], env),
-        ("celery-worker", [python, "-m", "celery", "-A", "project", "worker", "-l", "warning",
-                           "--concurrency", env.get("CELERY_CONCURRENCY", "2")], celery_env),
-        ("celery-beat", [python, "-m", "celery", "-A", "project", "beat", "-l", "warning",
-                         "-s", str(LOCAL / "celerybeat-schedule")], celery_env),
+        (
+            "web",
+            [
+                str(bin_dir / "gunicorn"),
+                "project.asgi:application",
+                "-k",
+                "uvicorn_worker.UvicornWorker",
+                "-w",
+                workers,
+                "-b",
+                f"{env['HOST']}:{env['PORT']}",
+                "--backlog",
+                "4096",
+                "--keep-alive",
+                "75",
+                "--graceful-timeout",
+                "10",
+                "--log-level",
+                "warning",
+            ],
+            env,
+        ),
+        (
+            "celery-worker",
+            [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "project",
+                "worker",
+                "-l",
+                "warning",
+                "--concurrency",
+                env.get("CELERY_CONCURRENCY", "2"),
+            ],
+            celery_env,
+        ),
+        (
+            "celery-beat",
+            [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "project",
+                "beat",
+                "-l",
+                "warning",
+                "-s",
+                str(LOCAL / "celerybeat-schedule"),
+            ],
+            celery_env,
+        ),
     ]
 
 
@@ -97,8 +146,10 @@ def main() -> int:
     subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     subprocess.run([*manage, "ensure_demo_user", "--superuser"], cwd=ROOT, env=env, check=True)
     processes = {name: subprocess.Popen(argv, cwd=ROOT, env=penv) for name, argv, penv in commands(env)}
-    print(f"\n  MCP server: {env['MCP_BASE_URL']}/mcp   ({env.get('WORKERS', '2')} ASGI workers, "
-          f"pool {env.get('DB_POOL_MAX_SIZE', '8')} each; Celery worker + beat on {env['CELERY_BROKER_URL']})\n")
+    print(
+        f"\n  MCP server: {env['MCP_BASE_URL']}/mcp   ({env.get('WORKERS', '2')} ASGI workers, "
+        f"pool {env.get('DB_POOL_MAX_SIZE', '8')} each; Celery worker + beat on {env['CELERY_BROKER_URL']})\n"
+    )
     stopping = False
 
     def stop(*_: object) -> None:

@@ -40,7 +40,9 @@ import dj_database_url
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 # The development key's "django-insecure-" prefix makes `check --deploy` report it (security.W009).
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-dev-key-change-me-0123456789abcdefghijklmnopqrstuvwxyz")
+SECRET_KEY = os.environ.get(
+    "DJANGO_SECRET_KEY", "django-insecure-dev-key-change-me-0123456789abcdefghijklmnopqrstuvwxyz"
+)
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
 
@@ -99,7 +101,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that the live ASGI server of the end-to-end tests
     # (another thread) sees the test database; waits on locks instead of failing.
     # One file per process, so concurrent test runs never share it.
-    DATABASES["default"]["TEST"] = {"NAME": os.path.join(tempfile.gettempdir(), f"mcp-authz-test-{os.getpid()}.sqlite3")}
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.path.join(tempfile.gettempdir(), f"mcp-authz-test-{os.getpid()}.sqlite3")
+    }
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django's built-in psycopg pool (Django >= 5.1): bounded connections per process; a request
@@ -175,7 +179,8 @@ MCP_OAUTH = {
     "BASE_URL": os.environ.get("MCP_BASE_URL", f"http://127.0.0.1:{PORT}"),
     "DEFAULT_RESOURCE_NAME": "django-mcp-authz demo",
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
-    "REQUEST_STATE_KEYS": [k.strip() for k in os.environ.get("MCP_REQUEST_STATE_KEYS", "").split(",") if k.strip()] or None,
+    "REQUEST_STATE_KEYS": [k.strip() for k in os.environ.get("MCP_REQUEST_STATE_KEYS", "").split(",") if k.strip()]
+    or None,
     "WAKEUP_URL": os.environ.get("MCP_WAKEUP_URL") or REDIS_URL,
     "SSE_POLL_INTERVAL_SECONDS": float(os.environ.get("MCP_SSE_POLL_INTERVAL_SECONDS", "0.25")),
     # e.g. MCP_THROTTLE_RATES='{"token": null}' (JSON) for a load test from one address
@@ -199,7 +204,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE = {
     "mcp-oauth-cleanup": {"task": "mcp_oauth.tasks.cleanup", "schedule": 3600},
     "mcp-oauth-prune-dynamic-clients": {"task": "mcp_oauth.tasks.prune_dynamic_clients", "schedule": 3600},
-    "elicitation-reconcile-notifications": {"task": "elicitation.tasks.reconcile_completion_notifications", "schedule": 10},
+    "elicitation-reconcile-notifications": {
+        "task": "elicitation.tasks.reconcile_completion_notifications",
+        "schedule": 10,
+    },
     "elicitation-expire": {"task": "elicitation.tasks.expire_elicitations", "schedule": 60},
     "elicitation-cleanup": {"task": "elicitation.tasks.cleanup", "schedule": 3600},
 }

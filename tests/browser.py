@@ -191,7 +191,9 @@ class LoopbackListener:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         self.hits.append({key: values[0] for key, values in query.items()})
         body = b"<!doctype html><title>Signed in</title><p>Authorization received. You can close this window.</p>"
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html; charset=utf-8")]})
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html; charset=utf-8")]}
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def wait(self, count: int = 1, timeout: float = 15) -> dict[str, str]:
@@ -235,12 +237,15 @@ class ChromiumUser:
     approve: bool = True
     screenshots: str = ""
     login_pages: list[str] = field(default_factory=list)
+    login_paths: list[str] = field(default_factory=list)
     consent_pages: list[str] = field(default_factory=list)
 
     async def authorize(self, url: str) -> dict[str, str]:
         seen = len(self.listener.hits)
         await self.page.goto(url)
-        if urlsplit(self.page.url).path.startswith("/accounts/login"):
+        path = urlsplit(self.page.url).path
+        if path.startswith(("/accounts/login", "/oauth/login")):  # the site's login page, or the app's own
+            self.login_paths.append(path)
             self.login_pages.append(await self.page.content())
             await log_in(self.page, self.username, self.password, self.screenshots and f"{self.screenshots}-login")
         await self.page.wait_for_selector("#authorizationForm")

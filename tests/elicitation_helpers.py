@@ -27,7 +27,10 @@ def demo_provider() -> ThirdPartyProvider:
 
 def open_session(user, app, resource, capabilities=URL_CAPS, protocol_version="2025-11-25") -> McpSession:
     return McpSession.objects.create(
-        user=user, application=app, resource=resource, protocol_version=protocol_version,
+        user=user,
+        application=app,
+        resource=resource,
+        protocol_version=protocol_version,
         client_capabilities=capabilities,
     )
 

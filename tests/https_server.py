@@ -61,9 +61,15 @@ class TestPKI:
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                    key_encipherment=False, data_encipherment=False, key_agreement=False,
-                    encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -83,9 +89,7 @@ class TestPKI:
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256())
         )
         self.directory = directory
@@ -396,8 +400,9 @@ class CIMDEnv:
         }
         return with_members(base, **members)
 
-    def publish(self, path: str = "/client.json", host: str = "client.cimd.test", max_age: int | None = 3600,
-                **members: Any) -> str:
+    def publish(
+        self, path: str = "/client.json", host: str = "client.cimd.test", max_age: int | None = 3600, **members: Any
+    ) -> str:
         """Serve a valid document at ``path`` (``Cache-Control: max-age``); returns its client_id URL."""
         client_id = self.url(path, host)
         headers = {"Cache-Control": f"max-age={max_age}"} if max_age is not None else {}

@@ -28,7 +28,9 @@ def free_port() -> int:
 @contextlib.contextmanager
 def run_asgi_server(app, port: int) -> Iterator[str]:
     """Serve ``app`` on ``http://127.0.0.1:<port>`` until the block ends; yields the base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", timeout_graceful_shutdown=2
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()
@@ -70,7 +72,9 @@ class FormParser(HTMLParser):
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         if tag == "form":
-            self.forms.append({"action": attrs.get("action") or "", "method": (attrs.get("method") or "get").lower(), "fields": {}})
+            self.forms.append(
+                {"action": attrs.get("action") or "", "method": (attrs.get("method") or "get").lower(), "fields": {}}
+            )
         elif not self.forms:
             return
         elif tag == "input" and attrs.get("name"):

@@ -54,8 +54,13 @@ def messages_of(response):
 
 
 def make_app(**fields):
-    defaults = {"name": "Client", "client_type": "public", "authorization_grant_type": "authorization-code",
-                "redirect_uris": "http://127.0.0.1/callback", "registration_source": "dcr"}
+    defaults = {
+        "name": "Client",
+        "client_type": "public",
+        "authorization_grant_type": "authorization-code",
+        "redirect_uris": "http://127.0.0.1/callback",
+        "registration_source": "dcr",
+    }
     return Application.objects.create(**{**defaults, **fields})
 
 
@@ -75,29 +80,53 @@ def live_token(application, user, with_refresh=True):
 def populated(user, other_user, resource):
     """One of everything, so each list page has rows to render."""
     dcr = make_app(name="Dyn client")
-    cimd = make_app(name="Doc client", client_id=CIMD_URL, registration_source="cimd",
-                    redirect_uris="https://tools.example.com/cb")
-    manual = make_app(name="Admin client", registration_source="manual", client_type="confidential",
-                      redirect_uris="https://app.example.org/cb")
+    cimd = make_app(
+        name="Doc client", client_id=CIMD_URL, registration_source="cimd", redirect_uris="https://tools.example.com/cb"
+    )
+    manual = make_app(
+        name="Admin client",
+        registration_source="manual",
+        client_type="confidential",
+        redirect_uris="https://app.example.org/cb",
+    )
     ClientProfile.objects.create(application=dcr, last_used_at=timezone.now())
     TrustRule.objects.create(target="client_id_host", pattern="*.example.com", action="allow", note="vendors")
     Consent.record_grant(user, dcr, ["mcp"], "http://testserver/mcp")
     Consent.record_grant(other_user, dcr, ["mcp"], "http://testserver/mcp")
     live_token(dcr, user)
     live_token(dcr, other_user)
-    record(AuditEvent.Kind.TOKEN_ISSUED, user=user, client_id=dcr.client_id, detail={"grant_type": "authorization_code"})
+    record(
+        AuditEvent.Kind.TOKEN_ISSUED, user=user, client_id=dcr.client_id, detail={"grant_type": "authorization_code"}
+    )
     record(AuditEvent.Kind.TRUST_DENIED, client_id="x", detail={"stage": "registration", "verdict": "denied"})
     ClientMetadataDocument.objects.create(
-        client_id=CIMD_URL, application=cimd, document={"client_id": CIMD_URL, "client_name": "Doc client"},
-        fetched_at=timezone.now(), expires_at=timezone.now() + timedelta(hours=1),
+        client_id=CIMD_URL,
+        application=cimd,
+        document={"client_id": CIMD_URL, "client_name": "Doc client"},
+        fetched_at=timezone.now(),
+        expires_at=timezone.now() + timedelta(hours=1),
     )
     McpSession.objects.create(user=user, application=dcr, resource=resource, protocol_version="2025-11-25")
     return {"dcr": dcr, "cimd": cimd, "manual": manual}
 
 
 LISTS = [
-    (Application, ["", "q=Dyn", "registration_source__exact=dcr", "trust=trusted", "trust=unknown", "trust=denied",
-                   "used=never", "used=7", "used=old", "q=%00", "q=" + "x" * 2000]),
+    (
+        Application,
+        [
+            "",
+            "q=Dyn",
+            "registration_source__exact=dcr",
+            "trust=trusted",
+            "trust=unknown",
+            "trust=denied",
+            "used=never",
+            "used=7",
+            "used=old",
+            "q=%00",
+            "q=" + "x" * 2000,
+        ],
+    ),
     (TrustRule, ["", "q=example", "action__exact=allow", "target__exact=client_id_host", "enabled__exact=1"]),
     (Consent, ["", "q=alice", "state=active", "state=revoked", "q=%ED%A0%80"]),
     (AuditEvent, ["", "q=127.0.0.1", "kind__exact=trust.denied", "q=x", "created_at__year=2030"]),
@@ -154,7 +183,9 @@ def test_add_application_form_still_works(admin):
 
 def test_revoke_all_tokens(admin, populated, user):
     dcr = populated["dcr"]
-    registration = AccessToken(application=dcr, scope="oauth2_provider:registration", expires=timezone.now() + timedelta(days=1))
+    registration = AccessToken(
+        application=dcr, scope="oauth2_provider:registration", expires=timezone.now() + timedelta(days=1)
+    )
     set_token_value(registration, "reg-" + secrets.token_urlsafe(16))
     registration.save()
     response = act(admin, Application, "revoke_all_tokens", [dcr])
@@ -219,9 +250,17 @@ def test_trust_warns_when_a_deny_rule_still_wins(admin, populated):
 
 
 def test_add_trust_rule_normalizes_and_records_who(admin, admin_user):
-    response = admin.post(url(TrustRule, "add"), {"target": "redirect_host", "pattern": " Evil.EXAMPLE. ",
-                                                  "registration_source": "", "action": "deny", "enabled": "on",
-                                                  "note": "phishing"})
+    response = admin.post(
+        url(TrustRule, "add"),
+        {
+            "target": "redirect_host",
+            "pattern": " Evil.EXAMPLE. ",
+            "registration_source": "",
+            "action": "deny",
+            "enabled": "on",
+            "note": "phishing",
+        },
+    )
     assert response.status_code == 302, response.content[:500]
     rule = TrustRule.objects.get()
     assert rule.pattern == "evil.example" and rule.created_by == admin_user
@@ -229,8 +268,10 @@ def test_add_trust_rule_normalizes_and_records_who(admin, admin_user):
 
 @pytest.mark.parametrize("pattern", ["https://evil.example/", "ev il", "*.", "\x00"])
 def test_bad_trust_rule_is_a_form_error(admin, pattern):
-    response = admin.post(url(TrustRule, "add"), {"target": "client_id_host", "pattern": pattern,
-                                                  "registration_source": "", "action": "deny", "enabled": "on"})
+    response = admin.post(
+        url(TrustRule, "add"),
+        {"target": "client_id_host", "pattern": pattern, "registration_source": "", "action": "deny", "enabled": "on"},
+    )
     assert response.status_code == 200
     assert response.context["adminform"].form.errors
     assert not TrustRule.objects.exists()

@@ -50,10 +50,18 @@ def asgi_call(app, method: str, path: str, headers: dict[str, str], body: bytes 
                 done.set()
 
         scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-            "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "root_path": "",
+            "query_string": b"",
             "headers": [(k.lower().encode(), v.encode()) for k, v in {"host": "testserver", **headers}.items()],
-            "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
+            "client": ("127.0.0.1", 5000),
+            "server": ("testserver", 80),
         }
         await app(scope, receive, send)
 
@@ -71,10 +79,22 @@ def mcp(token, session=None):
     return headers
 
 
-INIT = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "lane", "version": "1"}}}).encode()
-CALL = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                   "params": {"name": "echo", "arguments": {"text": "hi", "times": 2}}}).encode()
+INIT = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "lane", "version": "1"}},
+    }
+).encode()
+CALL = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "hi", "times": 2}},
+    }
+).encode()
 
 
 def test_tools_call_through_the_lane_skips_the_middleware(lane, token):

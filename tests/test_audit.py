@@ -64,7 +64,10 @@ def test_consent_granted_and_denied(logged_in, user, public_app, events):
     assert consent_row.scope == "mcp" and consent_row.resources == [RESOURCE] and consent_row.revoked_at is None
 
     _, challenge = pkce_pair()
-    assert redirect_query(consent(logged_in, authorize_params(public_app, challenge), allow=False))["error"] == "access_denied"
+    assert (
+        redirect_query(consent(logged_in, authorize_params(public_app, challenge), allow=False))["error"]
+        == "access_denied"
+    )
     denied = only(Kind.CONSENT_DENIED)
     assert denied.user == user and denied.client_id == public_app.client_id
     assert [e.kind for e in events] == [Kind.CONSENT_GRANTED, Kind.CONSENT_DENIED]
@@ -89,8 +92,10 @@ def test_token_issued_refreshed_and_last_used(logged_in, user, public_app):
     first_use = ClientProfile.objects.get(application=public_app).last_used_at
     assert first_use is not None
 
-    response = logged_in.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"],
-                                               "client_id": public_app.client_id})
+    response = logged_in.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": public_app.client_id},
+    )
     assert response.status_code == 200
     refreshed = only(Kind.TOKEN_REFRESHED)
     assert refreshed.user == user and refreshed.detail["grant_type"] == "refresh_token"
@@ -105,8 +110,9 @@ def test_client_credentials_token_issued(client, resource):
     app = Application(name="svc", client_type="confidential", authorization_grant_type="client-credentials")
     secret = app.client_secret
     app.save()
-    response = client.post("/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id,
-                                            "client_secret": secret})
+    response = client.post(
+        "/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id, "client_secret": secret}
+    )
     assert response.status_code == 200, response.content
     event = only(Kind.TOKEN_ISSUED)
     assert event.user is None and event.detail["grant_type"] == "client_credentials"
@@ -129,11 +135,19 @@ def test_token_revoked_through_the_revocation_endpoint(logged_in, user, public_a
 
 
 def test_refresh_token_reuse_detected(logged_in, user, public_app):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mcp_oauth.models import RefreshGeneration
+
     code, verifier, _ = get_code(logged_in, public_app)
     first = token_request(logged_in, public_app, code, verifier).json()
     refresh = {"grant_type": "refresh_token", "client_id": public_app.client_id}
     second = logged_in.post("/oauth/token", {**refresh, "refresh_token": first["refresh_token"]}).json()
     assert not AuditEvent.objects.filter(kind=Kind.REFRESH_TOKEN_REUSE).exists()
+    # past the grace window of the rotation (REFRESH_TOKEN_GRACE_SECONDS, 60 s)
+    RefreshGeneration.objects.filter(rotated_at__isnull=False).update(rotated_at=timezone.now() - timedelta(seconds=61))
     replay = logged_in.post("/oauth/token", {**refresh, "refresh_token": first["refresh_token"]})
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
     event = only(Kind.REFRESH_TOKEN_REUSE)
@@ -144,8 +158,9 @@ def test_refresh_token_reuse_detected(logged_in, user, public_app):
 
 
 def test_unknown_refresh_token_is_not_reuse(logged_in, public_app):
-    response = logged_in.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": "made-up",
-                                               "client_id": public_app.client_id})
+    response = logged_in.post(
+        "/oauth/token", {"grant_type": "refresh_token", "refresh_token": "made-up", "client_id": public_app.client_id}
+    )
     assert response.status_code == 400
     assert not AuditEvent.objects.filter(kind=Kind.REFRESH_TOKEN_REUSE).exists()
 
@@ -200,7 +215,7 @@ def test_confidential_registration_never_logs_its_secret(client, admin_user):
 def test_trust_policy_denial(client, resource):
     TrustRule.objects.create(target="redirect_host", pattern="evil.example", action="deny")
     body = {"redirect_uris": ["https://evil.example/cb"], "token_endpoint_auth_method": "none"}
-    assert client.post("/oauth/register", json.dumps(body), content_type="application/json").status_code == 403
+    assert client.post("/oauth/register", json.dumps(body), content_type="application/json").status_code == 400
     event = only(Kind.TRUST_DENIED)
     assert event.detail["verdict"] == "denied" and event.detail["stage"] == "registration"
 

@@ -131,14 +131,22 @@ def test_consent_form_swapped_client_is_not_used(logged_in, user, public_app):
     from .oauth_helpers import hidden_fields
 
     other = get_application_model().objects.create(
-        name="Other", client_type="public", authorization_grant_type="authorization-code",
+        name="Other",
+        client_type="public",
+        authorization_grant_type="authorization-code",
         redirect_uris="https://other.example/cb",
     )
     _, challenge = pkce_pair()
     params = authorize_params(public_app, challenge)
     form = hidden_fields(logged_in.get("/oauth/authorize?" + urlencode(params)).content.decode())
-    form.update({"allow": "Authorize", "client_id": other.client_id, "redirect_uri": "https://other.example/cb",
-                 "scope": "mcp profile"})
+    form.update(
+        {
+            "allow": "Authorize",
+            "client_id": other.client_id,
+            "redirect_uri": "https://other.example/cb",
+            "scope": "mcp profile",
+        }
+    )
     response = logged_in.post("/oauth/authorize", form)
     assert response["Location"].startswith(REDIRECT_URI + "?")
     grant = get_grant_model().objects.get()
@@ -152,7 +160,7 @@ def test_consent_form_is_single_use(logged_in, public_app):
     params = authorize_params(public_app, challenge)
     form = hidden_fields(logged_in.get("/oauth/authorize?" + urlencode(params)).content.decode())
     form["allow"] = "Authorize"
-    assert logged_in.post("/oauth/authorize", form).status_code == 302
+    assert logged_in.post("/oauth/authorize", form).status_code == 303
     again = logged_in.post("/oauth/authorize", form)
     assert again.status_code == 400 and "Location" not in again
     assert get_grant_model().objects.count() == 1
@@ -171,14 +179,16 @@ def test_consent_form_without_transaction_or_fields_is_an_error_page(logged_in, 
     if drop == "transaction":
         assert response.status_code == 400 and b"invalid_request" in response.content
     else:  # the stored request fills it in
-        assert response.status_code == 302
+        assert response.status_code == 303
     assert "Location" not in response or response["Location"].startswith(REDIRECT_URI)
 
 
 def test_approval_prompt_auto_still_asks(logged_in, public_app):
     get_code(logged_in, public_app)
     _, challenge = pkce_pair()
-    response = logged_in.get("/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, approval_prompt="auto")))
+    response = logged_in.get(
+        "/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, approval_prompt="auto"))
+    )
     assert response.status_code == 200 and b"authorizationForm" in response.content
 
 
@@ -196,10 +206,14 @@ def test_prompt_none_with_login_is_consent_required(logged_in, public_app):
     assert query["error"] == "consent_required" and query["iss"] == ISSUER
 
 
-@pytest.mark.parametrize("redirect", ["https://CLIENT.example.com/cb", "HTTPS://client.example.com/cb", "http://127.0.0.1:8080/callback/"])
+@pytest.mark.parametrize(
+    "redirect", ["https://CLIENT.example.com/cb", "HTTPS://client.example.com/cb", "http://127.0.0.1:8080/callback/"]
+)
 def test_redirect_uri_is_an_exact_string_match(logged_in, public_app, redirect):
     _, challenge = pkce_pair()
-    response = logged_in.get("/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, redirect_uri=redirect)))
+    response = logged_in.get(
+        "/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, redirect_uri=redirect))
+    )
     assert response.status_code == 400 and "Location" not in response
 
 
@@ -252,7 +266,10 @@ def test_wrong_verifier_is_invalid_grant(logged_in, public_app):
 
 def _mcp_status(client, token):
     return client.post(
-        "/mcp", "{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}",
+        "/mcp",
+        "{}",
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
         HTTP_ACCEPT="application/json, text/event-stream",
     ).status_code
 
@@ -330,7 +347,9 @@ def test_loopback_redirect_matches_any_port(logged_in, public_app, port):
 )
 def test_redirect_uri_matches_exactly(logged_in, public_app, redirect):
     _, challenge = pkce_pair()
-    response = logged_in.get("/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, redirect_uri=redirect)))
+    response = logged_in.get(
+        "/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, redirect_uri=redirect))
+    )
     assert response.status_code == 400
     assert "Location" not in response
 
@@ -394,7 +413,9 @@ def test_denied_consent_redirects_access_denied_with_iss(logged_in, public_app):
     assert query["state"] == params["state"]
 
 
-def test_refresh_keeps_binding_and_rotates(logged_in, public_app):
+def test_refresh_keeps_binding_and_rotates(logged_in, public_app, settings):
+    # No grace window: an immediate reuse is a reuse (tests/test_refresh_rotation.py covers the window).
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REFRESH_TOKEN_GRACE_SECONDS": 0}
     code, verifier, _ = get_code(logged_in, public_app, resource=RESOURCE)
     first = token_request(logged_in, public_app, code, verifier).json()
     refreshed = logged_in.post(

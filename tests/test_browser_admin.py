@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 
 from mcp_oauth.models import AuditEvent, ClientMetadataDocument, TrustRule
 
-from .browser import require_chromium, chromium_executable, log_in, open_chromium, same_origin_posts, shot  # noqa: F401
+from .browser import chromium_executable, log_in, open_chromium, require_chromium, same_origin_posts, shot  # noqa: F401
 from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from .test_e2e_python_sdk import live  # noqa: F401 - fixture
 
@@ -75,12 +75,21 @@ def test_admin_in_chromium_trust_rule_cimd_refresh_audit_log_and_css(live, cimd_
     # Styled: the admin's stylesheets load (WhiteNoise, from the ASGI app) and apply.
     assert any(url.endswith("/static/admin/css/base.css") for url, _, _ in css), css
     for url, status, content_type in css:
-        assert url.startswith(live.base + "/static/") and status == 200 and content_type.startswith("text/css"), (url, status, content_type)
+        assert url.startswith(live.base + "/static/") and status == 200 and content_type.startswith("text/css"), (
+            url,
+            status,
+            content_type,
+        )
     assert header_color not in ("rgba(0, 0, 0, 0)", "transparent")
 
     assert "was added successfully" in rule_message
     rule = TrustRule.objects.get(pattern="*.blocked.example")
-    assert (rule.target, rule.action, rule.note, rule.created_by.username) == ("client_id_host", "deny", "added in Chromium", ADMIN)
+    assert (rule.target, rule.action, rule.note, rule.created_by.username) == (
+        "client_id_host",
+        "deny",
+        "added in Chromium",
+        ADMIN,
+    )
 
     assert "Refresh started for 1 document." in refresh_message
     entry.refresh_from_db()

@@ -10,7 +10,15 @@ import pytest
 
 from mcp_oauth.models import AuditEvent, Consent
 
-from .browser import require_chromium, ChromiumUser, chromium_executable, loopback, open_chromium, same_origin_posts, shot  # noqa: F401
+from .browser import (
+    ChromiumUser,
+    chromium_executable,  # noqa: F401 - fixture
+    loopback,  # noqa: F401 - fixture
+    open_chromium,
+    require_chromium,  # noqa: F401 - fixture
+    same_origin_posts,
+    shot,
+)
 from .test_e2e_python_sdk import PASSWORD, USERNAME, MemoryStorage, client_metadata, live, make_provider, session_run  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -41,9 +49,12 @@ def test_revoke_a_connected_app_in_chromium(live, loopback, chromium_executable,
             seen["empty"] = await page.inner_text("#no-grants")
             async with httpx2.AsyncClient(timeout=10) as http:
                 response = await http.post(
-                    live.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                    headers={"Authorization": f"Bearer {storage.tokens.access_token}",
-                             "Accept": "application/json, text/event-stream"},
+                    live.mcp_url,
+                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                    headers={
+                        "Authorization": f"Bearer {storage.tokens.access_token}",
+                        "Accept": "application/json, text/event-stream",
+                    },
                 )
                 seen["mcp_status"] = response.status_code
             return chromium
@@ -59,6 +70,6 @@ def test_revoke_a_connected_app_in_chromium(live, loopback, chromium_executable,
     assert seen["mcp_status"] == 401
     client_id = storage.client_info.client_id
     assert Consent.objects.get(application__client_id=client_id).revoked_at is not None
-    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED, client_id=client_id).count() == 1
+    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED, client_id=client_id).count() == 1
     posts = same_origin_posts(chromium, live.base)
     assert len(posts) == 3 and all(p["origin"] == live.base and p["status"] in (302, 303) for p in posts), posts

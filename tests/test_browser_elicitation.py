@@ -23,7 +23,16 @@ from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection
 from elicitation.url import create_url_elicitation
 from mcp_oauth.models import AuditEvent
 
-from .browser import require_chromium, ChromiumUser, chromium_executable, log_in, loopback, open_chromium, same_origin_posts, shot  # noqa: F401
+from .browser import (
+    ChromiumUser,
+    chromium_executable,  # noqa: F401 - fixture
+    log_in,
+    loopback,  # noqa: F401 - fixture
+    open_chromium,
+    require_chromium,  # noqa: F401 - fixture
+    same_origin_posts,
+    shot,
+)
 from .elicitation_helpers import PASSWORD as CONFTEST_PASSWORD
 from .elicitation_helpers import open_session
 from .test_e2e_python_sdk import MemoryStorage, client_metadata, live, make_provider  # noqa: F401 - live is a fixture
@@ -48,7 +57,9 @@ async def chromium_sdk_client(sites, loopback, page, run: SdkRun, elicitation_ca
     """The SDK client (legacy handshake, URL + form elicitation) whose OAuth the user does in ``page``."""
     run._completion = asyncio.Event()
     user = ChromiumUser(page, MCP_USER, MCP_PASSWORD, loopback)
-    metadata = client_metadata(sites.consumer.port, client_name="Chromium elicitation client", redirect_uri=loopback.redirect_uri)
+    metadata = client_metadata(
+        sites.consumer.port, client_name="Chromium elicitation client", redirect_uri=loopback.redirect_uri
+    )
     provider = make_provider(sites.consumer, MemoryStorage(), user, metadata=metadata)
     async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
         async with Client(
@@ -104,8 +115,11 @@ def test_connect_a_third_party_account_in_chromium_then_disconnect(sites, loopba
                     await page.click("#authorize")
                 await page.wait_for_selector("#outcome")
                 await shot(page, "elicitation-connected")
-                done = {"url": page.url, "ok": await page.get_attribute("#outcome", "data-ok"),
-                        "text": await page.inner_text("#outcome")}
+                done = {
+                    "url": page.url,
+                    "ok": await page.get_attribute("#outcome", "data-ok"),
+                    "text": await page.inner_text("#outcome"),
+                }
 
                 await run.wait_completion()
                 retried = await client.call_tool("demo_profile", {})
@@ -117,8 +131,10 @@ def test_connect_a_third_party_account_in_chromium_then_disconnect(sites, loopba
             async with page.expect_navigation():
                 await page.click('form[data-provider="demo"] button[value="disconnect"]')
             await shot(page, "connections-disconnected")
-            after = {"messages": await page.inner_text("#messages"),
-                     "form": await page.inner_text('form[data-provider="demo"]')}
+            after = {
+                "messages": await page.inner_text("#messages"),
+                "form": await page.inner_text('form[data-provider="demo"]'),
+            }
             return chromium, link, interstitial, provider_login, done, retried, before, after
 
     chromium, link, interstitial, provider_login, done, retried, before, after = asyncio.run(scenario())
@@ -197,12 +213,20 @@ def test_secure_input_page_in_chromium_then_delete_the_stored_value(sites, loopb
     assert_real_origins(chromium, consumer.base)
 
 
-def test_another_signed_in_user_is_refused_in_chromium(live, user, other_user, public_app, resource, chromium_executable, request):
+def test_another_signed_in_user_is_refused_in_chromium(
+    live, user, other_user, public_app, resource, chromium_executable, request
+):
     """Bob, signed in, opens alice's link: 403 "Wrong account", audited, nothing changes. Alice sees the
     request waiting on her connections page; once she has saved the value it is no longer listed."""
     session = open_session(user, public_app, resource)
-    row = create_url_elicitation(user=user, session=session, message="Enter your key", kind="secret",
-                                 secret_name="demo_api_key", tool_name="set_api_key")
+    row = create_url_elicitation(
+        user=user,
+        session=session,
+        message="Enter your key",
+        kind="secret",
+        secret_name="demo_api_key",
+        tool_name="set_api_key",
+    )
     link = f"{live.base}/elicitation/{row.elicitation_id}/"
 
     async def scenario():

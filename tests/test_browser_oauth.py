@@ -16,12 +16,18 @@ import pytest
 from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.models import AuditEvent, Consent
 
-from .browser import require_chromium, ChromiumUser, chromium_executable, loopback, open_chromium, same_origin_posts, shot  # noqa: F401
+from .browser import (
+    ChromiumUser,
+    chromium_executable,  # noqa: F401 - fixture
+    loopback,  # noqa: F401 - fixture
+    open_chromium,
+    require_chromium,  # noqa: F401 - fixture
+    same_origin_posts,
+)
 from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from .test_e2e_python_sdk import (  # noqa: F401 - live is a fixture
     PASSWORD,
@@ -75,7 +81,9 @@ def test_dcr_client_login_and_consent_in_chromium(live, loopback, chromium_execu
     assert set(answer) == {"code", "state", "iss"} and answer["iss"] == live.base
     application = get_application_model().objects.get(client_id=client_id)
     assert application.registration_source == "dcr"
-    assert get_access_token_model().objects.get(application=application, user__username=USERNAME).resource == [live.mcp_url]
+    assert get_access_token_model().objects.get(application=application, user__username=USERNAME).resource == [
+        live.mcp_url
+    ]
     assert Consent.objects.get(application=application, user__username=USERNAME).revoked_at is None
 
 
@@ -96,11 +104,16 @@ def test_cancel_sends_access_denied_to_the_client_loopback_listener(live, loopba
 
             async def callback_handler() -> AuthorizationCodeResult:
                 params = await user.authorize(pending["url"])
-                return AuthorizationCodeResult(code=params.get("code", ""), state=params.get("state"), iss=params.get("iss"))
+                return AuthorizationCodeResult(
+                    code=params.get("code", ""), state=params.get("state"), iss=params.get("iss")
+                )
 
             provider = OAuthClientProvider(
-                server_url=live.mcp_url, client_metadata=metadata, storage=storage,
-                redirect_handler=redirect_handler, callback_handler=callback_handler,
+                server_url=live.mcp_url,
+                client_metadata=metadata,
+                storage=storage,
+                redirect_handler=redirect_handler,
+                callback_handler=callback_handler,
             )
             # The SDK's own error for an answer without a code (possibly inside an exception group).
             with pytest.raises(BaseException) as raised:

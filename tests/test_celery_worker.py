@@ -48,11 +48,15 @@ def worker():
 
 
 def test_cleanup_runs_on_a_real_worker(worker, resource, user, public_app):
-    live = McpSession.objects.create(user=user, application=public_app, resource=resource, protocol_version="2025-11-25")
-    McpSession.objects.create(user=user, application=public_app, resource=resource, protocol_version="2025-11-25",
-                              ended_at=timezone.now())
-    RedeemedAuthorizationCode.objects.create(code_checksum="c" * 64, application=public_app,
-                                             redeemed_at=timezone.now() - timedelta(days=3))
+    live = McpSession.objects.create(
+        user=user, application=public_app, resource=resource, protocol_version="2025-11-25"
+    )
+    McpSession.objects.create(
+        user=user, application=public_app, resource=resource, protocol_version="2025-11-25", ended_at=timezone.now()
+    )
+    RedeemedAuthorizationCode.objects.create(
+        code_checksum="c" * 64, application=public_app, redeemed_at=timezone.now() - timedelta(days=3)
+    )
     result = worker.tasks["mcp_oauth.tasks.cleanup"].apply_async(ignore_result=False)
     assert result.get(timeout=30) == {"sessions": 1, "redeemed_codes": 1}
     assert list(McpSession.objects.all()) == [live]
@@ -69,19 +73,41 @@ def test_completion_notification_is_sent_by_a_real_worker(worker, settings, reso
     from mcp_oauth.models import McpSessionEvent
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
-    asking = McpSession.objects.create(user=user, application=public_app, resource=resource,
-                                       protocol_version="2025-11-25", client_capabilities={"elicitation": {"url": {}}})
-    other = McpSession.objects.create(user=user, application=public_app, resource=resource,
-                                      protocol_version="2025-11-25", client_capabilities={"elicitation": {"url": {}}})
-    row = Elicitation.objects.create(mode="url", kind="external", message="Pay", target_url="https://pay.example/1",
-                                     user=user, session=asking, expires_at=timezone.now() + timedelta(minutes=10))
+    asking = McpSession.objects.create(
+        user=user,
+        application=public_app,
+        resource=resource,
+        protocol_version="2025-11-25",
+        client_capabilities={"elicitation": {"url": {}}},
+    )
+    other = McpSession.objects.create(
+        user=user,
+        application=public_app,
+        resource=resource,
+        protocol_version="2025-11-25",
+        client_capabilities={"elicitation": {"url": {}}},
+    )
+    row = Elicitation.objects.create(
+        mode="url",
+        kind="external",
+        message="Pay",
+        target_url="https://pay.example/1",
+        user=user,
+        session=asking,
+        expires_at=timezone.now() + timedelta(minutes=10),
+    )
     assert complete_elicitation(row.elicitation_id) is True
     deadline = time.monotonic() + 30
     while not McpSessionEvent.objects.filter(session=asking).exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     events = list(McpSessionEvent.objects.filter(session=asking).values_list("message", flat=True))
-    assert events == [{"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
-                       "params": {"elicitationId": row.elicitation_id}}]
+    assert events == [
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/elicitation/complete",
+            "params": {"elicitationId": row.elicitation_id},
+        }
+    ]
     row.refresh_from_db()
     assert row.status == "completed" and row.notified_at is not None
     assert not McpSessionEvent.objects.filter(session=other).exists()
@@ -102,23 +128,44 @@ def test_without_a_reachable_broker_the_notification_is_sent_in_process(settings
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
     app = Celery("no-broker-test", set_as_current=False)
-    app.conf.update(broker_url="amqp://guest@127.0.0.1:1//", task_always_eager=False,
-                    broker_connection_retry=False, broker_connection_max_retries=0, broker_connection_timeout=1)
+    app.conf.update(
+        broker_url="amqp://guest@127.0.0.1:1//",
+        task_always_eager=False,
+        broker_connection_retry=False,
+        broker_connection_max_retries=0,
+        broker_connection_timeout=1,
+    )
     import elicitation.tasks  # noqa: F401
 
     app.finalize()
     current = _state.get_current_app()
     app.set_current()
     try:
-        session = McpSession.objects.create(user=user, application=public_app, resource=resource,
-                                            protocol_version="2025-11-25", client_capabilities={"elicitation": {"url": {}}})
-        row = Elicitation.objects.create(mode="url", kind="external", message="Pay", target_url="https://pay.example/1",
-                                         user=user, session=session, expires_at=timezone.now() + timedelta(minutes=10))
+        session = McpSession.objects.create(
+            user=user,
+            application=public_app,
+            resource=resource,
+            protocol_version="2025-11-25",
+            client_capabilities={"elicitation": {"url": {}}},
+        )
+        row = Elicitation.objects.create(
+            mode="url",
+            kind="external",
+            message="Pay",
+            target_url="https://pay.example/1",
+            user=user,
+            session=session,
+            expires_at=timezone.now() + timedelta(minutes=10),
+        )
         assert complete_elicitation(row.elicitation_id) is True
     finally:
         current.set_current()
     assert list(McpSessionEvent.objects.filter(session=session).values_list("message", flat=True)) == [
-        {"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": row.elicitation_id}}
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/elicitation/complete",
+            "params": {"elicitationId": row.elicitation_id},
+        }
     ]
 
 

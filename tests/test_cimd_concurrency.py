@@ -29,8 +29,13 @@ def _authorize_url(client_id: str) -> str:
     _, challenge = pkce_pair()
     return "/oauth/authorize?" + urlencode(
         {
-            "response_type": "code", "client_id": client_id, "redirect_uri": "http://127.0.0.1/callback",
-            "state": "s", "code_challenge": challenge, "code_challenge_method": "S256", "scope": "mcp",
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": "http://127.0.0.1/callback",
+            "state": "s",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "scope": "mcp",
         }
     )
 
@@ -142,7 +147,9 @@ def test_fifty_concurrent_authorizations_in_several_processes_make_one_fetch(cim
             if worker.is_alive():
                 worker.kill()
     record_property("cimd_fetches", len(cimd_env.server.fetches("/client.json")))
-    print(f"\n{total} concurrent authorizations in {PROCESSES} processes -> "
-          f"{len(cimd_env.server.fetches('/client.json'))} outbound fetch(es)")
+    print(
+        f"\n{total} concurrent authorizations in {PROCESSES} processes -> "
+        f"{len(cimd_env.server.fetches('/client.json'))} outbound fetch(es)"
+    )
     _assert_single_fetch(cimd_env, client_id, outcomes, total)
     assert {worker.exitcode for worker in workers} == {0}

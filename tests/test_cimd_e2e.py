@@ -49,7 +49,11 @@ def test_sdk_with_client_metadata_url_then_document_change(live, cimd_env):
     first_redirect = f"http://127.0.0.1:{free_port()}/callback"
     storage = MemoryStorage()
     browser = HeadlessBrowser(live.base, USERNAME, PASSWORD)
-    seen = run(with_browser(browser, session_run(live, cimd_provider(live, storage, browser, client_id, first_redirect), "legacy")))
+    seen = run(
+        with_browser(
+            browser, session_run(live, cimd_provider(live, storage, browser, client_id, first_redirect), "legacy")
+        )
+    )
     assert storage.client_info.client_id == client_id
     assert_whoami(seen["whoami"][0], client_id)
     assert not any(path == "/oauth/register" for _, path, _ in live.exchanges)  # CIMD, not DCR
@@ -62,8 +66,11 @@ def test_sdk_with_client_metadata_url_then_document_change(live, cimd_env):
 
     # 2. The document gains a redirect URI; once its max-age has passed, a client using it gets through.
     second_redirect = f"http://127.0.0.1:{free_port()}/callback-v2"
-    route.body = cimd_env.document(client_id, client_name="e2e CIMD client",
-                                   redirect_uris=["http://127.0.0.1/callback", "http://127.0.0.1/callback-v2"])
+    route.body = cimd_env.document(
+        client_id,
+        client_name="e2e CIMD client",
+        redirect_uris=["http://127.0.0.1/callback", "http://127.0.0.1/callback-v2"],
+    )
     route.etag = '"v2"'
     expires_at = ClientMetadataDocument.objects.get(client_id=client_id).expires_at
     assert wait_until(lambda: timezone.now() > expires_at, timeout=max_age + 5)
@@ -71,7 +78,11 @@ def test_sdk_with_client_metadata_url_then_document_change(live, cimd_env):
     live.exchanges.clear()
     storage = MemoryStorage()
     browser = HeadlessBrowser(live.base, USERNAME, PASSWORD)
-    seen = run(with_browser(browser, session_run(live, cimd_provider(live, storage, browser, client_id, second_redirect), "legacy")))
+    seen = run(
+        with_browser(
+            browser, session_run(live, cimd_provider(live, storage, browser, client_id, second_redirect), "legacy")
+        )
+    )
     assert_whoami(seen["whoami"][0], client_id)
     revalidation = cimd_env.server.fetches("/mcp-client.json")[1]
     assert revalidation.headers["If-None-Match"] == '"v1"' and revalidation.status == 200

@@ -57,7 +57,9 @@ def entry(client_id) -> ClientMetadataDocument:
 def expire(client_id, seconds_ago=1):
     """Move the entry's freshness into the past, as if its max-age had run out."""
     past = timezone.now() - timedelta(seconds=seconds_ago)
-    ClientMetadataDocument.objects.filter(client_id=client_id).update(expires_at=past, fetched_at=past - timedelta(hours=1))
+    ClientMetadataDocument.objects.filter(client_id=client_id).update(
+        expires_at=past, fetched_at=past - timedelta(hours=1)
+    )
 
 
 @pytest.fixture
@@ -99,8 +101,13 @@ def test_first_sight_fetches_and_registers_the_client(cimd_env, logged_in, user)
     query = parse_qs(urlsplit(done["Location"]).query)
     token = logged_in.post(
         "/oauth/token",
-        {"grant_type": "authorization_code", "code": query["code"][0], "redirect_uri": REDIRECT,
-         "client_id": client_id, "code_verifier": page.verifier},
+        {
+            "grant_type": "authorization_code",
+            "code": query["code"][0],
+            "redirect_uri": REDIRECT,
+            "client_id": client_id,
+            "code_verifier": page.verifier,
+        },
     )
     assert token.status_code == 200, token.content
     assert get_access_token_model().objects.get(application=application).user == user
@@ -191,7 +198,10 @@ def test_refresh_ahead_of_expiry_is_started_by_a_request(cimd_env, logged_in):
 def test_failures_are_not_cached_as_valid_but_backed_off(cimd_env, logged_in, settings):
     client_id = cimd_env.url()
     cimd_env.server.serve("/client.json", status=500)
-    html = assert_error_page(authorize(logged_in, client_id), "invalid_client")
+    first = authorize(logged_in, client_id)
+    # a transient failure on first fetch is temporarily_unavailable, not invalid_client
+    html = assert_error_page(first, "temporarily_unavailable")
+    assert first.status_code == 503 and 1 <= int(first["Retry-After"]) <= 300
     assert "HTTP 500" in html
     cached = entry(client_id)
     assert cached.document is None and cached.application_id is None
@@ -201,7 +211,7 @@ def test_failures_are_not_cached_as_valid_but_backed_off(cimd_env, logged_in, se
 
     # The server is fixed, but the back-off holds: same answer, no new fetch.
     cimd_env.publish()
-    assert_error_page(authorize(logged_in, client_id), "invalid_client")
+    assert_error_page(authorize(logged_in, client_id), "temporarily_unavailable")
     assert len(cimd_env.server.fetches()) == 1
 
     ClientMetadataDocument.objects.filter(client_id=client_id).update(retry_after=timezone.now() - timedelta(seconds=1))
@@ -210,28 +220,101 @@ def test_failures_are_not_cached_as_valid_but_backed_off(cimd_env, logged_in, se
     assert cached.document is not None and not cached.last_error and cached.retry_after is None
 
 
-def test_invalid_refresh_keeps_the_last_valid_document_within_stale_if_error(cimd_env, logged_in, settings):
+def test_invalid_refresh_is_refused_once_the_document_expired(cimd_env, logged_in, settings):
+    """Stale-if-error is for transient failures only: an invalid new document is not one."""
+    client_id = cimd_env.publish()
+    assert authorize(logged_in, client_id).status_code == 200
+    cimd_env.server.routes["/client.json"].body = cimd_env.document(client_id, client_secret="oops")
+    expire(client_id)
+    assert_error_page(authorize(logged_in, client_id), "invalid_client")
+    cached = entry(client_id)
+    assert "client_secret" in cached.last_error and not cached.last_error_transient
+    assert AuditEvent.objects.filter(kind="cimd.fetch_failed", client_id=client_id).exists()
+
+
+@pytest.mark.parametrize("status", [404, 410])
+def test_withdrawn_document_is_refused_once_its_lifetime_ends(cimd_env, logged_in, settings, status):
+    client_id = cimd_env.publish(max_age=1000)
+    assert authorize(logged_in, client_id).status_code == 200
+    cimd_env.server.serve("/client.json", status=status)
+    # within its lifetime (a background revalidation saw the withdrawal): still served
+    moment = timezone.now()
+    ClientMetadataDocument.objects.filter(client_id=client_id).update(
+        fetched_at=moment - timedelta(seconds=900), expires_at=moment + timedelta(seconds=100)
+    )
+    assert authorize(logged_in, client_id).status_code == 200
+    assert f"HTTP {status}" in entry(client_id).last_error
+    # lifetime over: refused at once, although CIMD_STALE_IF_ERROR_SECONDS (1 h) has not passed
+    expire(client_id)
+    ClientMetadataDocument.objects.filter(client_id=client_id).update(retry_after=None)
+    html = assert_error_page(authorize(logged_in, client_id), "invalid_client")
+    assert f"HTTP {status}" in html
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_transient_failure_serves_the_stale_document_then_is_temporarily_unavailable(
+    cimd_env, logged_in, settings, status
+):
     client_id = cimd_env.publish()
     assert authorize(logged_in, client_id).status_code == 200
     good = entry(client_id).document
-    cimd_env.server.routes["/client.json"].body = cimd_env.document(client_id, client_secret="oops")
+    cimd_env.server.serve("/client.json", status=status)
     expire(client_id)
-    assert authorize(logged_in, client_id).status_code == 200  # stale-if-error: the last valid one
+    assert authorize(logged_in, client_id).status_code == 200  # stale-if-error
     cached = entry(client_id)
-    assert cached.document == good and "client_secret" in cached.last_error
-    assert AuditEvent.objects.filter(kind="cimd.fetch_failed", client_id=client_id).exists()
-
-    # Beyond the stale-if-error window the client is refused.
+    assert cached.document == good and cached.last_error_transient
+    # beyond the stale-if-error window: temporarily_unavailable, never invalid_client
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "CIMD_STALE_IF_ERROR_SECONDS": 60}
     expire(client_id, seconds_ago=120)
-    assert_error_page(authorize(logged_in, client_id), "invalid_client")
+    response = authorize(logged_in, client_id)
+    assert_error_page(response, "temporarily_unavailable")
+    assert response.status_code == 503 and int(response["Retry-After"]) >= 1
+
+
+def test_first_fetch_time_out_is_temporarily_unavailable_at_the_token_endpoint(cimd_env, client, resource, settings):
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 0.5}
+    client_id = cimd_env.url()
+    cimd_env.server.serve("/client.json", body=cimd_env.document(client_id), delay=2)
+    response = client.post(
+        "/oauth/token",
+        {
+            "grant_type": "authorization_code",
+            "code": "x" * 30,
+            "redirect_uri": REDIRECT,
+            "client_id": client_id,
+            "code_verifier": "v" * 50,
+        },
+    )
+    assert response.status_code == 503, response.content
+    assert response.json()["error"] == "temporarily_unavailable"
+    assert int(response["Retry-After"]) >= 1 and response["Cache-Control"] == "no-store"
+
+
+def test_desktop_client_document_is_accepted(cimd_env, logged_in, user):
+    """A document shaped like a major desktop client's: device grant, native, loopback redirects."""
+    client_id = cimd_env.publish(
+        client_name="Desktop Assistant",
+        redirect_uris=["http://127.0.0.1/callback", "http://localhost/callback"],
+        grant_types=["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+        application_type="native",
+        logo_uri="https://client.cimd.test/logo.svg",
+        client_uri="https://client.cimd.test",
+        software_id="com.example.desktop",
+    )
+    page = authorize(logged_in, client_id, redirect_uri="http://127.0.0.1:51234/callback")
+    assert page.status_code == 200, page.content[-500:]
+    assert "Desktop Assistant" in page.content.decode()
+    assert entry(client_id).document["grant_types"] == ["authorization_code", "refresh_token"]
 
 
 def test_manually_registered_url_client_is_not_fetched(cimd_env, logged_in):
     client_id = cimd_env.url("/manual.json")
     Application = get_application_model()
     Application.objects.create(
-        client_id=client_id, name="Manual", client_type="public", authorization_grant_type="authorization-code",
+        client_id=client_id,
+        name="Manual",
+        client_type="public",
+        authorization_grant_type="authorization-code",
         redirect_uris=REDIRECT,
     )
     assert authorize(logged_in, client_id).status_code == 200
@@ -298,8 +381,13 @@ def test_token_endpoint_refuses_a_refused_client(cimd_env, client, resource):
     cimd_env.server.serve("/client.json", status=404)
     response = client.post(
         "/oauth/token",
-        {"grant_type": "authorization_code", "code": "x", "redirect_uri": REDIRECT, "client_id": client_id,
-         "code_verifier": "v" * 50},
+        {
+            "grant_type": "authorization_code",
+            "code": "x",
+            "redirect_uri": REDIRECT,
+            "client_id": client_id,
+            "code_verifier": "v" * 50,
+        },
     )
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_client"
@@ -359,8 +447,7 @@ class DotStyleFetcher:
 
 
 def test_a_dot_style_fetcher_can_be_plugged_in(logged_in, settings):
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER,
-                                "CIMD_METADATA_FETCHER": f"{__name__}.DotStyleFetcher"}
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_METADATA_FETCHER": f"{__name__}.DotStyleFetcher"}
     good, bad = "https://good.example/client.json", "https://bad.example/client.json"
     DotStyleFetcher.documents = {good: {"client_id": good, "client_name": "Plugged", "redirect_uris": [REDIRECT]}}
     assert authorize(logged_in, good).status_code == 200

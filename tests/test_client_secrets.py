@@ -10,8 +10,9 @@ from django.contrib.auth.hashers import make_password
 from django.core.checks import Error
 from django.test import Client
 from oauth2_provider.models import get_application_model
+from oauth2_provider.settings import oauth2_settings
 
-from mcp_oauth.checks import check_client_secret_hasher
+from mcp_oauth.checks import check_client_secret_hasher, check_fast_client_secret_hasher
 from mcp_oauth.client_secrets import ClientSecretHasher, check_client_secret, hash_client_secret
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +33,9 @@ def basic(client_id: str, secret: str) -> str:
 
 
 def grant(client_id: str, secret: str):
-    return Client().post("/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION=basic(client_id, secret))
+    return Client().post(
+        "/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION=basic(client_id, secret)
+    )
 
 
 def test_new_secrets_are_stored_with_the_machine_secret_hash(service):
@@ -46,8 +49,9 @@ def test_new_secrets_are_stored_with_the_machine_secret_hash(service):
 def test_client_credentials_with_basic_and_post_authentication(service):
     app, secret = service
     assert grant(app.client_id, secret).status_code == 200
-    response = Client().post("/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id,
-                                              "client_secret": secret})
+    response = Client().post(
+        "/oauth/token", {"grant_type": "client_credentials", "client_id": app.client_id, "client_secret": secret}
+    )
     assert response.status_code == 200, response.content
 
 
@@ -107,7 +111,15 @@ def test_hasher_round_trip_and_salt():
 
 def test_check_reports_a_hasher_missing_from_password_hashers(settings):
     assert check_client_secret_hasher(None) == []
+    assert check_fast_client_secret_hasher(None) == []
+    assert oauth2_settings.CLIENT_SECRET_HASHER == "mcp_oauth_sha256"
+    # Not listed: DOT's default applies (secrets stay storable and verifiable), --deploy warns.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    assert oauth2_settings.CLIENT_SECRET_HASHER == "default"
+    assert check_client_secret_hasher(None) == []
+    assert [message.id for message in check_fast_client_secret_hasher(None)] == ["mcp_oauth.W051"]
+    # Named explicitly but not listed: Django could neither store nor verify such secrets.
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CLIENT_SECRET_HASHER": "mcp_oauth_sha256"}
     messages = check_client_secret_hasher(None)
     assert [message.id for message in messages] == ["mcp_oauth.E050"]
     assert isinstance(messages[0], Error) and "mcp_oauth.client_secrets.ClientSecretHasher" in messages[0].hint

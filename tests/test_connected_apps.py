@@ -7,7 +7,12 @@ import secrets
 
 import pytest
 from django.test import Client
-from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model, set_token_value
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_refresh_token_model,
+    set_token_value,
+)
 
 from mcp_oauth.grants import revoke_user_grants, user_grants
 from mcp_oauth.models import AuditEvent, Consent
@@ -17,7 +22,9 @@ pytestmark = pytest.mark.django_db
 PAGE = "/oauth/connected-apps/"
 PASSWORD = "correct horse battery"
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 
@@ -34,7 +41,8 @@ def authorize(user, application, resource, mint_token) -> tuple[str, str]:
     access = mint_token(user, application, resource=resource.uri)
     refresh = secrets.token_urlsafe(32)
     token = get_refresh_token_model()(
-        user=user, application=application,
+        user=user,
+        application=application,
         access_token=get_access_token_model().objects.filter(user=user, application=application).latest("id"),
     )
     set_token_value(token, refresh)
@@ -44,8 +52,11 @@ def authorize(user, application, resource, mint_token) -> tuple[str, str]:
 
 def mcp_status(token: str) -> int:
     response = Client().post(
-        "/mcp", data=json.dumps(INITIALIZE), content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_ACCEPT="application/json, text/event-stream",
+        "/mcp",
+        data=json.dumps(INITIALIZE),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
     )
     return response.status_code
 
@@ -54,8 +65,10 @@ def mcp_status(token: str) -> int:
 def cimd_app(db):
     Application = get_application_model()
     app = Application.objects.create(
-        name="CIMD tool", client_id="https://tools.example.com/client.json",
-        client_type=Application.CLIENT_PUBLIC, authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        name="CIMD tool",
+        client_id="https://tools.example.com/client.json",
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
         redirect_uris="http://127.0.0.1/callback",
     )
     Application.objects.filter(pk=app.pk).update(registration_source="cimd")
@@ -68,7 +81,9 @@ def test_login_required(client, resource):
     assert response.status_code == 302 and response["Location"] == "/accounts/login/?next=/oauth/connected-apps/"
 
 
-def test_page_lists_the_users_clients_and_is_not_frameable_or_cached(user, other_user, public_app, cimd_app, resource, mint_token):
+def test_page_lists_the_users_clients_and_is_not_frameable_or_cached(
+    user, other_user, public_app, cimd_app, resource, mint_token
+):
     authorize(user, public_app, resource, mint_token)
     authorize(user, cimd_app, resource, mint_token)
     authorize(other_user, public_app, resource, mint_token)
@@ -87,7 +102,9 @@ def test_page_lists_the_users_clients_and_is_not_frameable_or_cached(user, other
     assert grants["Test client"].last_used_at is not None and grants["Test client"].scopes == ["mcp"]
 
 
-def test_revoke_one_client_revokes_its_tokens_and_consent_and_is_audited(user, public_app, cimd_app, resource, mint_token):
+def test_revoke_one_client_revokes_its_tokens_and_consent_and_is_audited(
+    user, public_app, cimd_app, resource, mint_token
+):
     access, refresh = authorize(user, public_app, resource, mint_token)
     kept_access, _ = authorize(user, cimd_app, resource, mint_token)
     assert mcp_status(access) == 200
@@ -101,13 +118,21 @@ def test_revoke_one_client_revokes_its_tokens_and_consent_and_is_audited(user, p
     # The access token answers 401 at /mcp; the refresh token no longer refreshes.
     assert mcp_status(access) == 401
     assert mcp_status(kept_access) == 200
-    refreshed = Client().post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": refresh, "client_id": public_app.client_id})
+    refreshed = Client().post(
+        "/oauth/token", {"grant_type": "refresh_token", "refresh_token": refresh, "client_id": public_app.client_id}
+    )
     assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
     consent = Consent.objects.get(user=user, application=public_app)
     assert consent.revoked_at is not None
-    (event,) = AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED, client_id=public_app.client_id)
+    (event,) = AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED, client_id=public_app.client_id)
     assert event.user == user
-    assert event.detail == {"via": "user", "action": "revoke consent", "reason": "revoked on the connected apps page", "count": 2}
+    assert event.detail == {
+        "reason": "revoked on the connected apps page",
+        "user_id": str(user.pk),
+        "client_id": public_app.client_id,
+        "tokens": 2,
+        "consents": 1,
+    }
 
 
 def test_another_users_client_or_an_unknown_action_changes_nothing(user, other_user, public_app, resource, mint_token):
@@ -122,7 +147,7 @@ def test_another_users_client_or_an_unknown_action_changes_nothing(user, other_u
     assert missing.status_code == 400
     assert mcp_status(access) == 200
     assert Consent.objects.get(user=other_user).revoked_at is None
-    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED).exists()
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED).exists()
 
 
 def test_post_needs_the_csrf_token(user, public_app, resource, mint_token):
@@ -132,14 +157,22 @@ def test_post_needs_the_csrf_token(user, public_app, resource, mint_token):
     assert mcp_status(access) == 200
 
 
-def test_revoke_user_grants_for_all_clients_leaves_other_users_alone(user, other_user, public_app, cimd_app, resource, mint_token):
+def test_revoke_user_grants_for_all_clients_leaves_other_users_alone(
+    user, other_user, public_app, cimd_app, resource, mint_token
+):
     mine = [authorize(user, app, resource, mint_token)[0] for app in (public_app, cimd_app)]
     theirs, _ = authorize(other_user, public_app, resource, mint_token)
     assert revoke_user_grants(user, reason="account closed") == 4
     assert [mcp_status(token) for token in mine] == [401, 401]
     assert mcp_status(theirs) == 200
     assert not Consent.objects.filter(user=user, revoked_at__isnull=True).exists()
-    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED, user=user).count() == 2
+    (event,) = AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED, user=user)
+    assert event.detail == {
+        "reason": "account closed",
+        "user_id": str(user.pk),
+        "client_id": None,
+        "tokens": 4,
+        "consents": 2,
+    }
     assert user_grants(user) == []
     assert revoke_user_grants(user, reason="again") == 0
-    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED, user=user).count() == 2

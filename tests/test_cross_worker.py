@@ -54,9 +54,22 @@ def _start_worker(port: int, base_url: str) -> subprocess.Popen:
     }
     env.pop("CELERY_BROKER_URL", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -97,16 +110,34 @@ def test_form_answer_posted_to_another_worker_reaches_the_tool(settings, user, p
         from project.asgi import application
 
         with run_asgi_server(application, port_a), httpx2.Client(timeout=20) as http:
-            init = http.post(f"{base}/mcp", headers=headers, json={
-                "jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"protocolVersion": "2025-11-25", "capabilities": CAPABILITIES,
-                           "clientInfo": {"name": "two-workers", "version": "1"}},
-            })
+            init = http.post(
+                f"{base}/mcp",
+                headers=headers,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": CAPABILITIES,
+                        "clientInfo": {"name": "two-workers", "version": "1"},
+                    },
+                },
+            )
             assert init.status_code == 200, init.text
-            session_headers = {**headers, "Mcp-Session-Id": init.headers["Mcp-Session-Id"],
-                               "MCP-Protocol-Version": "2025-11-25"}
-            assert http.post(f"{base}/mcp", headers=session_headers,
-                             json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+            session_headers = {
+                **headers,
+                "Mcp-Session-Id": init.headers["Mcp-Session-Id"],
+                "MCP-Protocol-Version": "2025-11-25",
+            }
+            assert (
+                http.post(
+                    f"{base}/mcp",
+                    headers=session_headers,
+                    json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                ).status_code
+                == 202
+            )
 
             call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}}
             seen = []
@@ -116,11 +147,15 @@ def test_form_answer_posted_to_another_worker_reaches_the_tool(settings, user, p
                 for message in _sse_messages(stream.iter_lines()):
                     seen.append(message)
                     if message.get("method") == "elicitation/create":
-                        answer = {"jsonrpc": "2.0", "id": message["id"],
-                                  "result": {"action": "accept", "content": {"name": "Grace", "age": 85}}}
+                        answer = {
+                            "jsonrpc": "2.0",
+                            "id": message["id"],
+                            "result": {"action": "accept", "content": {"name": "Grace", "age": 85}},
+                        }
                         # to the OTHER worker: nobody waits for it there
-                        posted = httpx2.post(f"http://127.0.0.1:{port_b}/mcp", headers=session_headers,
-                                             json=answer, timeout=10)
+                        posted = httpx2.post(
+                            f"http://127.0.0.1:{port_b}/mcp", headers=session_headers, json=answer, timeout=10
+                        )
                         assert posted.status_code == 202, posted.text
                     elif message.get("id") == 2:
                         break
@@ -170,16 +205,29 @@ def test_2026_retry_with_request_state_served_by_another_worker(settings, user, 
         from project.asgi import application
 
         with run_asgi_server(application, port_a), httpx2.Client(timeout=20) as http:
-            first = http.post(f"{base}/mcp", headers=headers, json={
-                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "ask_name", "arguments": {}, "_meta": meta},
-            })
+            first = http.post(
+                f"{base}/mcp",
+                headers=headers,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "ask_name", "arguments": {}, "_meta": meta},
+                },
+            )
             assert first.status_code == 200, first.text
             state = first.json()["result"]["requestState"]
             retry = {
-                "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "ask_name", "arguments": {}, "_meta": meta, "requestState": state,
-                           "inputResponses": {"input-1": {"action": "accept", "content": {"name": "Grace", "age": 85}}}},
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {
+                    "name": "ask_name",
+                    "arguments": {},
+                    "_meta": meta,
+                    "requestState": state,
+                    "inputResponses": {"input-1": {"action": "accept", "content": {"name": "Grace", "age": 85}}},
+                },
             }
             second = http.post(f"http://127.0.0.1:{port_b}/mcp", headers=headers, json=retry)
             replay = http.post(f"{base}/mcp", headers=headers, json={**retry, "id": 3})

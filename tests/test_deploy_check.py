@@ -29,6 +29,7 @@ PRODUCTION_ENV = {
     "MCP_BASE_URL": "https://mcp.example.com",
     "DJANGO_ALLOWED_HOSTS": "mcp.example.com",
     "ELICITATION_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+    "MCP_REQUEST_STATE_KEYS": "request-state-key-for-the-deploy-check-0123456789",
 }
 
 

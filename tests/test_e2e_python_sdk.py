@@ -75,7 +75,9 @@ def live(settings):
         yield Live(base=base, port=port)
 
 
-def client_metadata(port: int, client_name: str = "e2e Python SDK client", redirect_uri: str | None = None) -> OAuthClientMetadata:
+def client_metadata(
+    port: int, client_name: str = "e2e Python SDK client", redirect_uri: str | None = None
+) -> OAuthClientMetadata:
     return OAuthClientMetadata(
         client_name=client_name,
         redirect_uris=[redirect_uri or REDIRECT_URI.format(port=free_port())],
@@ -138,7 +140,8 @@ def assert_whoami(result, client_id: str) -> None:
     data = structured(result)
     assert data["user"] == USERNAME
     assert data["client_id"] == client_id
-    assert data["scopes"] == ["mcp"]
+    # The SDK adds offline_access because the AS metadata lists it (MCP 2026-07-28 "Refresh tokens")
+    assert data["scopes"] == ["mcp", "offline_access"]
 
 
 def run(coro):
@@ -176,7 +179,7 @@ def test_dcr_flow_end_to_end(live, mode):
     ]
     positions = [paths.index(step) for step in expected]
     assert first_401 < positions[0] and positions == sorted(positions)
-    assert ("POST", "/mcp", 200) in paths[positions[-1]:]
+    assert ("POST", "/mcp", 200) in paths[positions[-1] :]
 
     # The browser went through the site's own login, then the consent page.
     assert any("/accounts/login/" in url for url in browser.visited)
@@ -278,9 +281,76 @@ def test_refresh_after_access_token_expiry(live, settings):
         async with httpx2.AsyncClient(timeout=30) as http:
             return await http.post(
                 live.base + "/oauth/token",
-                data={"grant_type": "refresh_token", "refresh_token": storage.tokens.refresh_token, "client_id": client_id},
+                data={
+                    "grant_type": "refresh_token",
+                    "refresh_token": storage.tokens.refresh_token,
+                    "client_id": client_id,
+                },
             )
 
     response = run(raw_refresh())
     assert response.status_code == 200, response.text
     assert get_access_token_model().objects.order_by("-id").first().resource == [live.mcp_url]
+
+
+async def gather_session(live: Live, provider: OAuthClientProvider, calls: int) -> list:
+    """One SDK session whose ``calls`` whoami calls are in flight at once."""
+    async with httpx2.AsyncClient(
+        auth=provider, timeout=30, event_hooks={"response": [lambda response: _record_exchange(live, response)]}
+    ) as http:
+        async with Client(streamable_http_client(live.mcp_url, http_client=http), mode="legacy") as client:
+            return list(await asyncio.gather(*(client.call_tool("whoami", {}) for _ in range(calls))))
+
+
+async def _record_exchange(live: Live, response) -> None:
+    live.exchanges.append((response.request.method, response.request.url.path, response.status_code))
+
+
+def test_concurrent_refreshes_of_one_client_keep_working(live, settings):
+    """Issue 11: several processes of one desktop client hold the same tokens; the access token expires and
+    they all refresh at once (each with concurrent calls). Every one keeps working, nobody is logged out."""
+    from mcp_oauth.models import AuditEvent, RefreshGeneration
+
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "ACCESS_TOKEN_EXPIRE_SECONDS": 2,
+        "ALWAYS_RELOAD_OAUTHLIB_CORE": True,
+    }
+    processes, calls = 4, 3
+    storage = MemoryStorage()
+    browser = HeadlessBrowser(live.base, USERNAME, PASSWORD)
+    provider = make_provider(live, storage, browser)
+
+    async def scenario():
+        await session_run(live, provider, "legacy")
+        # the "processes" start with the stored tokens and know when the access token expires
+        copies = [
+            MemoryStorage(tokens=storage.tokens.model_copy(), client_info=storage.client_info) for _ in range(processes)
+        ]
+        providers = [make_provider(live, copy, browser) for copy in copies]
+        for each in providers:  # what a process restores from its cache: tokens, expiry, discovered metadata
+            await each._initialize()
+            each.context.update_token_expiry(each.context.current_tokens)
+            each.context.oauth_metadata = provider.context.oauth_metadata
+            each.context.protected_resource_metadata = provider.context.protected_resource_metadata
+            each.context.auth_server_url = provider.context.auth_server_url
+        await asyncio.sleep(2.5)  # the access token (2 s) expires
+        live.exchanges.clear()
+        results = await asyncio.gather(*(gather_session(live, p, calls) for p in providers))
+        return results, copies
+
+    results, copies = run(with_browser(browser, scenario()))
+    client_id = storage.client_info.client_id
+    for process in results:
+        assert len(process) == calls
+        for result in process:
+            assert_whoami(result, client_id)
+    refreshes = [status for method, path, status in live.exchanges if path == "/oauth/token"]
+    assert refreshes and set(refreshes) == {200}, live.exchanges
+    assert not [e for e in live.exchanges if e[2] >= 500]
+    assert len(browser.consent_pages) == 1  # nobody had to log in again
+    # one new generation for the refresh token every process presented; a distinct pair for each
+    root = RefreshGeneration.objects.get(parent__isnull=True)
+    assert RefreshGeneration.objects.filter(parent=root).count() == 1
+    assert len({copy.tokens.refresh_token for copy in copies}) == processes
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()

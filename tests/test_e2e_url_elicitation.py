@@ -108,9 +108,7 @@ class ProviderSite:
 
 
 def _run(command: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        command, cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    return subprocess.Popen(command, cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _finish(process: subprocess.Popen, what: str, timeout: float = 60) -> None:
@@ -142,7 +140,11 @@ def provider_site(tmp_path_factory, consumer_port) -> ProviderSite:
         log_path=work / "provider.log",
         request_log=work / "requests.jsonl",
     )
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("CELERY_", "DJANGO_", "MCP_", "DATABASE_"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("CELERY_", "DJANGO_", "MCP_", "DATABASE_"))
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="project.settings",
         DATABASE_URL=f"sqlite:///{site.db_path}",
@@ -159,7 +161,10 @@ def provider_site(tmp_path_factory, consumer_port) -> ProviderSite:
     # when the first request comes; readiness is checked after the setup commands).
     site.process = subprocess.Popen(
         [python, "-m", "uvicorn", "tests.second_instance:application", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=REPO_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         _finish(_run([python, "manage.py", "migrate", "--noinput", "-v0"], env), "migrate")
@@ -167,10 +172,17 @@ def provider_site(tmp_path_factory, consumer_port) -> ProviderSite:
             _run([python, "manage.py", "ensure_demo_user", "--username", CAROL, "--password", CAROL_PASSWORD], env),
             _run(
                 [
-                    python, "manage.py", "ensure_oauth_client",
-                    "--client-id", PROVIDER_CLIENT_ID, "--client-secret", PROVIDER_CLIENT_SECRET,
-                    "--redirect-uri", f"http://127.0.0.1:{consumer_port}/elicitation/callback/demo/",
-                    "--name", "Consumer site (e2e)",
+                    python,
+                    "manage.py",
+                    "ensure_oauth_client",
+                    "--client-id",
+                    PROVIDER_CLIENT_ID,
+                    "--client-secret",
+                    PROVIDER_CLIENT_SECRET,
+                    "--redirect-uri",
+                    f"http://127.0.0.1:{consumer_port}/elicitation/callback/demo/",
+                    "--name",
+                    "Consumer site (e2e)",
                 ],
                 env,
             ),
@@ -212,7 +224,7 @@ class Sites:
     first_request: int = 0  # provider requests before this test
 
     def provider_requests(self) -> list[dict]:
-        return self.provider.requests()[self.first_request:]
+        return self.provider.requests()[self.first_request :]
 
 
 @pytest.fixture
@@ -223,8 +235,12 @@ def sites(settings, request, consumer_port, provider_site) -> Sites:
     ensure_default_resource()
     get_user_model().objects.create_user(MCP_USER, MCP_EMAIL, MCP_PASSWORD)
     call_command(
-        "ensure_demo_provider", issuer=provider_site.base, client_id=PROVIDER_CLIENT_ID,
-        client_secret=PROVIDER_CLIENT_SECRET, discover=True, stdout=io.StringIO(),
+        "ensure_demo_provider",
+        issuer=provider_site.base,
+        client_id=PROVIDER_CLIENT_ID,
+        client_secret=PROVIDER_CLIENT_SECRET,
+        discover=True,
+        stdout=io.StringIO(),
     )
     failed_before = request.session.testsfailed
     first_request = provider_site.request_count()
@@ -292,10 +308,12 @@ async def connect_at_provider(browser: Browser, link: str, sites: Sites) -> dict
     assert after_login.status_code == 302, after_login.text[:300]
 
     consent = await browser.follow(after_login)
-    assert consent.status_code == 200 and str(consent.url).startswith(provider + "/oauth/authorize?"), consent.text[:300]
+    assert consent.status_code == 200 and str(consent.url).startswith(provider + "/oauth/authorize?"), consent.text[
+        :300
+    ]
     assert "client_id" in forms_of(consent.text)[0]["fields"]
     back = await browser.submit(consent, {"allow": "Authorize"})
-    assert back.status_code == 302, back.text[:300]
+    assert back.status_code == 303, back.text[:300]  # the consent POST answers 303 See Other (RFC 9700 §4.12)
     callback_url = back.headers["location"]
     assert callback_url.startswith(consumer + "/elicitation/callback/demo/?")
 
@@ -406,7 +424,9 @@ class RawSession:
         response = await self.http.post(
             self.url,
             json={
-                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
                 "params": {
                     "protocolVersion": PROTOCOL_VERSION,
                     "capabilities": {"elicitation": {"form": {}, "url": {}}},
@@ -427,7 +447,12 @@ class RawSession:
     async def call_tool(self, name: str, arguments: dict, request_id: int = 2) -> list[dict]:
         response = await self.http.post(
             self.url,
-            json={"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}},
+            json={
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            },
             headers=self.headers(),
         )
         assert response.status_code == 200
@@ -444,7 +469,6 @@ class RawSession:
         async with self.http.stream("GET", self.url, headers=headers) as response:
             assert response.status_code == 200, await response.aread()
             yield response
-
 
     async def read_until(self, method: str, last_event_id: str | None = None, timeout: float = 10) -> list[dict]:
         """Open the GET stream, collect its events up to the first ``method`` one, disconnect."""
@@ -533,8 +557,12 @@ def test_connect_a_third_party_account_through_url_elicitation(sites):
             await run.wait_completion()
             retried = await client.call_tool("demo_profile", {})
             return {
-                "error": error, "required": required, "flow": flow, "retried": retried,
-                "visited": browser.visited, "mcp_tokens": (storage.tokens.access_token, storage.tokens.refresh_token),
+                "error": error,
+                "required": required,
+                "flow": flow,
+                "retried": retried,
+                "visited": browser.visited,
+                "mcp_tokens": (storage.tokens.access_token, storage.tokens.refresh_token),
             }
 
     seen = asyncio.run(scenario())
@@ -656,7 +684,9 @@ def test_completion_while_disconnected_is_replayed_to_the_asking_session_only(
             other = await RawSession(http, consumer.mcp_url, bob_token).open()
 
             # The asking session's stream delivers one event; remember its id, then disconnect.
-            await sync_to_async(enqueue_session_message)(asking.session_id, {"method": "notifications/tools/list_changed"})
+            await sync_to_async(enqueue_session_message)(
+                asking.session_id, {"method": "notifications/tools/list_changed"}
+            )
             (first,) = await asking.read_until("notifications/tools/list_changed")
             last_seen = first["id"]
 
@@ -698,14 +728,22 @@ def test_completion_while_disconnected_is_replayed_to_the_asking_session_only(
 
             # ~2 s more for a stray delivery, then prove both other streams were live all along.
             await asyncio.sleep(2)
-            for listener, marker in zip(listeners, ["notifications/prompts/list_changed", "notifications/resources/list_changed"], strict=True):
+            for listener, marker in zip(
+                listeners, ["notifications/prompts/list_changed", "notifications/resources/list_changed"], strict=True
+            ):
                 await sync_to_async(enqueue_session_message)(listener.session.session_id, {"method": marker})
                 await listener.wait_for(marker)
                 await listener.stop()
             return {
-                "link": link, "last_seen": last_seen, "replayed": replayed, "listeners": listeners,
-                "bob_page": bob_page, "bob_post": bob_post, "bob_state": bob_state,
-                "provider_requests_after_bob": provider_requests_after_bob, "quiet_for": asyncio.get_running_loop().time() - arrived,
+                "link": link,
+                "last_seen": last_seen,
+                "replayed": replayed,
+                "listeners": listeners,
+                "bob_page": bob_page,
+                "bob_post": bob_post,
+                "bob_state": bob_state,
+                "provider_requests_after_bob": provider_requests_after_bob,
+                "quiet_for": asyncio.get_running_loop().time() - arrived,
             }
 
     seen = asyncio.run(scenario())
@@ -721,7 +759,9 @@ def test_completion_while_disconnected_is_replayed_to_the_asking_session_only(
     (event,) = seen["replayed"]
     assert int(event["id"]) > int(seen["last_seen"])
     assert event["data"] == {
-        "jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": link["elicitationId"]},
+        "jsonrpc": "2.0",
+        "method": "notifications/elicitation/complete",
+        "params": {"elicitationId": link["elicitationId"]},
     }
 
     # The other session of the same user and bob's session never got it.
@@ -793,7 +833,9 @@ def test_a_2026_client_in_auto_mode_answers_forms_and_connects_through_input_req
 
     async def record(request: httpx2.Request) -> None:
         if request.url.path == "/mcp":
-            seen_requests.append((request.method, request.headers.get("mcp-protocol-version", ""), request.headers.get("mcp-method", "")))
+            seen_requests.append(
+                (request.method, request.headers.get("mcp-protocol-version", ""), request.headers.get("mcp-method", ""))
+            )
 
     async def answer(ctx, params):
         run.asked.append(params)
@@ -804,7 +846,11 @@ def test_a_2026_client_in_auto_mode_answers_forms_and_connects_through_input_req
         return ElicitResult(action="accept")
 
     async def scenario() -> dict[str, Any]:
-        async with sdk_client(sites, run, answer, mode="auto", http_hooks={"request": [record]}) as (client, login_browser, _):
+        async with sdk_client(sites, run, answer, mode="auto", http_hooks={"request": [record]}) as (
+            client,
+            login_browser,
+            _,
+        ):
             holder["browser"] = Browser(login_browser.http)
             tools = await client.list_tools()
             whoami = await client.call_tool("whoami", {})

@@ -126,7 +126,9 @@ def audit_events(kind=AuditEvent.Kind.CONNECTION_REVOKED):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("plaintext", ["a", "päss wörd ✓ — 🔑 日本語", "x" * 5000, " leading and trailing ", "line\nbreak\x00nul"])
+@pytest.mark.parametrize(
+    "plaintext", ["a", "päss wörd ✓ — 🔑 日本語", "x" * 5000, " leading and trailing ", "line\nbreak\x00nul"]
+)
 def test_round_trip(key, plaintext):
     token = encrypt(plaintext)
     assert isinstance(token, str)
@@ -175,7 +177,9 @@ def test_empty_key_list_is_improperly_configured_with_a_helpful_message(settings
     with pytest.raises(ImproperlyConfigured) as excinfo:
         encrypt("x")
     message = str(excinfo.value)
-    assert message.startswith('ELICITATION["ENCRYPTION_KEYS"] is empty: third-party tokens and secrets cannot be stored.')
+    assert message.startswith(
+        'ELICITATION["ENCRYPTION_KEYS"] is empty: third-party tokens and secrets cannot be stored.'
+    )
     assert "Fernet.generate_key().decode()" in message
     with pytest.raises(ImproperlyConfigured):
         decrypt("gAAAAAxyz")
@@ -192,7 +196,9 @@ def test_missing_elicitation_setting_means_no_keys(settings):
 @pytest.mark.parametrize("bad", ["not-a-key", "", Fernet.generate_key().decode()[:-4], 42, None])
 def test_invalid_key_is_improperly_configured(settings, bad):
     use_keys(settings, new_key(), bad)  # one bad key in the list is enough
-    with pytest.raises(ImproperlyConfigured, match=r"holds a value that is not a Fernet key \(32 bytes, urlsafe base64\)"):
+    with pytest.raises(
+        ImproperlyConfigured, match=r"holds a value that is not a Fernet key \(32 bytes, urlsafe base64\)"
+    ):
         encrypt("x")
     assert keys_configured() is False
 
@@ -262,7 +268,9 @@ def test_connection_tokens_are_stored_only_as_ciphertext(settings, key, user):
     provider = make_provider()
     access, refresh = unique("access"), unique("refresh")
     connection = make_connection(user, provider, access, refresh)
-    stored_access, stored_refresh = raw(ThirdPartyConnection, connection.pk, "access_token_encrypted", "refresh_token_encrypted")
+    stored_access, stored_refresh = raw(
+        ThirdPartyConnection, connection.pk, "access_token_encrypted", "refresh_token_encrypted"
+    )
     assert stored_access.startswith("gAAAAA") and stored_refresh.startswith("gAAAAA")
     assert access not in stored_access + stored_refresh and refresh not in stored_access + stored_refresh
     assert decrypt(stored_access) == access and decrypt(stored_refresh) == refresh
@@ -319,7 +327,10 @@ def test_store_connection_encrypts_the_token_response(key, user):
     provider = make_provider()
     access, refresh = unique("access"), unique("refresh")
     connection = store_connection(
-        user, provider, {"access_token": access, "refresh_token": refresh, "expires_in": 3600, "scope": "read write read"}, ["read"]
+        user,
+        provider,
+        {"access_token": access, "refresh_token": refresh, "expires_in": 3600, "scope": "read write read"},
+        ["read"],
     )
     stored_access, stored_refresh, scopes = raw(
         ThirdPartyConnection, connection.pk, "access_token_encrypted", "refresh_token_encrypted", "scopes"
@@ -365,7 +376,8 @@ def snapshot():
 def plaintexts():
     """Every stored value decrypted with the configured keys."""
     return {
-        (model, pk): {column: decrypt(value) for column, value in values.items()} for (model, pk), values in snapshot().items()
+        (model, pk): {column: decrypt(value) for column, value in values.items()}
+        for (model, pk), values in snapshot().items()
     }
 
 
@@ -446,7 +458,9 @@ def test_rotation_reports_undecryptable_rows_and_rotates_the_others(settings, us
 
 def plaintexts_where(rows, exclude):
     return {
-        row: {column: decrypt(value) for column, value in values.items()} for row, values in rows.items() if row not in exclude
+        row: {column: decrypt(value) for column, value in values.items()}
+        for row, values in rows.items()
+        if row not in exclude
     }
 
 
@@ -554,35 +568,58 @@ def provider_form(**overrides):
 @pytest.fixture
 def stocked(key, user):
     """A provider with a client secret, a connection, a stored secret and URL/form elicitations."""
-    values = {"client_secret": unique("client-secret"), "access": unique("access"), "refresh": unique("refresh"), "stored": unique("sk")}
+    values = {
+        "client_secret": unique("client-secret"),
+        "access": unique("access"),
+        "refresh": unique("refresh"),
+        "stored": unique("sk"),
+    }
     provider = make_provider(secret=values["client_secret"])
     connection = make_connection(user, provider, values["access"], values["refresh"], account_label="alice@acme")
     secret = make_secret(user, "openai_key", values["stored"])
     connect = Elicitation.objects.create(
         mode="url", kind="connect", message="Connect your Acme account", provider=provider, scopes="read", user=user
     )
-    asked = Elicitation.objects.create(mode="url", kind="secret", message="Enter your key", secret_name="openai_key", user=user,
-                                       status="completed", completed_at=timezone.now())
+    asked = Elicitation.objects.create(
+        mode="url",
+        kind="secret",
+        message="Enter your key",
+        secret_name="openai_key",
+        user=user,
+        status="completed",
+        completed_at=timezone.now(),
+    )
     ciphertexts = [
         raw(ThirdPartyProvider, provider.pk, "client_secret_encrypted"),
         *raw(ThirdPartyConnection, connection.pk, "access_token_encrypted", "refresh_token_encrypted"),
         raw(StoredSecret, secret.pk, "value_encrypted"),
     ]
-    return {"provider": provider, "connection": connection, "secret": secret, "elicitations": [connect, asked],
-            "plaintexts": list(values.values()), "ciphertexts": ciphertexts}
+    return {
+        "provider": provider,
+        "connection": connection,
+        "secret": secret,
+        "elicitations": [connect, asked],
+        "plaintexts": list(values.values()),
+        "ciphertexts": ciphertexts,
+    }
 
 
 def test_admin_pages_render_and_never_show_a_secret(admin_client, stocked):
     pages = [
-        admin_url(ThirdPartyConnection), admin_url(ThirdPartyConnection) + "?q=alice",
+        admin_url(ThirdPartyConnection),
+        admin_url(ThirdPartyConnection) + "?q=alice",
         admin_url(ThirdPartyConnection) + f"?provider__id__exact={stocked['provider'].pk}",
         admin_url(ThirdPartyConnection, "change", stocked["connection"].pk),
         admin_url(ThirdPartyConnection, "delete", stocked["connection"].pk),
-        admin_url(ThirdPartyProvider), admin_url(ThirdPartyProvider) + "?q=acme",
-        admin_url(ThirdPartyProvider, "change", stocked["provider"].pk), admin_url(ThirdPartyProvider, "add"),
-        admin_url(StoredSecret), admin_url(StoredSecret) + "?q=openai",
+        admin_url(ThirdPartyProvider),
+        admin_url(ThirdPartyProvider) + "?q=acme",
+        admin_url(ThirdPartyProvider, "change", stocked["provider"].pk),
+        admin_url(ThirdPartyProvider, "add"),
+        admin_url(StoredSecret),
+        admin_url(StoredSecret) + "?q=openai",
         admin_url(StoredSecret, "change", stocked["secret"].pk),
-        admin_url(Elicitation), admin_url(Elicitation) + "?kind__exact=connect",
+        admin_url(Elicitation),
+        admin_url(Elicitation) + "?kind__exact=connect",
         *[admin_url(Elicitation, "change", e.pk) for e in stocked["elicitations"]],
     ]
     for page in pages:
@@ -712,7 +749,8 @@ def test_connections_cannot_be_added_or_edited(admin_client, stocked):
 def test_connection_actions_offer_revoke_but_not_bulk_delete(admin_client, stocked):
     response = admin_client.get(admin_url(ThirdPartyConnection))
     assert response.context["action_form"].fields["action"].choices == [
-        ("", "---------"), ("revoke_connections", "Revoke the selected connections")
+        ("", "---------"),
+        ("revoke_connections", "Revoke the selected connections"),
     ]
     response = act(admin_client, ThirdPartyConnection, "delete_selected", [stocked["connection"]])
     assert ThirdPartyConnection.objects.filter(pk=stocked["connection"].pk).exists()
@@ -735,7 +773,9 @@ def test_deleting_one_connection_revokes_it(admin_client, admin_user, stocked):
     response = admin_client.post(admin_url(ThirdPartyConnection, "delete", connection.pk), {"post": "yes"})
     assert response.status_code == 302
     assert ThirdPartyConnection.objects.count() == 0
-    assert [e.detail for e in audit_events()] == [{"provider": "acme", "reason": "revoked in the admin", "by": admin_user.pk}]
+    assert [e.detail for e in audit_events()] == [
+        {"provider": "acme", "reason": "revoked in the admin", "by": admin_user.pk}
+    ]
 
 
 def test_stored_secret_can_be_deleted(admin_client, stocked):
@@ -747,20 +787,26 @@ def test_stored_secret_can_be_deleted(admin_client, stocked):
 
 def test_discover_action_reports_an_unreachable_issuer(admin_client, key):
     port = free_port()  # nothing listens there
-    provider = make_provider(issuer=f"http://127.0.0.1:{port}", authorization_endpoint="", token_endpoint="", enabled=False)
+    provider = make_provider(
+        issuer=f"http://127.0.0.1:{port}", authorization_endpoint="", token_endpoint="", enabled=False
+    )
     before = ThirdPartyProvider.objects.filter(pk=provider.pk).values().get()
     response = act(admin_client, ThirdPartyProvider, "discover_endpoints", [provider])
-    assert messages_of(response) == [(
-        message_levels.ERROR,
-        f"Acme: network_error: http://127.0.0.1:{port}/.well-known/oauth-authorization-server unreachable (ConnectionError)",
-    )]
+    assert messages_of(response) == [
+        (
+            message_levels.ERROR,
+            f"Acme: network_error: http://127.0.0.1:{port}/.well-known/oauth-authorization-server unreachable (ConnectionError)",
+        )
+    ]
     assert ThirdPartyProvider.objects.filter(pk=provider.pk).values().get() == before
 
 
 def test_discover_action_without_issuer(admin_client, key):
     provider = make_provider(issuer="")
     response = act(admin_client, ThirdPartyProvider, "discover_endpoints", [provider])
-    assert messages_of(response) == [(message_levels.ERROR, "Acme: invalid_request: the provider has no issuer to discover")]
+    assert messages_of(response) == [
+        (message_levels.ERROR, "Acme: invalid_request: the provider has no issuer to discover")
+    ]
 
 
 # --- against a live instance of this project as the third party ------------------------------
@@ -782,21 +828,41 @@ def live(settings, transactional_db):
 @pytest.mark.django_db(transaction=True)
 def test_discover_action_fills_endpoints_from_live_metadata(admin_client, key, live):
     port = live.rsplit(":", 1)[1]
-    good = make_provider("good", issuer=live, authorization_endpoint="", token_endpoint="",
-                         userinfo_endpoint="https://accounts.example.com/me", enabled=False)
-    mismatch = make_provider("mismatch", issuer=f"http://localhost:{port}", authorization_endpoint="", token_endpoint="", enabled=False)
-    tenant = make_provider("tenant", issuer=f"{live}/tenant", authorization_endpoint="", token_endpoint="", enabled=False)
+    good = make_provider(
+        "good",
+        issuer=live,
+        authorization_endpoint="",
+        token_endpoint="",
+        userinfo_endpoint="https://accounts.example.com/me",
+        enabled=False,
+    )
+    mismatch = make_provider(
+        "mismatch", issuer=f"http://localhost:{port}", authorization_endpoint="", token_endpoint="", enabled=False
+    )
+    tenant = make_provider(
+        "tenant", issuer=f"{live}/tenant", authorization_endpoint="", token_endpoint="", enabled=False
+    )
     untouched = {p.pk: ThirdPartyProvider.objects.filter(pk=p.pk).values().get() for p in (mismatch, tenant)}
 
     response = act(admin_client, ThirdPartyProvider, "discover_endpoints", [good, mismatch, tenant])
-    assert sorted(messages_of(response)) == sorted([
-        (message_levels.SUCCESS, "Good: endpoints updated"),
-        (message_levels.ERROR, "Mismatch: invalid_response: the metadata issuer differs from the configured issuer (RFC 8414 §3.3)"),
-        (message_levels.ERROR, f"Tenant: invalid_response: {live}/.well-known/oauth-authorization-server/tenant did not answer with a metadata document"),
-    ])
+    assert sorted(messages_of(response)) == sorted(
+        [
+            (message_levels.SUCCESS, "Good: endpoints updated"),
+            (
+                message_levels.ERROR,
+                "Mismatch: invalid_response: the metadata issuer differs from the configured issuer (RFC 8414 §3.3)",
+            ),
+            (
+                message_levels.ERROR,
+                f"Tenant: invalid_response: {live}/.well-known/oauth-authorization-server/tenant did not answer with a metadata document",
+            ),
+        ]
+    )
     good.refresh_from_db()
     assert (good.authorization_endpoint, good.token_endpoint, good.revocation_endpoint) == (
-        f"{live}/oauth/authorize", f"{live}/oauth/token", f"{live}/oauth/revoke"
+        f"{live}/oauth/authorize",
+        f"{live}/oauth/token",
+        f"{live}/oauth/revoke",
     )
     assert good.iss_parameter_supported is True
     assert good.userinfo_endpoint == "https://accounts.example.com/me"  # RFC 8414 has none: kept
@@ -828,14 +894,25 @@ def mint_pair(application, user):
     [(True, "action"), (True, "delete-page"), (False, "action")],
     ids=["action-revoked-at-provider", "delete-page-revoked-at-provider", "action-provider-refuses"],
 )
-def test_revoking_in_the_admin_revokes_the_tokens_at_the_provider(admin_client, admin_user, key, live, user, right_secret, how):
+def test_revoking_in_the_admin_revokes_the_tokens_at_the_provider(
+    admin_client, admin_user, key, live, user, right_secret, how
+):
     client_secret = "s" + secrets.token_urlsafe(24)  # never starts with "-" (argparse would read an option)
-    call_command("ensure_oauth_client", client_id="site-client", client_secret=client_secret,
-                 redirect_uri=[f"{live}/elicitation/callback/live/"], stdout=io.StringIO())
+    call_command(
+        "ensure_oauth_client",
+        client_id="site-client",
+        client_secret=client_secret,
+        redirect_uri=[f"{live}/elicitation/callback/live/"],
+        stdout=io.StringIO(),
+    )
     application = Application.objects.get(client_id="site-client")
     provider = make_provider(
-        "live", client_id="site-client", secret=client_secret if right_secret else "wrong-" + client_secret, issuer=live,
-        authorization_endpoint=f"{live}/oauth/authorize", token_endpoint=f"{live}/oauth/token",
+        "live",
+        client_id="site-client",
+        secret=client_secret if right_secret else "wrong-" + client_secret,
+        issuer=live,
+        authorization_endpoint=f"{live}/oauth/authorize",
+        token_endpoint=f"{live}/oauth/token",
         revocation_endpoint=f"{live}/oauth/revoke",
     )
     raw_access, raw_refresh, access_pk, paired_pk, refresh_pk = mint_pair(application, user)
@@ -848,7 +925,9 @@ def test_revoking_in_the_admin_revokes_the_tokens_at_the_provider(admin_client, 
         response = admin_client.post(admin_url(ThirdPartyConnection, "delete", connection.pk), {"post": "yes"})
         assert response.status_code == 302
     assert ThirdPartyConnection.objects.count() == 0  # deleted locally either way (best effort at the provider)
-    assert [e.detail for e in audit_events()] == [{"provider": "live", "reason": "revoked in the admin", "by": admin_user.pk}]
+    assert [e.detail for e in audit_events()] == [
+        {"provider": "live", "reason": "revoked in the admin", "by": admin_user.pk}
+    ]
     refresh = RefreshToken.objects.get(pk=refresh_pk)
     if right_secret:
         assert not AccessToken.objects.filter(pk__in=[access_pk, paired_pk]).exists()
@@ -879,8 +958,13 @@ def test_provider_clean_refuses_an_enabled_provider_without_endpoints():
 
 def test_provider_clean_refuses_a_public_client_without_pkce():
     provider = ThirdPartyProvider(
-        slug="x", name="X", client_id="c", authorization_endpoint="https://x.example.com/a",
-        token_endpoint="https://x.example.com/t", token_endpoint_auth_method="none", use_pkce=False,
+        slug="x",
+        name="X",
+        client_id="c",
+        authorization_endpoint="https://x.example.com/a",
+        token_endpoint="https://x.example.com/t",
+        token_endpoint_auth_method="none",
+        use_pkce=False,
     )
     with pytest.raises(ValidationError) as excinfo:
         provider.clean()
@@ -893,8 +977,15 @@ def test_provider_clean_refuses_a_public_client_without_pkce():
 
 @pytest.mark.parametrize(
     "url",
-    ["https://auth.example.com/authorize", "https://auth.example.com:8443/x?a=1", "http://127.0.0.1:8000/oauth/token",
-     "http://localhost/x", "http://[::1]:9000/x", "http://127.0.0.2/x", ""],
+    [
+        "https://auth.example.com/authorize",
+        "https://auth.example.com:8443/x?a=1",
+        "http://127.0.0.1:8000/oauth/token",
+        "http://localhost/x",
+        "http://[::1]:9000/x",
+        "http://127.0.0.2/x",
+        "",
+    ],
 )
 def test_validate_endpoint_url_accepts(url):
     validate_endpoint_url(url)
@@ -928,7 +1019,8 @@ def test_validate_endpoint_url_refuses(url, code):
 
 def elicitation_messages(**kwargs):
     return sorted(
-        ((m.id, m.msg) for m in run_checks(**kwargs) if m.id and m.id.startswith("elicitation.")), key=lambda item: item[0]
+        ((m.id, m.msg) for m in run_checks(**kwargs) if m.id and m.id.startswith("elicitation.")),
+        key=lambda item: item[0],
     )
 
 
@@ -985,8 +1077,13 @@ def test_unrouted_pages_are_an_error(settings, key):
 def test_ensure_oauth_client_creates_a_hashed_confidential_client():
     secret = "a-client-secret-of-32-characters"
     out = io.StringIO()
-    call_command("ensure_oauth_client", client_id="other-site", client_secret=secret,
-                 redirect_uri=["https://other.example.com/elicitation/callback/demo/"], stdout=out)
+    call_command(
+        "ensure_oauth_client",
+        client_id="other-site",
+        client_secret=secret,
+        redirect_uri=["https://other.example.com/elicitation/callback/demo/"],
+        stdout=out,
+    )
     assert out.getvalue() == "OAuth client 'other-site' ready (https://other.example.com/elicitation/callback/demo/).\n"
     app = Application.objects.get(client_id="other-site")
     assert app.client_type == Application.CLIENT_CONFIDENTIAL
@@ -1001,9 +1098,17 @@ def test_ensure_oauth_client_creates_a_hashed_confidential_client():
 
     # Twice: the same row is updated (new secret, new redirect URIs), not duplicated.
     second = "a-second-secret-of-32-characters"
-    call_command("ensure_oauth_client", "--redirect-uri", "https://other.example.com/cb1", "--redirect-uri",
-                 "https://other.example.com/cb2", client_id="other-site", client_secret=second, name="Renamed",
-                 stdout=io.StringIO())
+    call_command(
+        "ensure_oauth_client",
+        "--redirect-uri",
+        "https://other.example.com/cb1",
+        "--redirect-uri",
+        "https://other.example.com/cb2",
+        client_id="other-site",
+        client_secret=second,
+        name="Renamed",
+        stdout=io.StringIO(),
+    )
     assert Application.objects.filter(client_id="other-site").count() == 1
     app = Application.objects.get(client_id="other-site")
     assert (app.name, app.redirect_uris) == ("Renamed", "https://other.example.com/cb1 https://other.example.com/cb2")
@@ -1013,11 +1118,20 @@ def test_ensure_oauth_client_creates_a_hashed_confidential_client():
 
 def test_ensure_oauth_client_refuses_a_short_secret():
     with pytest.raises(CommandError, match="^--client-secret must have at least 16 characters$"):
-        call_command("ensure_oauth_client", client_id="x", client_secret="fifteen-chars!!",
-                     redirect_uri=["https://x.example.com/cb"])
+        call_command(
+            "ensure_oauth_client",
+            client_id="x",
+            client_secret="fifteen-chars!!",
+            redirect_uri=["https://x.example.com/cb"],
+        )
     assert not Application.objects.filter(client_id="x").exists()
-    call_command("ensure_oauth_client", client_id="x", client_secret="sixteen-chars!!!",
-                 redirect_uri=["https://x.example.com/cb"], stdout=io.StringIO())
+    call_command(
+        "ensure_oauth_client",
+        client_id="x",
+        client_secret="sixteen-chars!!!",
+        redirect_uri=["https://x.example.com/cb"],
+        stdout=io.StringIO(),
+    )
     assert Application.objects.filter(client_id="x").count() == 1
 
 
@@ -1035,14 +1149,29 @@ def test_ensure_demo_provider_makes_this_site_its_own_provider(site):
     call_command("ensure_demo_provider", stdout=out)
     provider = ThirdPartyProvider.objects.get(slug="demo")
     assert provider.name == "Demo provider (this site)"
-    assert (provider.issuer, provider.authorization_endpoint, provider.token_endpoint, provider.revocation_endpoint,
-            provider.userinfo_endpoint, provider.resource) == (
-        SITE, f"{SITE}/oauth/authorize", f"{SITE}/oauth/token", f"{SITE}/oauth/revoke", f"{SITE}/api/profile", f"{SITE}/api"
+    assert (
+        provider.issuer,
+        provider.authorization_endpoint,
+        provider.token_endpoint,
+        provider.revocation_endpoint,
+        provider.userinfo_endpoint,
+        provider.resource,
+    ) == (
+        SITE,
+        f"{SITE}/oauth/authorize",
+        f"{SITE}/oauth/token",
+        f"{SITE}/oauth/revoke",
+        f"{SITE}/api/profile",
+        f"{SITE}/api",
     )
-    assert (provider.scopes, provider.iss_parameter_supported, provider.use_pkce, provider.enabled,
-            provider.token_endpoint_auth_method, provider.client_id) == (
-        "profile", True, True, True, "client_secret_basic", "demo-provider-client"
-    )
+    assert (
+        provider.scopes,
+        provider.iss_parameter_supported,
+        provider.use_pkce,
+        provider.enabled,
+        provider.token_endpoint_auth_method,
+        provider.client_id,
+    ) == ("profile", True, True, True, "client_secret_basic", "demo-provider-client")
     assert out.getvalue().endswith(
         f"Third-party provider 'demo' -> {SITE} (redirect URI {SITE}/elicitation/callback/demo/).\n"
     )
@@ -1054,7 +1183,10 @@ def test_ensure_demo_provider_makes_this_site_its_own_provider(site):
     app = Application.objects.get(client_id="demo-provider-client")
     assert check_password(plain, app.client_secret) is True
     assert (app.client_type, app.authorization_grant_type, app.redirect_uris, app.name) == (
-        "confidential", "authorization-code", f"{SITE}/elicitation/callback/demo/", "Demo provider connection"
+        "confidential",
+        "authorization-code",
+        f"{SITE}/elicitation/callback/demo/",
+        "Demo provider connection",
     )
     resource = ProtectedResource.objects.get(uri=f"{SITE}/api")
     assert (resource.name, resource.scopes, resource.enabled) == ("Reference site API", "profile", True)
@@ -1070,12 +1202,33 @@ def test_ensure_demo_provider_makes_this_site_its_own_provider(site):
 
 
 def test_ensure_demo_provider_for_another_instance(site):
-    call_command("ensure_demo_provider", "--issuer", "https://other.example.org/", "--client-id", "c-1",
-                 "--client-secret", "s" * 20, "--slug", "remote", stdout=io.StringIO())
+    call_command(
+        "ensure_demo_provider",
+        "--issuer",
+        "https://other.example.org/",
+        "--client-id",
+        "c-1",
+        "--client-secret",
+        "s" * 20,
+        "--slug",
+        "remote",
+        stdout=io.StringIO(),
+    )
     provider = ThirdPartyProvider.objects.get(slug="remote")
-    assert (provider.name, provider.issuer, provider.token_endpoint, provider.resource, provider.client_id, provider.client_secret) == (
-        "Demo provider (https://other.example.org)", "https://other.example.org", "https://other.example.org/oauth/token",
-        "https://other.example.org/api", "c-1", "s" * 20,
+    assert (
+        provider.name,
+        provider.issuer,
+        provider.token_endpoint,
+        provider.resource,
+        provider.client_id,
+        provider.client_secret,
+    ) == (
+        "Demo provider (https://other.example.org)",
+        "https://other.example.org",
+        "https://other.example.org/oauth/token",
+        "https://other.example.org/api",
+        "c-1",
+        "s" * 20,
     )
     assert not Application.objects.exists()  # no client on this site for another instance
 
@@ -1106,10 +1259,21 @@ def test_ensure_demo_provider_refuses_an_unusable_base_url_before_creating_anyth
 
 def test_ensure_demo_provider_discovery_failure_is_a_command_error(site):
     port = free_port()
-    with pytest.raises(CommandError, match=rf"^discovery failed: network_error: http://127.0.0.1:{port}/\.well-known/oauth-authorization-server unreachable"):
-        call_command("ensure_demo_provider", "--issuer", f"http://127.0.0.1:{port}", "--client-id", "c",
-                     "--client-secret", "s" * 20, "--discover", stdout=io.StringIO())
-
+    with pytest.raises(
+        CommandError,
+        match=rf"^discovery failed: network_error: http://127.0.0.1:{port}/\.well-known/oauth-authorization-server unreachable",
+    ):
+        call_command(
+            "ensure_demo_provider",
+            "--issuer",
+            f"http://127.0.0.1:{port}",
+            "--client-id",
+            "c",
+            "--client-secret",
+            "s" * 20,
+            "--discover",
+            stdout=io.StringIO(),
+        )
 
 
 @pytest.mark.e2e
@@ -1122,7 +1286,9 @@ def test_saving_a_provider_with_only_its_issuer_discovers_the_endpoints(admin_cl
     assert response.status_code == 302, response.context["adminform"].form.errors if response.context else response
     provider = ThirdPartyProvider.objects.get(slug="acme")
     assert (provider.authorization_endpoint, provider.token_endpoint, provider.revocation_endpoint) == (
-        f"{live}/oauth/authorize", f"{live}/oauth/token", f"{live}/oauth/revoke",
+        f"{live}/oauth/authorize",
+        f"{live}/oauth/token",
+        f"{live}/oauth/revoke",
     )
     assert provider.iss_parameter_supported is True
     assert provider.client_secret == "s" * 32

@@ -113,7 +113,10 @@ def test_valid_schemas_are_accepted_and_copied(schema):
         (form(colour={"type": "string", "enum": ["r", "g"], "enumNames": ["Red"]}), "'colour'"),
         (form(size={"type": "string", "oneOf": [{"const": "s"}, {"title": "no const"}]}), "'size'"),
         (form(tags={"type": "array", "items": {"type": "string"}}), "'tags'"),
-        (form(tags={"type": "array", "items": {"type": "string", "enum": ["a"]}, "minItems": 3, "maxItems": 1}), "'tags'"),
+        (
+            form(tags={"type": "array", "items": {"type": "string", "enum": ["a"]}, "minItems": 3, "maxItems": 1}),
+            "'tags'",
+        ),
         (form(flag={"type": "boolean", "default": "yes"}), "'flag'"),
         (form(age={"type": "integer", "maximum": 10, "default": 11}), "'age'"),
         (form(colour={"type": "string", "enum": ["r"], "default": "x"}), "'colour'"),
@@ -243,9 +246,15 @@ async def _sink(message):  # pragma: no cover - send_request is scripted
 
 def scripted(user, app, resource, capabilities, answer=None, protocol_version="2025-11-25", streaming=True):
     session = McpSession.objects.create(
-        user=user, application=app, resource=resource, protocol_version=protocol_version, client_capabilities=capabilities
+        user=user,
+        application=app,
+        resource=resource,
+        protocol_version=protocol_version,
+        client_capabilities=capabilities,
     )
-    principal = SimpleNamespace(user=user, application=app, client_id=app.client_id, scopes=frozenset({"mcp"}), resource=resource)
+    principal = SimpleNamespace(
+        user=user, application=app, client_id=app.client_id, scopes=frozenset({"mcp"}), resource=resource
+    )
     return ScriptedContext(
         principal=principal,
         session=session,
@@ -292,17 +301,25 @@ def test_a_call_without_a_stream_cannot_elicit(user, public_app, resource):
         ({"elicitation": {}}, "2025-06-18", False),
     ],
 )
-def test_form_capability_sends_elicitation_create(user, public_app, resource, capabilities, protocol_version, with_mode):
+def test_form_capability_sends_elicitation_create(
+    user, public_app, resource, capabilities, protocol_version, with_mode
+):
     ctx = scripted(user, public_app, resource, capabilities, answer=ACCEPT, protocol_version=protocol_version)
     result = async_to_sync(elicit_form)(ctx, "Name?", ASK_NAME_FORM.schema, timeout=12)
     assert result == FormResult("accept", {"name": "Ada"})
-    (method, params, timeout), = ctx.sent
+    ((method, params, timeout),) = ctx.sent
     assert method == "elicitation/create" and timeout == 12
     assert params["message"] == "Name?" and params["requestedSchema"] == ASK_NAME_FORM.schema
     assert ("mode" in params) is with_mode and params.get("mode", "form") == "form"
     ElicitRequestFormParams.model_validate(params)  # what the SDK client parses
     row = Elicitation.objects.get()
-    assert (row.status, row.mode, row.content, row.user, row.session_id) == ("accepted", "form", {"name": "Ada"}, user, ctx.session.pk)
+    assert (row.status, row.mode, row.content, row.user, row.session_id) == (
+        "accepted",
+        "form",
+        {"name": "Ada"},
+        user,
+        ctx.session.pk,
+    )
     assert row.request_id == "7" and row.completed_at is not None and row.expires_at > row.created_at
     assert len(row.elicitation_id) >= 22  # >= 128 bits of base64url
 
@@ -350,7 +367,9 @@ def test_an_invalid_schema_or_message_is_refused_before_anything_is_sent(user, p
 
 @pytest.mark.django_db
 def test_admin_lists_and_filters_elicitations(admin_client, user):
-    Elicitation.objects.create(message="What is your name?", requested_schema=ASK_NAME_FORM.schema, user=user, status="accepted")
+    Elicitation.objects.create(
+        message="What is your name?", requested_schema=ASK_NAME_FORM.schema, user=user, status="accepted"
+    )
     page = admin_client.get("/admin/elicitation/elicitation/", {"status": "accepted", "mode": "form", "q": "name"})
     assert page.status_code == 200 and "What is your name?" in page.content.decode()
     row = Elicitation.objects.get()

@@ -89,13 +89,19 @@ def session(user, public_app, resource):
 
 def connect_request(user, session, provider="demo", **extra) -> Elicitation:
     return create_url_elicitation(
-        user=user, session=session, message="Connect your account to continue.", kind="connect",
-        provider=provider, **extra,
+        user=user,
+        session=session,
+        message="Connect your account to continue.",
+        kind="connect",
+        provider=provider,
+        **extra,
     )
 
 
 def secret_request(user, session, name="demo_api_key") -> Elicitation:
-    return create_url_elicitation(user=user, session=session, message="Enter your API key.", kind="secret", secret_name=name)
+    return create_url_elicitation(
+        user=user, session=session, message="Enter your API key.", kind="secret", secret_name=name
+    )
 
 
 def external_request(user, session, target="https://pay.example/checkout") -> Elicitation:
@@ -128,15 +134,23 @@ def mcp_post(client: Client, token: str, message: Any, session_id: str | None = 
 
 
 def mcp_initialize(client: Client, token: str, capabilities: Any, protocol_version: str = "2025-11-25") -> str:
-    params = {"protocolVersion": protocol_version, "clientInfo": {"name": "hostile", "version": "1"}, "capabilities": capabilities}
+    params = {
+        "protocolVersion": protocol_version,
+        "clientInfo": {"name": "hostile", "version": "1"},
+        "capabilities": capabilities,
+    }
     response = mcp_post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
     assert response.status_code == 200, response.content
     return response["Mcp-Session-Id"]
 
 
 def call_tool(client: Client, token: str, session_id: str, name: str) -> dict:
-    response = mcp_post(client, token, {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                                        "params": {"name": name, "arguments": {}}}, session_id)
+    response = mcp_post(
+        client,
+        token,
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": name, "arguments": {}}},
+        session_id,
+    )
     assert response.status_code == 200, response.content
     return response.json()
 
@@ -181,7 +195,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length).decode("latin-1") if length else ""
         mock = self.server.mock
-        mock.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body})
+        mock.requests.append(
+            {"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body}
+        )
         route = mock.routes.get(urlsplit(self.path).path)
         if route is None:
             self.send_response(404)
@@ -195,7 +211,9 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = _serve
 
     # building blocks for routes
-    def reply(self, status: int, body: bytes | str, content_type: str = "application/json", headers: dict | None = None):
+    def reply(
+        self, status: int, body: bytes | str, content_type: str = "application/json", headers: dict | None = None
+    ):
         data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -254,8 +272,13 @@ class MockProvider:
 
 
 def good_token_response(**overrides) -> dict:
-    payload = {"access_token": "3P-ACCESS-TOKEN-aaaaaaaaaaaaaaaa", "token_type": "Bearer", "expires_in": 3600,
-               "refresh_token": "3P-REFRESH-TOKEN-bbbbbbbbbbbbbbbb", "scope": "read"}
+    payload = {
+        "access_token": "3P-ACCESS-TOKEN-aaaaaaaaaaaaaaaa",
+        "token_type": "Bearer",
+        "expires_in": 3600,
+        "refresh_token": "3P-REFRESH-TOKEN-bbbbbbbbbbbbbbbb",
+        "scope": "read",
+    }
     payload.update(overrides)
     return {k: v for k, v in payload.items() if v is not ...}
 
@@ -270,9 +293,16 @@ def mock_provider():
 def hostile_provider(mock: MockProvider, slug: str = "evil", **fields) -> ThirdPartyProvider:
     base = mock.base
     values = dict(
-        name="Evil Corp", issuer=base, authorization_endpoint=f"{base}/authorize", token_endpoint=f"{base}/token",
-        userinfo_endpoint=f"{base}/userinfo", revocation_endpoint=f"{base}/revoke", client_id="site-client-at-evil",
-        token_endpoint_auth_method="client_secret_basic", scopes="read", iss_parameter_supported=False,
+        name="Evil Corp",
+        issuer=base,
+        authorization_endpoint=f"{base}/authorize",
+        token_endpoint=f"{base}/token",
+        userinfo_endpoint=f"{base}/userinfo",
+        revocation_endpoint=f"{base}/revoke",
+        client_id="site-client-at-evil",
+        token_endpoint_auth_method="client_secret_basic",
+        scopes="read",
+        iss_parameter_supported=False,
     )
     values.update(fields)
     provider = ThirdPartyProvider(slug=slug, **values)
@@ -292,7 +322,6 @@ def run_connect(client: Client, row: Elicitation, *, code: str = "the-code", **e
     return client.get(callback_path(row.provider.slug, code=code, state=state, **extra))
 
 
-
 # =====================================================================================================
 # 1. Identity (C6, C7): another user, OAuth CSRF, account switch, session fixation, login CSRF
 # =====================================================================================================
@@ -310,8 +339,14 @@ def _make(kind: str, user, session) -> Elicitation:
 @pytest.mark.parametrize("kind", ["connect", "secret", "external"])
 @pytest.mark.parametrize(
     ("method", "data"),
-    [("get", None), ("head", None), ("post", {"action": "continue"}), ("post", {"action": "cancel"}),
-     ("post", {"action": "save", "value": "bob-typed-this"}), ("post", {})],
+    [
+        ("get", None),
+        ("head", None),
+        ("post", {"action": "continue"}),
+        ("post", {"action": "cancel"}),
+        ("post", {"action": "save", "value": "bob-typed-this"}),
+        ("post", {}),
+    ],
 )
 def test_another_user_gets_403_for_every_method_and_kind_and_nothing_changes(
     user, other_user, provider, session, kind, method, data, django_capture_on_commit_callbacks
@@ -319,7 +354,9 @@ def test_another_user_gets_403_for_every_method_and_kind_and_nothing_changes(
     row = _make(kind, user, session)
     client = browser(other_user)
     with django_capture_on_commit_callbacks(execute=True):
-        response = getattr(client, method)(path_of(row), data) if data is not None else getattr(client, method)(path_of(row))
+        response = (
+            getattr(client, method)(path_of(row), data) if data is not None else getattr(client, method)(path_of(row))
+        )
     assert response.status_code == 403
     assert_secure(response)
     row = refresh(row)
@@ -385,13 +422,23 @@ def test_an_anonymous_state_planted_before_login_is_useless_after_login(user, ev
     row = connect_request(user, session, provider="evil")
     client = browser()
     store = client.session
-    store[SESSION_KEY] = {"fixed": {"provider": "evil", "elicitation": row.elicitation_id, "verifier": "v" * 43,
-                                    "user": None, "scopes": ["read"], "at": time.time()}}
+    store[SESSION_KEY] = {
+        "fixed": {
+            "provider": "evil",
+            "elicitation": row.elicitation_id,
+            "verifier": "v" * 43,
+            "user": None,
+            "scopes": ["read"],
+            "at": time.time(),
+        }
+    }
     store.save()
     fixed_key = store.session_key
     page = client.get("/accounts/login/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode()).group(1)
-    response = client.post("/accounts/login/", {"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token})
+    response = client.post(
+        "/accounts/login/", {"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token}
+    )
     assert response.status_code == 302
     assert client.session.session_key != fixed_key
     response = client.get(callback_path("evil", code="c", state="fixed"))
@@ -410,13 +457,17 @@ def test_login_form_refuses_a_cross_site_post(user):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/", "/\\evil.example", "https:evil.example"])
+@pytest.mark.parametrize(
+    "target", ["https://evil.example/", "//evil.example/", "/\\evil.example", "https:evil.example"]
+)
 def test_login_next_is_not_an_open_redirect(user, target):
     client = Client()
     page = client.get("/accounts/login/?" + urlencode({"next": target}))
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode()).group(1)
-    response = client.post("/accounts/login/?" + urlencode({"next": target}),
-                           {"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token, "next": target})
+    response = client.post(
+        "/accounts/login/?" + urlencode({"next": target}),
+        {"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token, "next": target},
+    )
     assert response.status_code == 302
     assert urlsplit(response["Location"]).netloc == "" and not response["Location"].startswith("//")
 
@@ -439,13 +490,26 @@ def test_start_page_login_redirect_stays_on_this_site(user, provider, session):
 def _tampered(row: Elicitation) -> list[str]:
     eid = row.elicitation_id
     return [
-        f"/elicitation/{eid.swapcase()}/", f"/elicitation/{eid[:-1]}/", f"/elicitation/{eid}x/",
-        f"/elicitation/{eid}%20/", f"/elicitation/%20{eid}/", f"/elicitation/elicitation-{eid}/",
-        f"/elicitation/{eid}/..%2F/", f"/elicitation/..%2F{eid}/", f"/elicitation/{eid}%2F/",
-        f"/elicitation/{eid}", "/elicitation/" + "a" * 65 + "/", "/elicitation/" + "a" * 5000 + "/",
-        "/elicitation/%C3%A9%F0%9F%98%80/", "/elicitation/%ED%A0%80/", "/elicitation/%FF%FE/",
-        "/elicitation/..%2F..%2Fadmin/", "/elicitation/%2e%2e/", "/elicitation/callback/",
-        f"/elicitation/{eid}%0D%0ASet-Cookie:x=1/", f"/elicitation/{eid};x=1/",
+        f"/elicitation/{eid.swapcase()}/",
+        f"/elicitation/{eid[:-1]}/",
+        f"/elicitation/{eid}x/",
+        f"/elicitation/{eid}%20/",
+        f"/elicitation/%20{eid}/",
+        f"/elicitation/elicitation-{eid}/",
+        f"/elicitation/{eid}/..%2F/",
+        f"/elicitation/..%2F{eid}/",
+        f"/elicitation/{eid}%2F/",
+        f"/elicitation/{eid}",
+        "/elicitation/" + "a" * 65 + "/",
+        "/elicitation/" + "a" * 5000 + "/",
+        "/elicitation/%C3%A9%F0%9F%98%80/",
+        "/elicitation/%ED%A0%80/",
+        "/elicitation/%FF%FE/",
+        "/elicitation/..%2F..%2Fadmin/",
+        "/elicitation/%2e%2e/",
+        "/elicitation/callback/",
+        f"/elicitation/{eid}%0D%0ASet-Cookie:x=1/",
+        f"/elicitation/{eid};x=1/",
     ]
 
 
@@ -492,8 +556,15 @@ def test_an_expired_secret_link_stores_nothing_even_with_the_form_open(user, ses
 
 @pytest.mark.django_db
 def test_form_mode_ids_are_not_links(user, session):
-    row = Elicitation.objects.create(mode="form", kind="secret", secret_name="k", message="Name?", user=user,
-                                     session=session, expires_at=timezone.now() + timedelta(minutes=5))
+    row = Elicitation.objects.create(
+        mode="form",
+        kind="secret",
+        secret_name="k",
+        message="Name?",
+        user=user,
+        session=session,
+        expires_at=timezone.now() + timedelta(minutes=5),
+    )
     client = browser(user)
     assert client.get(f"/elicitation/{row.elicitation_id}/").status_code == 404
     assert client.post(f"/elicitation/{row.elicitation_id}/", {"action": "save", "value": "x"}).status_code == 404
@@ -512,11 +583,23 @@ def test_callback_does_not_reflect_error_or_error_description(user, evil, sessio
     client = browser(user)
     state = start_authorization(client, row)
     payload = "<script>alert('xss')</script>"
-    response = client.get(callback_path("evil", state=state, error=payload, error_description=payload + " call +1-555",
-                                        error_uri="https://evil.example/help"))
+    response = client.get(
+        callback_path(
+            "evil",
+            state=state,
+            error=payload,
+            error_description=payload + " call +1-555",
+            error_uri="https://evil.example/help",
+        )
+    )
     assert response.status_code == 200
     html = response.content.decode()
-    assert "<script>alert" not in html and "alert(" not in html and "+1-555" not in html and "evil.example/help" not in html
+    assert (
+        "<script>alert" not in html
+        and "alert(" not in html
+        and "+1-555" not in html
+        and "evil.example/help" not in html
+    )
     row = refresh(row)
     assert row.status == "cancelled" and len(row.error) <= 100
 
@@ -542,16 +625,25 @@ def test_callback_error_with_nul_is_not_a_500(user, evil, session, postgres_text
         pytest.param({"code": "x" * 100_000}, id="code-100k"),
         pytest.param({"code": ""}, id="code-empty"),
         pytest.param({"code": "c\r\nX-Injected: 1"}, id="code-crlf"),
-        pytest.param({"code": "c", "state_extra": "1", "next": "https://redirect-target.example/", "redirect_uri": "https://redirect-target.example/"},
-                     id="redirect-params"),
+        pytest.param(
+            {
+                "code": "c",
+                "state_extra": "1",
+                "next": "https://redirect-target.example/",
+                "redirect_uri": "https://redirect-target.example/",
+            },
+            id="redirect-params",
+        ),
     ],
 )
 def test_callback_odd_parameters_never_500_nor_redirect(user, evil, mock_provider, session, params):
     row = connect_request(user, session, provider="evil")
     client = browser(user)
     state = start_authorization(client, row)
-    params = {k: (v.replace("ISS", evil.issuer) if isinstance(v, str) else [x.replace("ISS", evil.issuer) for x in v])
-              for k, v in params.items()}
+    params = {
+        k: (v.replace("ISS", evil.issuer) if isinstance(v, str) else [x.replace("ISS", evil.issuer) for x in v])
+        for k, v in params.items()
+    }
     response = client.get(callback_path("evil", state=state, **params))
     assert response.status_code in (200, 400, 502), response.status_code
     assert not (300 <= response.status_code < 400)
@@ -631,8 +723,10 @@ def test_every_state_changing_post_needs_the_csrf_token(user, provider, session,
     ThirdPartyConnection.objects.create(user=user, provider=evil, access_token_encrypted="x")
     client = browser(user, enforce_csrf_checks=True)
     attempts = [
-        (path_of(connect_row), {"action": "continue"}), (path_of(connect_row), {"action": "cancel"}),
-        (path_of(secret_row), {"action": "save", "value": "v"}), (path_of(secret_row), {"action": "cancel"}),
+        (path_of(connect_row), {"action": "continue"}),
+        (path_of(connect_row), {"action": "cancel"}),
+        (path_of(secret_row), {"action": "save", "value": "v"}),
+        (path_of(secret_row), {"action": "cancel"}),
         ("/elicitation/connections/", {"action": "connect", "provider": "demo"}),
         ("/elicitation/connections/", {"action": "disconnect", "provider": "evil"}),
     ]
@@ -649,11 +743,18 @@ def test_security_headers_on_every_outcome(settings, user, other_user, provider,
     connect_row, secret_row = connect_request(user, session), secret_request(user, session)
     client = browser(user)
     responses = [
-        client.get(path_of(connect_row)), client.head(path_of(connect_row)), client.get(path_of(secret_row)),
-        client.get("/elicitation/unknown/"), browser().get(path_of(connect_row)), browser(other_user).get(path_of(connect_row)),
-        client.post(path_of(connect_row), {"action": "nope"}), client.post(path_of(secret_row), {"action": "save", "value": ""}),
-        client.post(path_of(connect_row), {"action": "continue"}), client.get(callback_path(code="c", state="nope")),
-        client.get("/elicitation/connections/"), browser().get("/elicitation/connections/"),
+        client.get(path_of(connect_row)),
+        client.head(path_of(connect_row)),
+        client.get(path_of(secret_row)),
+        client.get("/elicitation/unknown/"),
+        browser().get(path_of(connect_row)),
+        browser(other_user).get(path_of(connect_row)),
+        client.post(path_of(connect_row), {"action": "nope"}),
+        client.post(path_of(secret_row), {"action": "save", "value": ""}),
+        client.post(path_of(connect_row), {"action": "continue"}),
+        client.get(callback_path(code="c", state="nope")),
+        client.get("/elicitation/connections/"),
+        browser().get("/elicitation/connections/"),
         browser().get("/accounts/login/?next=" + path_of(connect_row)),
     ]
     mock_provider.token({"error": "invalid_grant"}, status=400)
@@ -721,7 +822,9 @@ def test_a_stored_secret_is_never_echoed_logged_audited_or_shown_in_the_admin(us
     assert SECRET_MARKER not in StoredSecret.objects.get().value_encrypted
     assert SECRET_MARKER not in caplog.text
     assert all(SECRET_MARKER not in json.dumps(e.detail) for e in AuditEvent.objects.all())
-    assert SECRET_MARKER not in json.dumps(list(Elicitation.objects.values("message", "error", "content", "client_answer")))
+    assert SECRET_MARKER not in json.dumps(
+        list(Elicitation.objects.values("message", "error", "content", "client_answer"))
+    )
     assert SECRET_MARKER not in admin_pages(admin_browser)
 
 
@@ -729,8 +832,12 @@ def test_a_stored_secret_is_never_echoed_logged_audited_or_shown_in_the_admin(us
 @pytest.mark.parametrize(
     ("body", "content_type"),
     [
-        pytest.param(urlencode({"action": "save", "value": "x" * 1_000_000}), "application/x-www-form-urlencoded", id="1MB"),
-        pytest.param(urlencode({"action": "save", "value": "x" * 3_000_000}), "application/x-www-form-urlencoded", id="3MB"),
+        pytest.param(
+            urlencode({"action": "save", "value": "x" * 1_000_000}), "application/x-www-form-urlencoded", id="1MB"
+        ),
+        pytest.param(
+            urlencode({"action": "save", "value": "x" * 3_000_000}), "application/x-www-form-urlencoded", id="3MB"
+        ),
         pytest.param("action=save&value=%ED%A0%80abc", "application/x-www-form-urlencoded", id="lone-surrogate-bytes"),
         pytest.param("action=save&value=%FF%FEabc", "application/x-www-form-urlencoded", id="invalid-utf8"),
         pytest.param("action=save&value=abc&value=def", "application/x-www-form-urlencoded", id="value-twice"),
@@ -738,8 +845,11 @@ def test_a_stored_secret_is_never_echoed_logged_audited_or_shown_in_the_admin(us
         pytest.param("action=save&value=%E2%80%AEabc", "application/x-www-form-urlencoded", id="bidi-override"),
         pytest.param(json.dumps({"action": "save", "value": "abc"}), "application/json", id="json-body"),
         pytest.param("&&&=&=", "application/x-www-form-urlencoded", id="garbage"),
-        pytest.param("action=save&" + "&".join(f"f{i}=1" for i in range(1200)), "application/x-www-form-urlencoded",
-                     id="too-many-fields"),
+        pytest.param(
+            "action=save&" + "&".join(f"f{i}=1" for i in range(1200)),
+            "application/x-www-form-urlencoded",
+            id="too-many-fields",
+        ),
     ],
 )
 def test_hostile_secret_bodies_never_500(user, session, body, content_type):
@@ -764,11 +874,19 @@ def alice_mcp(user, public_app, resource, provider, mint_token):
 
 
 @pytest.mark.django_db
-def test_another_user_cannot_answer_or_decline_someone_elses_elicitation(alice_mcp, other_user, public_app, resource, mint_token):
+def test_another_user_cannot_answer_or_decline_someone_elses_elicitation(
+    alice_mcp, other_user, public_app, resource, mint_token
+):
     client, alice_token, alice_session = alice_mcp
     url_row = connect_request(alice_session.user, alice_session, send=True)
-    form_row = Elicitation.objects.create(mode="form", message="Name?", user=alice_session.user, session=alice_session,
-                                          request_id="4", expires_at=timezone.now() + timedelta(minutes=5))
+    form_row = Elicitation.objects.create(
+        mode="form",
+        message="Name?",
+        user=alice_session.user,
+        session=alice_session,
+        request_id="4",
+        expires_at=timezone.now() + timedelta(minutes=5),
+    )
     bob_token = mint_token(other_user, public_app, resource=resource.uri)
     bob_session = mcp_initialize(client, bob_token, URL_CAPS)
     for row in (url_row, form_row):
@@ -827,8 +945,10 @@ def test_a_valid_answer_with_hostile_strings_is_not_a_500(alice_mcp):
     """On PostgreSQL jsonb refuses \\u0000 and lone surrogates: the answer is dropped (logged), never a 500."""
     client, token, session = alice_mcp
     row = connect_request(session.user, session, send=True)
-    raw = ('{"jsonrpc":"2.0","id":"elicitation-%s","result":{"action":"decline","x":"\\ud800","y":"\\u0000"}}'
-           % row.elicitation_id).encode()
+    raw = (
+        '{"jsonrpc":"2.0","id":"elicitation-%s","result":{"action":"decline","x":"\\ud800","y":"\\u0000"}}'
+        % row.elicitation_id
+    ).encode()
     assert mcp_post(client, token, None, session.pk, raw=raw).status_code == 202
     assert refresh(row).status in ("declined", "pending")
 
@@ -855,30 +975,49 @@ def test_a_json_rpc_answer_cannot_finish_a_32042_elicitation(alice_mcp):
 
 
 @pytest.mark.django_db
-def test_complete_elicitation_refuses_expired_finished_form_and_foreign_ids(user, other_user, provider, session,
-                                                                              django_capture_on_commit_callbacks):
-    expired, cancelled, mine = connect_request(user, session), connect_request(user, session), connect_request(user, session)
+def test_complete_elicitation_refuses_expired_finished_form_and_foreign_ids(
+    user, other_user, provider, session, django_capture_on_commit_callbacks
+):
+    expired, cancelled, mine = (
+        connect_request(user, session),
+        connect_request(user, session),
+        connect_request(user, session),
+    )
     Elicitation.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     Elicitation.objects.filter(pk=cancelled.pk).update(status="cancelled")
-    form = Elicitation.objects.create(mode="form", message="Name?", user=user, session=session,
-                                      expires_at=timezone.now() + timedelta(minutes=5))
+    form = Elicitation.objects.create(
+        mode="form", message="Name?", user=user, session=session, expires_at=timezone.now() + timedelta(minutes=5)
+    )
     with django_capture_on_commit_callbacks(execute=True):
-        for eid in (expired.elicitation_id, cancelled.elicitation_id, form.elicitation_id, "", "x" * 65,
-                    expired.elicitation_id.swapcase(), f"elicitation-{mine.elicitation_id}"):
+        for eid in (
+            expired.elicitation_id,
+            cancelled.elicitation_id,
+            form.elicitation_id,
+            "",
+            "x" * 65,
+            expired.elicitation_id.swapcase(),
+            f"elicitation-{mine.elicitation_id}",
+        ):
             assert complete_elicitation(eid) is False
         assert complete_elicitation(mine.elicitation_id, user=other_user) is False
         assert complete_elicitation(None) is False  # type: ignore[arg-type]
         assert complete_elicitation(["x"]) is False  # type: ignore[arg-type]
     assert outbox(session) == []
-    assert [refresh(r).status for r in (expired, cancelled, form, mine)] == ["pending", "cancelled", "pending", "pending"]
+    assert [refresh(r).status for r in (expired, cancelled, form, mine)] == [
+        "pending",
+        "cancelled",
+        "pending",
+        "pending",
+    ]
     assert notify_elicitation_complete(form.pk) == "not-finished"
     Elicitation.objects.filter(pk=form.pk).update(status="accepted")
     assert notify_elicitation_complete(form.pk) == "not-finished" and outbox(session) == []
 
 
 @pytest.mark.django_db
-def test_completion_goes_only_to_the_asking_session_never_to_a_successor(user, other_user, public_app, resource,
-                                                                          provider, django_capture_on_commit_callbacks):
+def test_completion_goes_only_to_the_asking_session_never_to_a_successor(
+    user, other_user, public_app, resource, provider, django_capture_on_commit_callbacks
+):
     asking, sibling = open_session(user, public_app, resource), open_session(user, public_app, resource)
     bobs = open_session(other_user, public_app, resource)
     row = secret_request(user, asking)
@@ -920,16 +1059,27 @@ def test_completion_goes_only_to_the_asking_session_never_to_a_successor(user, o
         ({"elicitation": {"url": {}}}, "2025-03-26"),
     ],
 )
-def test_capability_gating_through_the_endpoint(user, public_app, resource, provider, mint_token, capabilities, version):
+def test_capability_gating_through_the_endpoint(
+    user, public_app, resource, provider, mint_token, capabilities, version
+):
     client, token = Client(raise_request_exception=False), mint_token(user, public_app, resource=resource.uri)
-    params = {"protocolVersion": version, "clientInfo": {"name": "hostile", "version": "1"}, "capabilities": capabilities}
+    params = {
+        "protocolVersion": version,
+        "clientInfo": {"name": "hostile", "version": "1"},
+        "capabilities": capabilities,
+    }
     init = mcp_post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
     assert init.status_code == 200
     if "error" in init.json():
         return  # refused at initialize: never URL mode either
     session_id = init["Mcp-Session-Id"]
-    assert supports_url(McpSession.objects.get(pk=session_id).client_capabilities,
-                        McpSession.objects.get(pk=session_id).protocol_version) is False
+    assert (
+        supports_url(
+            McpSession.objects.get(pk=session_id).client_capabilities,
+            McpSession.objects.get(pk=session_id).protocol_version,
+        )
+        is False
+    )
     for tool in ("demo_profile", "set_api_key"):
         body = call_tool(client, token, session_id, tool)
         assert "error" not in body and body["result"]["isError"] is True, body
@@ -945,8 +1095,9 @@ def test_capability_gating_through_the_endpoint(user, public_app, resource, prov
 
 
 @pytest.mark.django_db(transaction=True)  # the tool runs in a thread of its own (sync_to_async)
-def test_full_flow_keeps_every_token_server_side(user, public_app, resource, mint_token, mock_provider, caplog,
-                                                 admin_browser, django_capture_on_commit_callbacks):
+def test_full_flow_keeps_every_token_server_side(
+    user, public_app, resource, mint_token, mock_provider, caplog, admin_browser, django_capture_on_commit_callbacks
+):
     caplog.set_level(logging.DEBUG)
     hostile_provider(mock_provider, slug="demo", scopes="profile")
     mock_provider.token(good_token_response(scope="profile"))
@@ -971,7 +1122,9 @@ def test_full_flow_keeps_every_token_server_side(user, public_app, resource, min
     (token_request,) = mock_provider.hits("/token")
     form = parse_qs(token_request["body"])
     assert form["grant_type"] == ["authorization_code"] and form["code"] == ["code-from-provider"]
-    assert authorize["code_challenge_method"] == "S256" and s256(form["code_verifier"][0]) == authorize["code_challenge"]  # C1
+    assert (
+        authorize["code_challenge_method"] == "S256" and s256(form["code_verifier"][0]) == authorize["code_challenge"]
+    )  # C1
     assert form["redirect_uri"] == [f"{SITE}/elicitation/callback/demo/"]
     expected_basic = base64.b64encode(b"site-client-at-evil:SITE-CLIENT-SECRET-at-evil-0123456789").decode()
     assert token_request["headers"]["Authorization"] == f"Basic {expected_basic}"
@@ -998,8 +1151,14 @@ def test_full_flow_keeps_every_token_server_side(user, public_app, resource, min
         assert mcp_token not in json.dumps(hit), hit["path"]
     # C5 / R7: third-party tokens, the client secret and the MCP token never reach the MCP client, logs,
     # audit, pages or the admin
-    secrets_ = ["3P-ACCESS-TOKEN-aaaaaaaaaaaaaaaa", "3P-REFRESH-TOKEN-bbbbbbbbbbbbbbbb", "3P-ACCESS-TOKEN-2-cccccccccccccc",
-                "SITE-CLIENT-SECRET-at-evil-0123456789", form["code_verifier"][0], mcp_token]
+    secrets_ = [
+        "3P-ACCESS-TOKEN-aaaaaaaaaaaaaaaa",
+        "3P-REFRESH-TOKEN-bbbbbbbbbbbbbbbb",
+        "3P-ACCESS-TOKEN-2-cccccccccccccc",
+        "SITE-CLIENT-SECRET-at-evil-0123456789",
+        form["code_verifier"][0],
+        mcp_token,
+    ]
     seen = {
         "tool results": json.dumps([body, result]),
         "logs": caplog.text,
@@ -1016,7 +1175,9 @@ def test_full_flow_keeps_every_token_server_side(user, public_app, resource, min
 
 
 @pytest.mark.django_db
-def test_the_mcp_token_and_the_third_party_token_are_not_interchangeable(user, public_app, resource, provider, mint_token):
+def test_the_mcp_token_and_the_third_party_token_are_not_interchangeable(
+    user, public_app, resource, provider, mint_token
+):
     """The demo provider is this very site: its tokens (resource <site>/api) must not open /mcp,
     and MCP tokens must not open /api/profile."""
     from project.apps import ensure_api_resource
@@ -1028,9 +1189,20 @@ def test_the_mcp_token_and_the_third_party_token_are_not_interchangeable(user, p
     assert client.get("/api/profile", headers={"Authorization": f"Bearer {mcp_token}"}).status_code == 401
     assert client.get(f"/api/profile?access_token={api_token}").status_code == 401
     assert client.get("/api/profile", headers={"Authorization": f"Bearer {api_token}"}).status_code == 200
-    response = mcp_post(client, api_token, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                                                       "clientInfo": {"name": "x", "version": "1"}}})
+    response = mcp_post(
+        client,
+        api_token,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "x", "version": "1"},
+            },
+        },
+    )
     assert response.status_code == 401
     no_scope = mint_token(user, public_app, resource=api.uri, scope="mcp")
     assert client.get("/api/profile", headers={"Authorization": f"Bearer {no_scope}"}).status_code == 403
@@ -1046,7 +1218,9 @@ def api_cc_token(db, public_app, mint_token):
 
 @pytest.mark.django_db
 def test_api_profile_with_a_client_credentials_token_is_not_a_500(api_cc_token):
-    response = Client(raise_request_exception=False).get("/api/profile", headers={"Authorization": f"Bearer {api_cc_token}"})
+    response = Client(raise_request_exception=False).get(
+        "/api/profile", headers={"Authorization": f"Bearer {api_cc_token}"}
+    )
     assert response.status_code in (401, 403, 404)
 
 
@@ -1069,6 +1243,7 @@ def _slow(seconds: float) -> Route:
     def route(h: _Handler) -> None:
         time.sleep(seconds)
         h.reply(200, json.dumps(good_token_response()))
+
     return route
 
 
@@ -1144,7 +1319,9 @@ def test_a_token_endpoint_slower_than_the_timeout_is_502_in_time(user, session, 
         pytest.param({"extra": {"nested": ["x"] * 1000}}, "read", "1h", id="extra-members"),
     ],
 )
-def test_odd_but_usable_token_responses_are_stored_sanely(user, session, evil, mock_provider, overrides, scopes, expiry):
+def test_odd_but_usable_token_responses_are_stored_sanely(
+    user, session, evil, mock_provider, overrides, scopes, expiry
+):
     mock_provider.token(good_token_response(**overrides))
     response = run_connect(browser(user), connect_request(user, session, provider="evil"))
     assert response.status_code == 200
@@ -1222,6 +1399,7 @@ def _huge(size: int, content_type: str = "application/json") -> Route:
                 left -= len(piece)
         finally:
             h.server.mock.finished.set()
+
     return route
 
 
@@ -1235,10 +1413,11 @@ def _drip(total_seconds: float, step: float = 0.25) -> Route:
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         for i in range(pad):
-            h.wfile.write(data[i:i + 1])
+            h.wfile.write(data[i : i + 1])
             h.wfile.flush()
             time.sleep(step)
         h.wfile.write(data[pad:])
+
     return route
 
 
@@ -1315,7 +1494,11 @@ def test_an_html_account_label_is_escaped_on_every_page(user, session, evil, moc
     done = run_connect(browser(user), connect_request(user, session, provider="evil"))
     assert done.status_code == 200
     assert ThirdPartyConnection.objects.get().account_label == XSS_LABEL
-    pages = [done.content.decode(), browser(user).get("/elicitation/connections/").content.decode(), admin_pages(admin_browser)]
+    pages = [
+        done.content.decode(),
+        browser(user).get("/elicitation/connections/").content.decode(),
+        admin_pages(admin_browser),
+    ]
     for html in pages:
         assert "<script>alert('label')" not in html
 
@@ -1328,9 +1511,13 @@ def test_an_html_account_label_is_escaped_on_every_page(user, session, evil, moc
         pytest.param(lambda h: h.reply(200, "[1, 2]"), "", id="json-array"),
         pytest.param(lambda h: h.reply(401, json.dumps({"email": "x@evil.example"})), "", id="401-with-json"),
         pytest.param(lambda h: h.reply(301, b"", headers={"Location": "http://127.0.0.1:9/"}), "", id="redirect"),
-        pytest.param(lambda h: h.reply(200, json.dumps({"email": ["a"], "name": 5, "sub": "s-1"})), "s-1", id="non-string-claims"),
+        pytest.param(
+            lambda h: h.reply(200, json.dumps({"email": ["a"], "name": 5, "sub": "s-1"})), "s-1", id="non-string-claims"
+        ),
         pytest.param(lambda h: h.reply(200, json.dumps({"email": "e" * 10_000})), "e" * 200, id="long-email"),
-        pytest.param(lambda h: h.reply(200, json.dumps({"email": "   ", "login": "\u202egnp.exe"})), "\u202egnp.exe", id="bidi"),
+        pytest.param(
+            lambda h: h.reply(200, json.dumps({"email": "   ", "login": "\u202egnp.exe"})), "\u202egnp.exe", id="bidi"
+        ),
         pytest.param(lambda h: (time.sleep(3), h.reply(200, "{}")), "", id="slow"),
         pytest.param(lambda h: h.reply(200, "[" * 30_000 + "]" * 30_000), "", id="deep-json"),
     ],
@@ -1358,8 +1545,13 @@ def test_a_nul_in_the_account_label_is_not_a_500(user, session, evil, mock_provi
 @pytest.mark.django_db
 def test_tool_and_admin_supplied_text_is_escaped_on_the_pages(user, session, mock_provider):
     hostile_provider(mock_provider, slug="html", name="<b>Evil</b><script>p()</script>")
-    row = create_url_elicitation(user=user, session=session, kind="connect", provider="html",
-                                 message="<script>m()</script> click <a href=https://evil.example>here</a>")
+    row = create_url_elicitation(
+        user=user,
+        session=session,
+        kind="connect",
+        provider="html",
+        message="<script>m()</script> click <a href=https://evil.example>here</a>",
+    )
     html = browser(user).get(path_of(row)).content.decode()
     assert "<script>m()" not in html and "<script>p()" not in html and "<a href=https://evil.example" not in html
 
@@ -1375,9 +1567,13 @@ def test_the_pages_are_rate_limited_with_429_and_retry_after(user, provider, ses
     client = browser(user)
     statuses = [client.get(path_of(row)).status_code for _ in range(60)]
     assert statuses == [200] * 60
-    for response in (client.get(path_of(row)), client.get(callback_path(code="c", state="s")),
-                     client.get("/elicitation/connections/"), client.post(path_of(row), {"action": "cancel"}),
-                     client.get("/elicitation/unknown-id/")):
+    for response in (
+        client.get(path_of(row)),
+        client.get(callback_path(code="c", state="s")),
+        client.get("/elicitation/connections/"),
+        client.post(path_of(row), {"action": "cancel"}),
+        client.get("/elicitation/unknown-id/"),
+    ):
         assert response.status_code == 429
         assert 1 <= int(response["Retry-After"]) <= 61
         assert_secure(response)
@@ -1402,11 +1598,16 @@ def test_forged_forwarding_headers_do_not_escape_the_rate_limit(user, provider, 
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("data", [
-    {"action": ["connect", "disconnect"], "provider": "demo"},
-    {"action": "connect", "provider": "x" * 10_000}, {"action": "disconnect", "provider": "demo"},
-    {"action": "connect", "provider": "DEMO"}, {"provider": "demo"},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"action": ["connect", "disconnect"], "provider": "demo"},
+        {"action": "connect", "provider": "x" * 10_000},
+        {"action": "disconnect", "provider": "demo"},
+        {"action": "connect", "provider": "DEMO"},
+        {"provider": "demo"},
+    ],
+)
 def test_connections_page_odd_posts_never_500(user, provider, data):
     response = browser(user).post("/elicitation/connections/", data)
     assert response.status_code in (303, 400), response.status_code
@@ -1433,8 +1634,12 @@ def test_connections_page_lists_and_forgets_only_the_users_own_things(user, othe
     # bob names alice's value: nothing happens to it
     assert bob.post("/elicitation/connections/", {"action": "forget", "name": "alice_key"}).status_code == 303
     assert StoredSecret.objects.filter(user=user, name="alice_key").exists()
-    assert browser(other_user, enforce_csrf_checks=True).post(
-        "/elicitation/connections/", {"action": "forget", "name": "bob_key"}).status_code == 403
+    assert (
+        browser(other_user, enforce_csrf_checks=True)
+        .post("/elicitation/connections/", {"action": "forget", "name": "bob_key"})
+        .status_code
+        == 403
+    )
     assert StoredSecret.objects.filter(user=other_user, name="bob_key").exists()
 
 
@@ -1443,7 +1648,9 @@ def test_disconnecting_only_touches_the_users_own_connection(user, other_user, e
     bobs = ThirdPartyConnection(user=other_user, provider=evil)
     bobs.access_token = "BOBS-TOKEN"
     bobs.save()
-    assert browser(user).post("/elicitation/connections/", {"action": "disconnect", "provider": "evil"}).status_code == 303
+    assert (
+        browser(user).post("/elicitation/connections/", {"action": "disconnect", "provider": "evil"}).status_code == 303
+    )
     assert ThirdPartyConnection.objects.get().user == other_user and mock_provider.hits("/revoke") == []
 
 
@@ -1478,15 +1685,26 @@ def test_ensure_demo_provider_is_idempotent_and_prints_no_secret(db):
     assert ThirdPartyProvider.objects.count() == 1
     assert first not in out.getvalue() and provider.client_secret not in out.getvalue()
     assert provider.client_secret not in provider.client_secret_encrypted
-    assert provider.use_pkce and provider.iss_parameter_supported and provider.token_endpoint_auth_method == "client_secret_basic"
+    assert (
+        provider.use_pkce
+        and provider.iss_parameter_supported
+        and provider.token_endpoint_auth_method == "client_secret_basic"
+    )
 
 
 @pytest.mark.django_db
 def test_a_session_less_secret_request_is_still_bound_to_its_user(user, other_user, django_capture_on_commit_callbacks):
     """A secret request made for a client without URL mode waits on the connections page (no MCP
     session): only its user may open it, and finishing it notifies nobody."""
-    row = Elicitation.objects.create(mode="url", kind="secret", secret_name="k", message="Key?", user=user, session=None,
-                                     expires_at=timezone.now() + timedelta(minutes=5))
+    row = Elicitation.objects.create(
+        mode="url",
+        kind="secret",
+        secret_name="k",
+        message="Key?",
+        user=user,
+        session=None,
+        expires_at=timezone.now() + timedelta(minutes=5),
+    )
     assert browser(other_user).post(path_of(row), {"action": "save", "value": "bobs"}).status_code == 403
     assert not StoredSecret.objects.exists()
     with django_capture_on_commit_callbacks(execute=True):

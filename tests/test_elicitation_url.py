@@ -105,8 +105,12 @@ def session(user, public_app, resource):
 
 def connect_request(user, session, **extra) -> Elicitation:
     return create_url_elicitation(
-        user=user, session=session, message="Connect your Demo account to continue.", kind="connect",
-        provider="demo", **extra,
+        user=user,
+        session=session,
+        message="Connect your Demo account to continue.",
+        kind="connect",
+        provider="demo",
+        **extra,
     )
 
 
@@ -138,8 +142,16 @@ def callback_path(**params) -> str:
 def _plant_state(client: Client, state: str, *, user_pk: int, elicitation_id: str, age: float = 0) -> None:
     """Write a pending authorization into ``client``'s server-side session (what ``continue`` stores)."""
     store = client.session
-    store[SESSION_KEY] = {state: {"provider": "demo", "elicitation": elicitation_id, "verifier": "v" * 43,
-                                  "user": user_pk, "scopes": ["profile"], "at": time.time() - age}}
+    store[SESSION_KEY] = {
+        state: {
+            "provider": "demo",
+            "elicitation": elicitation_id,
+            "verifier": "v" * 43,
+            "user": user_pk,
+            "scopes": ["profile"],
+            "at": time.time() - age,
+        }
+    }
     store.save()
 
 
@@ -170,13 +182,21 @@ async def _no_sink(message):  # pragma: no cover - send_request is scripted
 
 def tool_context(session: McpSession, *, streaming=True, **kwargs) -> ScriptedContext:
     principal = SimpleNamespace(
-        user=session.user, application=session.application, client_id=session.application.client_id,
-        scopes=frozenset({"mcp"}), resource=session.resource,
+        user=session.user,
+        application=session.application,
+        client_id=session.application.client_id,
+        scopes=frozenset({"mcp"}),
+        resource=session.resource,
     )
     return ScriptedContext(
-        principal=principal, session=session, request=None, request_id=11,
-        protocol_version=session.protocol_version, tool_name="demo_profile",
-        sink=_no_sink if streaming else None, **kwargs,
+        principal=principal,
+        session=session,
+        request=None,
+        request_id=11,
+        protocol_version=session.protocol_version,
+        tool_name="demo_profile",
+        sink=_no_sink if streaming else None,
+        **kwargs,
     )
 
 
@@ -225,9 +245,15 @@ def test_ensure_demo_provider_registers_this_site_as_the_provider_even_with_a_da
     provider = ThirdPartyProvider.objects.get(slug="demo")
     assert (provider.client_id, provider.client_secret) == ("demo-provider-client", secret)
     assert (provider.issuer, provider.authorization_endpoint, provider.token_endpoint) == (
-        SITE, f"{SITE}/oauth/authorize", f"{SITE}/oauth/token")
+        SITE,
+        f"{SITE}/oauth/authorize",
+        f"{SITE}/oauth/token",
+    )
     assert (provider.revocation_endpoint, provider.userinfo_endpoint, provider.resource) == (
-        f"{SITE}/oauth/revoke", f"{SITE}/api/profile", f"{SITE}/api")
+        f"{SITE}/oauth/revoke",
+        f"{SITE}/api/profile",
+        f"{SITE}/api",
+    )
     assert provider.redirect_uri == f"{SITE}/elicitation/callback/demo/"
     application = get_application_model().objects.get(client_id="demo-provider-client")
     assert application.redirect_uris == provider.redirect_uri and application.client_type == "confidential"
@@ -240,7 +266,9 @@ def test_ensure_demo_provider_registers_this_site_as_the_provider_even_with_a_da
 
 
 @pytest.mark.django_db
-def test_created_connect_elicitation_is_pending_with_an_opaque_expiring_link(user, public_app, resource, provider, session, mint_token):
+def test_created_connect_elicitation_is_pending_with_an_opaque_expiring_link(
+    user, public_app, resource, provider, session, mint_token
+):
     token = mint_token(user, public_app, resource=resource.uri)
     before = timezone.now()
     row = connect_request(user, session, scopes=["profile", "extra"])
@@ -285,8 +313,14 @@ def test_ttl_seconds_sets_the_expiry(user, provider, session):
     ],
 )
 def test_create_url_elicitation_refuses_bad_arguments(user, session, provider, arguments):
-    ThirdPartyProvider.objects.create(slug="disabled", name="Off", client_id="x", enabled=False,
-                                      authorization_endpoint="https://off.example/a", token_endpoint="https://off.example/t")
+    ThirdPartyProvider.objects.create(
+        slug="disabled",
+        name="Off",
+        client_id="x",
+        enabled=False,
+        authorization_endpoint="https://off.example/a",
+        token_endpoint="https://off.example/t",
+    )
     arguments = {"message": "Do it.", **arguments}
     with pytest.raises(ValueError):
         create_url_elicitation(user=user, session=session, **arguments)
@@ -300,8 +334,14 @@ def test_create_url_elicitation_refuses_a_dead_or_foreign_session(user, other_us
     idle = open_session(user, public_app, resource)
     McpSession.objects.filter(pk=idle.pk).update(last_seen_at=timezone.now() - timedelta(days=30))
     bobs = open_session(other_user, public_app, resource)
-    for session, pattern in [(ended, "ended"), (idle, "ended"), (ended.pk, "no live MCP session"),
-                             ("unknown-session-id", "no live MCP session"), (bobs, "another user"), (bobs.pk, "another user")]:
+    for session, pattern in [
+        (ended, "ended"),
+        (idle, "ended"),
+        (ended.pk, "no live MCP session"),
+        ("unknown-session-id", "no live MCP session"),
+        (bobs, "another user"),
+        (bobs.pk, "another user"),
+    ]:
         with pytest.raises(ValueError, match=pattern):
             connect_request(user, session)
     assert not Elicitation.objects.exists()
@@ -335,16 +375,23 @@ def mcp_post(client: Client, token: str, message: dict, session_id: str | None =
 
 
 def mcp_initialize(client: Client, token: str, capabilities: dict | None) -> str:
-    params = {"protocolVersion": "2025-11-25", "clientInfo": {"name": "url-test", "version": "1"},
-              "capabilities": {} if capabilities is None else capabilities}
+    params = {
+        "protocolVersion": "2025-11-25",
+        "clientInfo": {"name": "url-test", "version": "1"},
+        "capabilities": {} if capabilities is None else capabilities,
+    }
     response = mcp_post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
     assert response.status_code == 200, response.content
     return response["Mcp-Session-Id"]
 
 
 def call_demo_profile(client: Client, token: str, session_id: str) -> dict:
-    response = mcp_post(client, token, {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                                        "params": {"name": "demo_profile", "arguments": {}}}, session_id)
+    response = mcp_post(
+        client,
+        token,
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "demo_profile", "arguments": {}}},
+        session_id,
+    )
     assert response.status_code == 200, response.content
     return response.json()
 
@@ -423,7 +470,9 @@ def test_start_page_of_a_finished_id_is_404(user, provider, session, status):
 
 @pytest.mark.django_db
 def test_start_page_of_a_form_elicitation_is_404(user, session):
-    row = Elicitation.objects.create(message="Name?", user=user, session=session, expires_at=timezone.now() + timedelta(minutes=5))
+    row = Elicitation.objects.create(
+        message="Name?", user=user, session=session, expires_at=timezone.now() + timedelta(minutes=5)
+    )
     assert browser(user).get(f"/elicitation/{row.elicitation_id}/").status_code == 404
 
 
@@ -486,7 +535,9 @@ def test_start_page_post_needs_the_csrf_token(user, provider, session):
 
 
 @pytest.mark.django_db
-def test_start_page_cancel_finishes_and_notifies_the_asking_session(user, provider, session, django_capture_on_commit_callbacks):
+def test_start_page_cancel_finishes_and_notifies_the_asking_session(
+    user, provider, session, django_capture_on_commit_callbacks
+):
     row = connect_request(user, session)
     with django_capture_on_commit_callbacks(execute=True):
         response = browser(user).post(path_of(row), {"action": "cancel"})
@@ -511,8 +562,16 @@ def test_start_page_continue_redirects_to_the_provider_with_state_and_pkce(user,
     parts = urlsplit(location)
     assert (parts.scheme, parts.netloc, parts.path) == ("https", "site.example", "/oauth/authorize")
     query = query_of(location)
-    assert set(query) == {"response_type", "client_id", "redirect_uri", "state", "scope",
-                          "code_challenge", "code_challenge_method", "resource"}
+    assert set(query) == {
+        "response_type",
+        "client_id",
+        "redirect_uri",
+        "state",
+        "scope",
+        "code_challenge",
+        "code_challenge_method",
+        "resource",
+    }
     assert query["response_type"] == "code"
     assert query["client_id"] == "demo-provider-client"
     assert query["redirect_uri"] == f"{SITE}/elicitation/callback/demo/"
@@ -522,7 +581,10 @@ def test_start_page_continue_redirects_to_the_provider_with_state_and_pkce(user,
     assert len(query["state"]) >= 43
     entry = client.session[SESSION_KEY][query["state"]]
     assert {k: v for k, v in entry.items() if k not in ("verifier", "at")} == {
-        "provider": "demo", "elicitation": row.elicitation_id, "user": user.pk, "scopes": ["profile"],
+        "provider": "demo",
+        "elicitation": row.elicitation_id,
+        "user": user.pk,
+        "scopes": ["profile"],
     }
     assert len(entry["verifier"]) >= 43 and query["code_challenge"] == s256(entry["verifier"])
     assert refresh(row).status == "pending"
@@ -554,7 +616,9 @@ def test_external_elicitation_continues_to_the_target_and_completes_by_the_hook(
     user, other_user, session, django_capture_on_commit_callbacks
 ):
     target = "https://pay.example/checkout?order=42"
-    row = create_url_elicitation(user=user, session=session, message="Pay the invoice.", kind="external", target_url=target)
+    row = create_url_elicitation(
+        user=user, session=session, message="Pay the invoice.", kind="external", target_url=target
+    )
     client = browser(user)
     page = client.get(path_of(row))
     assert page.status_code == 200 and b'<h1 id="interstitial-title">Continue?</h1>' in page.content
@@ -653,15 +717,19 @@ def test_callback_in_another_browser_session_is_400(user, provider, session):
 
 @pytest.mark.django_db
 def test_callback_for_another_provider_slug_is_400(user, provider, session):
-    ThirdPartyProvider.objects.create(slug="other", name="Other", client_id="o", issuer="https://other.example",
-                                      authorization_endpoint="https://other.example/a", token_endpoint="https://other.example/t")
+    ThirdPartyProvider.objects.create(
+        slug="other",
+        name="Other",
+        client_id="o",
+        issuer="https://other.example",
+        authorization_endpoint="https://other.example/a",
+        token_endpoint="https://other.example/t",
+    )
     row = connect_request(user, session)
     client = browser(user)
     state = start_authorization(client, row)
     response = client.get(f"/elicitation/callback/other/?error=access_denied&state={state}&iss=https://other.example")
     assert response.status_code == 400 and refresh(row).status == "pending"
-
-
 
 
 @pytest.mark.django_db
@@ -696,8 +764,11 @@ def test_callback_anonymous_is_403(user, provider, session):
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "iss",
-    [pytest.param("https://evil.example", id="foreign-issuer"), pytest.param(None, id="missing"),
-     pytest.param(f"{SITE}/other", id="other-path")],
+    [
+        pytest.param("https://evil.example", id="foreign-issuer"),
+        pytest.param(None, id="missing"),
+        pytest.param(f"{SITE}/other", id="other-path"),
+    ],
 )
 def test_callback_with_a_wrong_or_missing_iss_is_400(user, provider, session, iss):
     assert provider.iss_parameter_supported is True and provider.issuer == SITE
@@ -761,15 +832,23 @@ def test_secret_page_stores_the_value_encrypted_and_completes(user, session, dja
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "value",
-    [pytest.param("", id="empty"), pytest.param("   ", id="blank"), pytest.param("x" * 4097, id="too-long"),
-     pytest.param("line1\nline2", id="newline"), pytest.param("a\rb", id="carriage-return"),
-     pytest.param("a\x00b", id="nul")],
+    [
+        pytest.param("", id="empty"),
+        pytest.param("   ", id="blank"),
+        pytest.param("x" * 4097, id="too-long"),
+        pytest.param("line1\nline2", id="newline"),
+        pytest.param("a\rb", id="carriage-return"),
+        pytest.param("a\x00b", id="nul"),
+    ],
 )
 def test_secret_page_refuses_bad_values_and_stores_nothing(user, session, value):
     row = secret_request(user, session)
     response = browser(user).post(path_of(row), {"action": "save", "value": value})
     assert response.status_code == 400
-    assert '<p class="error" id="form-error">Enter a value of 1 to 4096 characters on one line.</p>' in response.content.decode()
+    assert (
+        '<p class="error" id="form-error">Enter a value of 1 to 4096 characters on one line.</p>'
+        in response.content.decode()
+    )
     assert not StoredSecret.objects.exists()
     assert refresh(row).status == "pending" and not AuditEvent.objects.exists()
 
@@ -790,8 +869,11 @@ def test_require_secret_asks_then_returns_the_stored_value(user, session):
         async_to_sync(require_secret)(ctx, "demo_api_key", "Enter your Demo API key.")
     row = Elicitation.objects.get()
     assert caught.value.code == -32042
-    assert caught.value.data == {"elicitations": [{"mode": "url", "elicitationId": row.elicitation_id,
-                                                   "url": row.url, "message": "Enter your Demo API key."}]}
+    assert caught.value.data == {
+        "elicitations": [
+            {"mode": "url", "elicitationId": row.elicitation_id, "url": row.url, "message": "Enter your Demo API key."}
+        ]
+    }
     assert (row.kind, row.secret_name, row.request_id, row.session_id) == ("secret", "demo_api_key", "11", session.pk)
     assert browser(user).post(path_of(row), {"action": "save", "value": " sk-test-42 "}).status_code == 200
     assert async_to_sync(require_secret)(ctx, "demo_api_key", "Enter your Demo API key.") == "sk-test-42"
@@ -806,7 +888,13 @@ def test_require_secret_without_url_mode_is_a_tool_error(user, public_app, resou
     assert str(caught.value) == unsupported_text("This tool needs a value you must type on this site's secure page.")
     # nothing for the client; the request waits on the user's connections page, bound to no session
     row = Elicitation.objects.get()
-    assert (row.mode, row.kind, row.secret_name, row.status, row.session_id) == ("url", "secret", "demo_api_key", "pending", None)
+    assert (row.mode, row.kind, row.secret_name, row.status, row.session_id) == (
+        "url",
+        "secret",
+        "demo_api_key",
+        "pending",
+        None,
+    )
     with pytest.raises(UrlElicitationUnsupported):
         async_to_sync(require_secret)(ctx, "demo_api_key", "Enter it.")
     assert Elicitation.objects.count() == 1  # asked again: the same waiting request
@@ -909,7 +997,9 @@ def test_cleanup_deletes_only_old_finished_elicitations(settings, user, provider
     settings.ELICITATION = {**settings.ELICITATION, "RETENTION_DAYS": 30}
     old_done, old_pending, new_done = (connect_request(user, session) for _ in range(3))
     Elicitation.objects.filter(pk__in=[old_done.pk, new_done.pk]).update(status="expired")
-    Elicitation.objects.filter(pk__in=[old_done.pk, old_pending.pk]).update(created_at=timezone.now() - timedelta(days=31))
+    Elicitation.objects.filter(pk__in=[old_done.pk, old_pending.pk]).update(
+        created_at=timezone.now() - timedelta(days=31)
+    )
     assert cleanup() == 1
     assert set(Elicitation.objects.values_list("pk", flat=True)) == {old_pending.pk, new_done.pk}
     settings.ELICITATION = {**settings.ELICITATION, "RETENTION_DAYS": None}
@@ -925,7 +1015,9 @@ def answer(row: Elicitation, action: str) -> dict:
 
 
 @pytest.mark.django_db
-def test_record_client_answer_stores_the_first_answer_of_the_asking_session_only(user, public_app, resource, provider, session):
+def test_record_client_answer_stores_the_first_answer_of_the_asking_session_only(
+    user, public_app, resource, provider, session
+):
     row = connect_request(user, session, request_id=3)
     other = open_session(user, public_app, resource)
     record_client_answer(sender=McpSession, session=other, message=answer(row, "accept"))
@@ -958,7 +1050,9 @@ def test_an_answer_for_a_finished_elicitation_is_ignored(user, provider, session
 
 
 @pytest.mark.django_db
-def test_a_response_posted_to_the_endpoint_without_a_waiter_is_stored_on_the_row(user, public_app, resource, provider, mint_token):
+def test_a_response_posted_to_the_endpoint_without_a_waiter_is_stored_on_the_row(
+    user, public_app, resource, provider, mint_token
+):
     client, token = Client(), mint_token(user, public_app, resource=resource.uri)
     session_id = mcp_initialize(client, token, URL_CAPS)
     row = connect_request(user, McpSession.objects.get(pk=session_id), request_id=9)
@@ -982,8 +1076,12 @@ def test_outbox_sent_elicitation_is_an_elicitation_create_request_and_a_decline_
             "jsonrpc": "2.0",
             "id": f"elicitation-{row.elicitation_id}",
             "method": "elicitation/create",
-            "params": {"mode": "url", "elicitationId": row.elicitation_id, "url": row.url,
-                       "message": "Connect your Demo account to continue."},
+            "params": {
+                "mode": "url",
+                "elicitationId": row.elicitation_id,
+                "url": row.url,
+                "message": "Connect your Demo account to continue.",
+            },
         }
     ]
     assert mcp_post(client, token, answer(row, "decline"), session_id).status_code == 202
@@ -1017,8 +1115,13 @@ def test_elicit_url_sends_the_link_during_the_call(user, provider, session):
     result = async_to_sync(elicit_url)(ctx, "Connect Demo.", kind="connect", provider="demo", wait_seconds=None)
     row = Elicitation.objects.get()
     assert result == UrlResult("accept", False, result.elicitation) and result.elicitation.pk == row.pk
-    assert ctx.sent == [{"method": "elicitation/create", "id": f"elicitation-{row.elicitation_id}",
-                         "params": {"mode": "url", "elicitationId": row.elicitation_id, "url": row.url, "message": "Connect Demo."}}]
+    assert ctx.sent == [
+        {
+            "method": "elicitation/create",
+            "id": f"elicitation-{row.elicitation_id}",
+            "params": {"mode": "url", "elicitationId": row.elicitation_id, "url": row.url, "message": "Connect Demo."},
+        }
+    ]
     assert (row.status, row.request_id) == ("pending", "11")
 
 
@@ -1036,7 +1139,9 @@ def test_elicit_url_waits_until_the_page_completes(user, session):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("client_answer", "status"), [({"action": "decline"}, "declined"), ({"action": "cancel"}, "cancelled")])
+@pytest.mark.parametrize(
+    ("client_answer", "status"), [({"action": "decline"}, "declined"), ({"action": "cancel"}, "cancelled")]
+)
 def test_elicit_url_decline_or_cancel_finishes_the_row(user, session, client_answer, status):
     ctx = tool_context(session, answer=client_answer)
     result = async_to_sync(elicit_url)(ctx, "Key?", kind="secret", secret_name="k")
@@ -1085,8 +1190,13 @@ def test_require_connection_without_a_connection_raises_32042(user, provider, se
 def test_require_connection_needs_a_user(public_app, resource, provider):
     from mcp_oauth.tools import ToolError
 
-    session = McpSession.objects.create(user=None, application=public_app, resource=resource,
-                                        protocol_version="2025-11-25", client_capabilities=URL_CAPS)
+    session = McpSession.objects.create(
+        user=None,
+        application=public_app,
+        resource=resource,
+        protocol_version="2025-11-25",
+        client_capabilities=URL_CAPS,
+    )
     with pytest.raises(ToolError, match="signed-in user"):
         async_to_sync(require_connection)(tool_context(session), "demo")
     assert not Elicitation.objects.exists()
@@ -1139,7 +1249,7 @@ def authorize_at_provider(http: httpx2.Client, authorize_url: str, *, approve: b
     (form,) = [f for f in forms_of(page.text) if "client_id" in f["fields"]]
     data = {**form["fields"], **({"allow": "Authorize"} if approve else {})}
     response = http.post(urljoin(authorize_url, form["action"] or authorize_url), data=data)
-    assert response.status_code == 302, response.text[:500]
+    assert response.status_code == 303, response.text[:500]  # consent POST: 303 See Other (RFC 9700 §4.12)
     return response.headers["location"]
 
 
@@ -1159,7 +1269,9 @@ def connect_through(http: httpx2.Client, url: str) -> httpx2.Response:
 
 
 def profile_status(live: LiveSite, access_token: str) -> int:
-    return requests.get(f"{live.base}/api/profile", headers={"Authorization": f"Bearer {access_token}"}, timeout=10).status_code
+    return requests.get(
+        f"{live.base}/api/profile", headers={"Authorization": f"Bearer {access_token}"}, timeout=10
+    ).status_code
 
 
 # --- live: connecting through the start page (code exchange at the real provider) -----------------
@@ -1167,7 +1279,9 @@ def profile_status(live: LiveSite, access_token: str) -> int:
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-def test_live_connect_through_the_start_page_stores_the_connection_and_notifies_the_asking_session(live_site, user, public_app, http):
+def test_live_connect_through_the_start_page_stores_the_connection_and_notifies_the_asking_session(
+    live_site, user, public_app, http
+):
     from elicitation.signals import connection_created, elicitation_finished
 
     asking = open_session(user, public_app, live_site.resource)
@@ -1214,7 +1328,11 @@ def test_live_connect_through_the_start_page_stores_the_connection_and_notifies_
     kinds = audit_kinds()
     assert "connection.created" in kinds and "elicitation.finished" in kinds
     created = AuditEvent.objects.get(kind="connection.created")
-    assert created.user == user and created.detail == {"provider": "demo", "scopes": ["profile"], "elicitation": row.elicitation_id[:8]}
+    assert created.user == user and created.detail == {
+        "provider": "demo",
+        "scopes": ["profile"],
+        "elicitation": row.elicitation_id[:8],
+    }
     # the callback cannot be replayed, and the finished link is dead
     assert http.get(callback).status_code == 400
     assert http.get(row.url).status_code == 404
@@ -1223,7 +1341,9 @@ def test_live_connect_through_the_start_page_stores_the_connection_and_notifies_
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-def test_live_callback_with_a_code_the_provider_refuses_is_502_and_the_link_stays_usable(live_site, user, public_app, http):
+def test_live_callback_with_a_code_the_provider_refuses_is_502_and_the_link_stays_usable(
+    live_site, user, public_app, http
+):
     session = open_session(user, public_app, live_site.resource)
     row = connect_request(user, session)
     callback = authorize_at_provider(http, continue_on_start_page(http, row.url))
@@ -1256,7 +1376,9 @@ def test_live_denying_consent_at_the_provider_declines_the_elicitation(live_site
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-def test_live_connections_page_connects_without_an_elicitation_and_disconnect_revokes_at_the_provider(live_site, user, http):
+def test_live_connections_page_connects_without_an_elicitation_and_disconnect_revokes_at_the_provider(
+    live_site, user, http
+):
     page = http.get("/elicitation/connections/")
     (form,) = forms_of(page.text)
     response = http.post("/elicitation/connections/", data={**form["fields"], "action": "connect"})
@@ -1318,8 +1440,10 @@ def test_live_refused_refresh_deletes_the_connection_and_asks_again(live_site, u
     connection = ThirdPartyConnection.objects.get()
     provider = live_site.provider
     revoked = requests.post(
-        provider.revocation_endpoint, data={"token": connection.refresh_token, "token_type_hint": "refresh_token"},
-        auth=(provider.client_id, provider.client_secret), timeout=10,
+        provider.revocation_endpoint,
+        data={"token": connection.refresh_token, "token_type_hint": "refresh_token"},
+        auth=(provider.client_id, provider.client_secret),
+        timeout=10,
     )
     assert revoked.status_code == 200
     ThirdPartyConnection.objects.filter(pk=connection.pk).update(expires_at=timezone.now() - timedelta(minutes=5))
@@ -1329,7 +1453,10 @@ def test_live_refused_refresh_deletes_the_connection_and_asks_again(live_site, u
     assert caught.value.code == -32042
     assert not ThirdPartyConnection.objects.exists()
     event = AuditEvent.objects.get(kind="connection.revoked")
-    assert (event.user, event.detail) == (user, {"provider": "demo", "reason": "refresh refused: invalid_grant", "by": None})
+    assert (event.user, event.detail) == (
+        user,
+        {"provider": "demo", "reason": "refresh refused: invalid_grant", "by": None},
+    )
     pending = Elicitation.objects.get(status="pending")
     assert caught.value.data["elicitations"][0]["elicitationId"] == pending.elicitation_id
 
@@ -1356,12 +1483,25 @@ def test_a_retry_before_the_user_finished_gets_the_same_link(user, provider, ses
 def test_an_unstorable_answer_reaching_another_worker_becomes_an_error_for_the_asker(session):
     from elicitation.signals import record_client_answer
 
-    row = Elicitation.objects.create(mode="form", message="Name?", user=session.user, session=session,
-                                     expires_at=timezone.now() + timedelta(minutes=5))
-    record_client_answer(sender=None, session=session, message={
-        "jsonrpc": "2.0", "id": f"elicitation-{row.elicitation_id}",
-        "result": {"action": "accept", "content": {"name": "A\x00da"}},
-    })
+    row = Elicitation.objects.create(
+        mode="form",
+        message="Name?",
+        user=session.user,
+        session=session,
+        expires_at=timezone.now() + timedelta(minutes=5),
+    )
+    record_client_answer(
+        sender=None,
+        session=session,
+        message={
+            "jsonrpc": "2.0",
+            "id": f"elicitation-{row.elicitation_id}",
+            "result": {"action": "accept", "content": {"name": "A\x00da"}},
+        },
+    )
     row.refresh_from_db()
-    assert row.client_answer == {"jsonrpc": "2.0", "id": f"elicitation-{row.elicitation_id}",
-                                 "error": {"code": -32602, "message": "the answer holds text that cannot be stored"}}
+    assert row.client_answer == {
+        "jsonrpc": "2.0",
+        "id": f"elicitation-{row.elicitation_id}",
+        "error": {"code": -32602, "message": "the answer holds text that cannot be stored"},
+    }

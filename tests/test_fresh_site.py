@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx2
 import pytest
@@ -25,6 +26,7 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
+from .browser import ChromiumUser, chromium_path, loopback, open_chromium, same_origin_posts  # noqa: F401 - fixture
 from .live import HeadlessBrowser, free_port
 
 pytestmark = pytest.mark.e2e
@@ -163,6 +165,16 @@ def serve(site: Path, port: int) -> subprocess.Popen:
 
 async def call_tool_with_sdk(base_url: str) -> tuple[object, list[str], list[str]]:
     browser = HeadlessBrowser(base_url=base_url, username=USERNAME, password=PASSWORD)
+    try:
+        result, tools = await sdk_call(base_url, browser, f"http://127.0.0.1:{free_port()}/callback")
+    finally:
+        await browser.aclose()
+    return result, tools, browser.visited
+
+
+async def sdk_call(base_url: str, user, redirect_uri: str) -> tuple[object, list[str]]:
+    """The SDK client registers (DCR), ``user.authorize(url)`` plays the user's part, then
+    ``tools/list`` and ``whoami``."""
     pending: dict[str, str] = {}
 
     class Storage:
@@ -184,7 +196,7 @@ async def call_tool_with_sdk(base_url: str) -> tuple[object, list[str], list[str
         pending["url"] = url
 
     async def callback_handler() -> AuthorizationCodeResult:
-        params = await browser.authorize(pending.pop("url"))
+        params = await user.authorize(pending.pop("url"))
         assert "code" in params, params
         return AuthorizationCodeResult(code=params["code"], state=params.get("state"), iss=params.get("iss"))
 
@@ -192,7 +204,7 @@ async def call_tool_with_sdk(base_url: str) -> tuple[object, list[str], list[str
         server_url=base_url + "/mcp",
         client_metadata=OAuthClientMetadata(
             client_name="Fresh-site test client",
-            redirect_uris=[f"http://127.0.0.1:{free_port()}/callback"],
+            redirect_uris=[redirect_uri],
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
             token_endpoint_auth_method="none",
@@ -201,14 +213,11 @@ async def call_tool_with_sdk(base_url: str) -> tuple[object, list[str], list[str
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
     )
-    try:
-        async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
-            async with Client(streamable_http_client(base_url + "/mcp", http_client=http)) as client:
-                tools = [item.name for item in (await client.list_tools()).tools]
-                result = await client.call_tool("whoami", {})
-    finally:
-        await browser.aclose()
-    return result, tools, browser.visited
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with Client(streamable_http_client(base_url + "/mcp", http_client=http)) as client:
+            tools = [item.name for item in (await client.list_tools()).tools]
+            result = await client.call_tool("whoami", {})
+    return result, tools
 
 
 def test_a_fresh_startproject_site_serves_the_sdk_client_after_four_edits(fresh_site):
@@ -238,6 +247,45 @@ def test_a_fresh_startproject_site_serves_the_sdk_client_after_four_edits(fresh_
     assert login_page.headers["x-frame-options"] == "DENY"
     assert "frame-ancestors 'none'" in login_page.headers["content-security-policy"]
     assert "Sign in to 127.0.0.1" in login_page.text
+
+
+@pytest.fixture
+def chromium_executable() -> str:
+    """Chromium for the one real-browser test here (skips, or fails under CI, without it)."""
+    return chromium_path()
+
+
+@pytest.mark.browser
+def test_the_apps_login_and_consent_pages_work_in_chromium_on_a_fresh_site(
+    fresh_site, loopback, chromium_executable, request
+):
+    """The same README-built site, with the user's part in a real Chromium: the app's own login
+    page (the site has none) and the consent page both submit with a real ``Origin`` and pass
+    Django's CSRF check; the login page is styled by the app itself and names the client."""
+    site, base_url, port = fresh_site
+
+    async def scenario():
+        async with open_chromium(chromium_executable, request.node.name) as chromium:
+            page = await chromium.new_page()
+            user = ChromiumUser(page, USERNAME, PASSWORD, loopback, screenshots="fresh-site")
+            result, tools = await sdk_call(base_url, user, loopback.redirect_uri)
+            return chromium, user, result, tools
+
+    server = serve(site, port)
+    try:
+        chromium, user, result, tools = asyncio.run(scenario())
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    assert tools == ["whoami"] and not result.is_error and result.content[0].text == USERNAME
+    (login_page,) = user.login_pages
+    assert user.login_paths == ["/oauth/login"]
+    assert 'id="login-client">Fresh-site test client<' in login_page
+    assert len(user.consent_pages) == 1
+    posts = same_origin_posts(chromium, base_url)
+    assert [urlsplit(post["url"]).path for post in posts] == ["/oauth/login", "/oauth/authorize"], posts
+    assert all(post["origin"] == base_url and post["status"] in (302, 303) for post in posts), posts
 
 
 def test_a_readme_built_site_with_the_old_login_step_fails_check(site_copy):

@@ -26,7 +26,9 @@ def register(client, body=PUBLIC, **extra):
 
 def put(client, data, body):
     return client.put(
-        f"/oauth/register/{data['client_id']}", json.dumps(body), content_type="application/json",
+        f"/oauth/register/{data['client_id']}",
+        json.dumps(body),
+        content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {data['registration_access_token']}",
     )
 
@@ -57,8 +59,9 @@ def test_client_update_and_read_are_complete_and_not_cached(client, resource):
     assert response["Cache-Control"] == "no-store"
     body = response.json()
     assert body["client_name"] == "Renamed" and body["scope"] == "mcp" and body["client_id_issued_at"]
-    read = client.get(f"/oauth/register/{data['client_id']}",
-                      HTTP_AUTHORIZATION=f"Bearer {body['registration_access_token']}")
+    read = client.get(
+        f"/oauth/register/{data['client_id']}", HTTP_AUTHORIZATION=f"Bearer {body['registration_access_token']}"
+    )
     assert read.status_code == 200 and read["Cache-Control"] == "no-store"
     assert read.json()["scope"] == "mcp"
 
@@ -71,8 +74,12 @@ def test_registration_client_uri_ignores_host_header(client, settings, resource)
 
 @pytest.mark.parametrize(
     "field, value",
-    [("client_uri", "https://example.com/" + "a" * 600), ("logo_uri", "https://"), ("client_uri", "https://a b.example/"),
-     ("client_name", "n" * 300)],
+    [
+        ("client_uri", "https://example.com/" + "a" * 600),
+        ("logo_uri", "https://"),
+        ("client_uri", "https://a b.example/"),
+        ("client_name", "n" * 300),
+    ],
 )
 def test_registration_refuses_bad_lengths_and_urls(client, resource, field, value):
     response = client.post("/oauth/register", json.dumps({**PUBLIC, field: value}), content_type="application/json")
@@ -89,8 +96,13 @@ def test_deeply_nested_registration_body(client, resource):
 def test_repeated_token_parameters_are_invalid_request(client, user, resource, public_app, param):
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)
-    data = {"grant_type": "authorization_code", "code": code, "redirect_uri": "http://127.0.0.1/callback",
-            "client_id": public_app.client_id, "code_verifier": verifier}
+    data = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": "http://127.0.0.1/callback",
+        "client_id": public_app.client_id,
+        "code_verifier": verifier,
+    }
     body = urlencode(data) + "&" + urlencode({param: data[param]})
     response = client.post("/oauth/token", body, content_type="application/x-www-form-urlencoded")
     assert response.status_code == 400 and response.json()["error"] == "invalid_request"
@@ -106,7 +118,9 @@ def test_malformed_basic_credentials_are_invalid_client(client, resource, creden
 
 
 def test_non_base64_basic_credentials(client, resource):
-    response = client.post("/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION="Basic \u00ff\u00fe==")
+    response = client.post(
+        "/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION="Basic \u00ff\u00fe=="
+    )
     assert response.status_code == 401
 
 
@@ -118,7 +132,9 @@ def test_oversized_token_body_is_413(client, settings, resource):
 
 
 @pytest.mark.parametrize("method", ["put", "patch", "delete"])
-@pytest.mark.parametrize("path", ["/oauth/authorize", "/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource/mcp"])
+@pytest.mark.parametrize(
+    "path", ["/oauth/authorize", "/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource/mcp"]
+)
 def test_wrong_methods_are_405(client, resource, method, path):
     assert getattr(client, method)(path).status_code == 405
 
@@ -138,8 +154,10 @@ def test_idle_refresh_token_expires(client, user, resource, public_app):
     from oauth2_provider.models import get_access_token_model
 
     get_access_token_model().objects.update(expires=timezone.now() - timedelta(days=31))
-    response = client.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"],
-                                            "client_id": public_app.client_id})
+    response = client.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": public_app.client_id},
+    )
     assert response.status_code == 400 and response.json()["error"] == "invalid_grant"
 
 
@@ -150,12 +168,16 @@ def test_introspection_metadata_does_not_offer_none(client, resource):
 
 
 def test_password_and_implicit_are_unsupported(client, user, resource, public_app):
-    response = client.post("/oauth/token", {"grant_type": "password", "username": "alice", "password": "x",
-                                            "client_id": public_app.client_id})
+    response = client.post(
+        "/oauth/token",
+        {"grant_type": "password", "username": "alice", "password": "x", "client_id": public_app.client_id},
+    )
     assert response.json()["error"] == "unsupported_grant_type"
     client.force_login(user)
     _, challenge = pkce_pair()
-    response = client.get("/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, response_type="token")))
+    response = client.get(
+        "/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, response_type="token"))
+    )
     assert "error=unsupported_response_type" in response["Location"]
 
 

@@ -18,7 +18,10 @@ NASTY = ["\x00", "a\x00b", "é" * 3000, "' OR 1=1 --", "%00", "\r\nX-Injected: 1
 @pytest.mark.parametrize("raw", [b"%ED%A0%80", b"%FF%FE", b"%00", b"%C0%80"])
 @pytest.mark.parametrize("field", [b"client_id", b"code", b"grant_type", b"resource"])
 def test_token_endpoint_raw_bytes(client, resource, public_app, field, raw):
-    body = b"grant_type=authorization_code&code=x&redirect_uri=http%3A%2F%2F127.0.0.1%2Fcallback&code_verifier=" + b"v" * 50
+    body = (
+        b"grant_type=authorization_code&code=x&redirect_uri=http%3A%2F%2F127.0.0.1%2Fcallback&code_verifier="
+        + b"v" * 50
+    )
     body += b"&client_id=" + public_app.client_id.encode() + b"&" + field + b"=" + raw
     response = client.post("/oauth/token", body, content_type="application/x-www-form-urlencoded")
     assert 400 <= response.status_code < 500, response.content
@@ -34,7 +37,9 @@ def test_authorization_endpoint_raw_bytes(client, user, resource, public_app, ra
 
 
 @pytest.mark.parametrize("value", NASTY)
-@pytest.mark.parametrize("field", ["client_id", "code", "refresh_token", "redirect_uri", "code_verifier", "resource", "grant_type", "scope"])
+@pytest.mark.parametrize(
+    "field", ["client_id", "code", "refresh_token", "redirect_uri", "code_verifier", "resource", "grant_type", "scope"]
+)
 def test_token_endpoint(client, resource, public_app, field, value):
     data = {
         "grant_type": "refresh_token" if field == "refresh_token" else "authorization_code",
@@ -51,7 +56,9 @@ def test_token_endpoint(client, resource, public_app, field, value):
 
 
 @pytest.mark.parametrize("value", NASTY)
-@pytest.mark.parametrize("field", ["client_id", "redirect_uri", "state", "scope", "resource", "code_challenge", "response_type"])
+@pytest.mark.parametrize(
+    "field", ["client_id", "redirect_uri", "state", "scope", "resource", "code_challenge", "response_type"]
+)
 def test_authorization_endpoint(client, user, resource, public_app, field, value):
     client.force_login(user)
     _, challenge = pkce_pair()
@@ -72,7 +79,16 @@ def test_registration_endpoint(client, resource, field, value):
         assert not get_application_model().objects.exists()
 
 
-@pytest.mark.parametrize("body", [b"\xff\xfe", b"{" * 10000, b'{"redirect_uris": [' + b'"http://127.0.0.1/cb",' * 5000 + b'"x"]}', b"null", b"1e999"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\xff\xfe",
+        b"{" * 10000,
+        b'{"redirect_uris": [' + b'"http://127.0.0.1/cb",' * 5000 + b'"x"]}',
+        b"null",
+        b"1e999",
+    ],
+)
 def test_registration_garbage_bodies(client, resource, body):
     response = client.post("/oauth/register", body, content_type="application/json")
     assert response.status_code == 400, response.content[:300]

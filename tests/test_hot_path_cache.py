@@ -36,7 +36,11 @@ INIT = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "cache-test", "version": "1"}},
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "cache-test", "version": "1"},
+    },
 }
 
 
@@ -173,7 +177,7 @@ def test_dotted_path_settings_are_imported_once(settings):
 def test_an_unimportable_dotted_path_names_the_setting(settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "THROTTLE_KEY_FUNCTION": "tests.nowhere.caller"}
     with pytest.raises(ImportError, match=r"MCP_OAUTH\['THROTTLE_KEY_FUNCTION'\]"):
-        mcp_oauth_settings.THROTTLE_KEY_FUNCTION
+        _ = mcp_oauth_settings.THROTTLE_KEY_FUNCTION
 
 
 def caller(request, scope):

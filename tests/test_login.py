@@ -84,7 +84,7 @@ def test_login_page_names_the_client_and_cannot_be_framed(client, minimal_site, 
     assert page["Cache-Control"].startswith("no-store") or "no-store" in page["Cache-Control"]
     html = page.content.decode()
     assert "Sign in to testserver" in html
-    assert '<p id="login-client"><strong>Test client</strong> is asking to use testserver on your behalf.' in html
+    assert '<strong id="login-client">Test client</strong>\n  wants to use <strong id="login-site">' in html
     assert f'name="next" value="{next_url.replace("&", "&amp;")}"' in html
 
 

@@ -35,7 +35,11 @@ ALL_VERSIONS = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11
 ACCEPT = "application/json, text/event-stream"
 FULL_CAPS = {"elicitation": {"form": {}, "url": {}}}
 NAME_FORM = ElicitationSchema(
-    {"type": "object", "properties": {"name": {"type": "string", "minLength": 1}, "age": {"type": "integer"}}, "required": ["name"]}
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string", "minLength": 1}, "age": {"type": "integer"}},
+        "required": ["name"],
+    }
 )
 CITY_FORM = ElicitationSchema({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
 
@@ -134,7 +138,9 @@ def post(client, token, message, **header_overrides):
 
 
 def call_tool(client, token, name, arguments=None, id=1, caps=None, **params):
-    return post(client, token, body("tools/call", {"name": name, "arguments": arguments or {}, **params}, id=id, caps=caps))
+    return post(
+        client, token, body("tools/call", {"name": name, "arguments": arguments or {}, **params}, id=id, caps=caps)
+    )
 
 
 def error_of(response) -> dict:
@@ -188,7 +194,9 @@ def test_header_mismatch_is_400_32020(client, token, override, message_part):
 @pytest.mark.parametrize("name", [None, "ask", "WHO"])
 def test_mcp_name_must_equal_the_tool_name(client, token, name):
     message = body("tools/call", {"name": "who", "arguments": {}})
-    response = client.post("/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "tools/call", name))
+    response = client.post(
+        "/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "tools/call", name)
+    )
     assert response.status_code == 400
     assert error_of(response)["code"] == -32020
 
@@ -196,7 +204,9 @@ def test_mcp_name_must_equal_the_tool_name(client, token, name):
 def test_mcp_name_in_base64_form_matches(client, token):
     encoded = "=?base64?" + base64.b64encode(b"who").decode() + "?="
     message = body("tools/call", {"name": "who", "arguments": {}})
-    response = client.post("/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "tools/call", encoded))
+    response = client.post(
+        "/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "tools/call", encoded)
+    )
     assert result_of(response)["structuredContent"] == {"user": "alice", "session": False, "era": "modern"}
 
 
@@ -249,7 +259,9 @@ def test_parse_error_invalid_request_and_invalid_params_are_400(client, token):
 
 @pytest.mark.parametrize("verb", ["get", "delete"])
 def test_get_and_delete_are_405_for_modern_traffic(client, token, verb):
-    response = getattr(client, verb)("/mcp", headers={"Authorization": f"Bearer {token}", "Accept": ACCEPT, "MCP-Protocol-Version": V})
+    response = getattr(client, verb)(
+        "/mcp", headers={"Authorization": f"Bearer {token}", "Accept": ACCEPT, "MCP-Protocol-Version": V}
+    )
     assert response.status_code == 405
     assert response["Allow"] == "POST"
 
@@ -257,8 +269,15 @@ def test_get_and_delete_are_405_for_modern_traffic(client, token, verb):
 def test_a_notification_is_202_and_sessions_are_ignored(client, token):
     note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
     response = client.post(
-        "/mcp", json.dumps(note), content_type="application/json",
-        headers={"Authorization": f"Bearer {token}", "Accept": ACCEPT, "MCP-Protocol-Version": V, "Mcp-Session-Id": "nope"},
+        "/mcp",
+        json.dumps(note),
+        content_type="application/json",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": ACCEPT,
+            "MCP-Protocol-Version": V,
+            "Mcp-Session-Id": "nope",
+        },
     )
     assert response.status_code == 202
     listed = post(client, token, body("tools/list"), **{"Mcp-Session-Id": "not-a-session"})
@@ -276,11 +295,23 @@ def test_step_up_is_403_insufficient_scope(client, token):
 
 
 def test_server_discover(client, token, settings):
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SERVER_NAME": "acme", "SERVER_VERSION": "7.1", "INSTRUCTIONS": "Be nice."}
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "SERVER_NAME": "acme",
+        "SERVER_VERSION": "7.1",
+        "INSTRUCTIONS": "Be nice.",
+    }
     result = result_of(post(client, token, body("server/discover")))
     assert result == {
         "supportedVersions": ALL_VERSIONS,
-        "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+        "capabilities": {
+            "tools": {"listChanged": True},
+            "logging": {},
+            # the demo project's resources and prompts (mcp_oauth.registry)
+            "prompts": {"listChanged": True},
+            "resources": {"listChanged": True, "subscribe": True},
+            "completions": {},
+        },
         "instructions": "Be nice.",
         "resultType": "complete",
         "ttlMs": 60000,
@@ -353,7 +384,16 @@ def test_missing_or_invalid_answers_are_asked_again(client, token, responses):
     assert again["resultType"] == "input_required"
     assert list(again["inputRequests"]) == ["input-1"]
     assert again["requestState"] != first["requestState"]
-    done = result_of(retry(client, token, "ask", again["requestState"], {"input-1": {"action": "accept", "content": {"name": "Bo"}}}, id=3))
+    done = result_of(
+        retry(
+            client,
+            token,
+            "ask",
+            again["requestState"],
+            {"input-1": {"action": "accept", "content": {"name": "Bo"}}},
+            id=3,
+        )
+    )
     assert done["content"][0]["text"] == "Hello, Bo!"
 
 
@@ -366,10 +406,25 @@ def test_decline_is_an_answer(client, token):
 
 def test_two_questions_carry_the_first_answer_in_the_state(client, token):
     first = first_round(client, token, "ask_twice")
-    second = result_of(retry(client, token, "ask_twice", first["requestState"], {"input-1": {"action": "accept", "content": {"name": "Ada"}}}))
+    second = result_of(
+        retry(
+            client,
+            token,
+            "ask_twice",
+            first["requestState"],
+            {"input-1": {"action": "accept", "content": {"name": "Ada"}}},
+        )
+    )
     assert list(second["inputRequests"]) == ["input-2"]
     done = result_of(
-        retry(client, token, "ask_twice", second["requestState"], {"input-2": {"action": "accept", "content": {"city": "London"}}}, id=3)
+        retry(
+            client,
+            token,
+            "ask_twice",
+            second["requestState"],
+            {"input-2": {"action": "accept", "content": {"city": "London"}}},
+            id=3,
+        )
     )
     assert done["content"][0]["text"] == "Ada from London"
 
@@ -423,7 +478,10 @@ def test_expired_state_is_refused(client, token, monkeypatch):
 def test_state_of_another_user_or_client_is_refused(client, token, resource, other_user, user, mint_token):
     state = first_round(client, token)["requestState"]
     other = get_application_model().objects.create(
-        name="Other", client_type="public", authorization_grant_type="authorization-code", redirect_uris="http://127.0.0.1/cb"
+        name="Other",
+        client_type="public",
+        authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/cb",
     )
     intruder = mint_token(other_user, get_application_model().objects.get(name="Test client"), resource=resource.uri)
     other_client = mint_token(user, other, resource=resource.uri)
@@ -455,8 +513,12 @@ def test_key_rotation(client, token, settings):
 @pytest.fixture
 def provider(db):
     return ThirdPartyProvider.objects.create(
-        slug="demo", name="Demo", client_id="c", authorization_endpoint="https://provider.example/authorize",
-        token_endpoint="https://provider.example/token", scopes="profile",
+        slug="demo",
+        name="Demo",
+        client_id="c",
+        authorization_endpoint="https://provider.example/authorize",
+        token_endpoint="https://provider.example/token",
+        scopes="profile",
     )
 
 
@@ -526,7 +588,9 @@ def test_progress_and_log_messages_stream_only_as_asked(token):
     async def go(meta_extra):
         aclient = AsyncClient()
         message = body("tools/call", {"name": "chatty", "arguments": {}}, meta={**envelope(), **meta_extra})
-        response = await aclient.post("/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "tools/call", "chatty"))
+        response = await aclient.post(
+            "/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "tools/call", "chatty")
+        )
         if response["Content-Type"] == "application/json":
             return response["Content-Type"], [json.loads(response.content)]
         return response["Content-Type"], parse_sse(b"".join([chunk async for chunk in response.streaming_content]))
@@ -546,14 +610,20 @@ def test_progress_and_log_messages_stream_only_as_asked(token):
 def test_subscriptions_listen_acknowledges_then_relays_what_was_asked(token):
     async def go():
         aclient = AsyncClient()
-        message = body("subscriptions/listen", {"notifications": {"toolsListChanged": True, "promptsListChanged": True}}, id="listen-1")
-        response = await aclient.post("/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "subscriptions/listen"))
+        message = body(
+            "subscriptions/listen",
+            {"notifications": {"toolsListChanged": True, "promptsListChanged": True}},
+            id="listen-1",
+        )
+        response = await aclient.post(
+            "/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "subscriptions/listen")
+        )
         assert response["Content-Type"] == "text/event-stream"
         stream = response.streaming_content.__aiter__()
         buffer = b""
         while not parse_sse(buffer):
             buffer += await stream.__anext__()
-        publish_list_changed("prompts")  # not honoured: never delivered
+        publish_list_changed("resources")  # not asked for: never delivered
         publish_list_changed("tools")
         while len(parse_sse(buffer)) < 2:
             buffer += await asyncio.wait_for(stream.__anext__(), 5)
@@ -564,7 +634,10 @@ def test_subscriptions_listen_acknowledges_then_relays_what_was_asked(token):
     assert ack == {
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
-        "params": {"notifications": {"toolsListChanged": True}, "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}},
+        "params": {
+            "notifications": {"toolsListChanged": True, "promptsListChanged": True},
+            "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"},
+        },
     }
     assert changed == {
         "jsonrpc": "2.0",
@@ -607,8 +680,10 @@ def test_request_state_keys_check(settings, keys, expected):
     from django.core.checks import run_checks
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": keys}
-    found = {m.id for m in run_checks() if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")}
+    found = {m.id for m in run_checks(include_deployment_checks=True) if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")}
     assert found == expected
+    # W060 is for production only (one development process may use the SECRET_KEY-derived key).
+    assert {m.id for m in run_checks() if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")} == expected - {"mcp_oauth.W060"}
 
 
 def test_a_retry_is_held_open_with_keepalives_until_the_flow_completes(token, user, provider, settings):
@@ -628,12 +703,23 @@ def test_a_retry_is_held_open_with_keepalives_until_the_flow_completes(token, us
             assert await sync_to_async(complete_elicitation)(row.elicitation_id)
 
         finishing = asyncio.ensure_future(user_finishes())
-        message = body("tools/call", {"name": "profile", "arguments": {}, "requestState": first["requestState"],
-                                      "inputResponses": {"input-1": {"action": "accept"}}}, id=2)
+        message = body(
+            "tools/call",
+            {
+                "name": "profile",
+                "arguments": {},
+                "requestState": first["requestState"],
+                "inputResponses": {"input-1": {"action": "accept"}},
+            },
+            id=2,
+        )
         loop = asyncio.get_running_loop()
         started = loop.time()
         response = await AsyncClient().post(
-            "/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "tools/call", "profile")
+            "/mcp",
+            json.dumps(message),
+            content_type="application/json",
+            headers=headers(token, "tools/call", "profile"),
         )
         raw = b"".join([chunk async for chunk in response.streaming_content])
         await finishing
@@ -662,7 +748,9 @@ def test_request_input_sampling_round_trip(client, token):
     assert first["resultType"] == "input_required"
     assert first["inputRequests"]["input-1"]["method"] == "sampling/createMessage"
     answer = {"input-1": {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}}
-    done = call_tool(client, token, "sample", id=2, caps=caps, requestState=first["requestState"], inputResponses=answer)
+    done = call_tool(
+        client, token, "sample", id=2, caps=caps, requestState=first["requestState"], inputResponses=answer
+    )
     assert result_of(done)["content"][0]["text"] == "model said 4"
 
 
@@ -679,16 +767,49 @@ def test_request_input_without_the_capability_is_32021(client, token):
     [
         ({"_meta": None}, (400, -32602)),
         ({"_meta": []}, (400, -32602)),
-        ({"_meta": {"io.modelcontextprotocol/protocolVersion": None, "io.modelcontextprotocol/clientCapabilities": {}}}, (400, -32020)),
-        ({"_meta": {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": []}}, (400, -32602)),
-        ({"_meta": {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {"elicitation": "yes"}}}, (400, -32602)),
+        (
+            {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": None,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+            },
+            (400, -32020),
+        ),
+        (
+            {"_meta": {"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": []}},
+            (400, -32602),
+        ),
+        (
+            {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": V,
+                    "io.modelcontextprotocol/clientCapabilities": {"elicitation": "yes"},
+                }
+            },
+            (400, -32602),
+        ),
         ({"_meta": {**envelope(), "io.modelcontextprotocol/logLevel": "loud"}}, (400, -32602)),
         ({"_meta": {**envelope(), "progressToken": {"x": 1}}}, (400, -32602)),
         ({"name": "ask", "arguments": [], "_meta": envelope()}, (400, -32602)),
         ({"name": "ask", "arguments": {}, "requestState": None, "_meta": envelope()}, (200, "input_required")),
-        ({"name": "ask", "arguments": {}, "requestState": "v1.x.y", "inputResponses": "no", "_meta": envelope()}, (400, -32602)),
-        ({"name": "ask", "arguments": {}, "requestState": "v1.x.y", "inputResponses": [1], "_meta": envelope()}, (400, -32602)),
-        ({"name": "ask", "arguments": {}, "inputResponses": {"input-1": {"action": "accept", "content": {"name": "x"}}}, "_meta": envelope()}, (200, "input_required")),
+        (
+            {"name": "ask", "arguments": {}, "requestState": "v1.x.y", "inputResponses": "no", "_meta": envelope()},
+            (400, -32602),
+        ),
+        (
+            {"name": "ask", "arguments": {}, "requestState": "v1.x.y", "inputResponses": [1], "_meta": envelope()},
+            (400, -32602),
+        ),
+        (
+            {
+                "name": "ask",
+                "arguments": {},
+                "inputResponses": {"input-1": {"action": "accept", "content": {"name": "x"}}},
+                "_meta": envelope(),
+            },
+            (200, "input_required"),
+        ),
         ({"name": "\udcff", "arguments": {}, "_meta": envelope()}, (400, -32020)),
     ],
 )
@@ -733,7 +854,11 @@ REGISTRY.register(
         ({"region": "eu"}, {"Mcp-Param-Region": "eu"}, 200),
         ({"region": "eu", "count": 3}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "3"}, 200),
         ({"region": "eu", "count": 3}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "3.0"}, 200),
-        ({"region": "日本"}, {"Mcp-Param-Region": "=?base64?" + base64.b64encode("日本".encode()).decode() + "?="}, 200),
+        (
+            {"region": "日本"},
+            {"Mcp-Param-Region": "=?base64?" + base64.b64encode("日本".encode()).decode() + "?="},
+            200,
+        ),
         ({"region": "eu"}, {}, 400),
         ({"region": "eu"}, {"Mcp-Param-Region": "us"}, 400),
         ({"region": "eu"}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "1"}, 400),
@@ -743,7 +868,9 @@ REGISTRY.register(
 def test_mcp_param_headers_mirror_annotated_arguments(client, token, arguments, param_headers, status):
     message = body("tools/call", {"name": "regional", "arguments": arguments})
     response = client.post(
-        "/mcp", json.dumps(message), content_type="application/json",
+        "/mcp",
+        json.dumps(message),
+        content_type="application/json",
         headers={**headers(token, "tools/call", "regional"), **param_headers},
     )
     assert response.status_code == status, response.content

@@ -21,16 +21,25 @@ DEAD_REDIS = {
         "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
     }
 }
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 
 
 def test_redis_outage_degrades_the_token_cache_to_the_database(settings, resource, user, public_app, mint_token):
     pytest.importorskip("redis")
     token = mint_token(user, public_app, "mcp", resource.uri)
     settings.CACHES = DEAD_REDIS
-    response = Client().post("/mcp", INIT, content_type="application/json",
-                             HTTP_ACCEPT="application/json, text/event-stream", HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = Client().post(
+        "/mcp",
+        INIT,
+        content_type="application/json",
+        HTTP_ACCEPT="application/json, text/event-stream",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
     assert response.status_code == 200, response.content
 
 
@@ -40,8 +49,10 @@ def test_redis_outage_on_a_throttled_endpoint_is_503_with_retry_after(settings, 
     response = Client().post("/oauth/token", {"grant_type": "client_credentials"})
     assert response.status_code == 503
     assert response["Retry-After"] == "2"
-    assert response.json() == {"error": "temporarily_unavailable",
-                               "error_description": "The service is overloaded; retry later."}
+    assert response.json() == {
+        "error": "temporarily_unavailable",
+        "error_description": "The service is overloaded; retry later.",
+    }
 
 
 def test_an_operational_error_in_a_view_is_503_not_500(settings, monkeypatch, resource):

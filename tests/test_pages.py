@@ -38,7 +38,9 @@ def test_login_page_of_an_unknown_client_names_no_application(resource):
     assert 'id="login-context">An application\nwants to use' in html and 'id="login-client"' not in html
 
 
-@pytest.mark.parametrize("next_url", ["/", "https://evil.example/oauth/authorize?client_id=x", "/oauth/authorize?client_id=a&client_id=b"])
+@pytest.mark.parametrize(
+    "next_url", ["/", "https://evil.example/oauth/authorize?client_id=x", "/oauth/authorize?client_id=a&client_id=b"]
+)
 def test_login_page_says_nothing_it_cannot_vouch_for(resource, next_url):
     assert 'id="login-context"' not in login_page(next_url)
 
@@ -66,3 +68,21 @@ def test_home_page_links_the_account_pages(user):
     assert client.login(username=user.username, password=PASSWORD)
     html = client.get("/").content.decode()
     assert 'href="/oauth/connected-apps/"' in html and 'href="/elicitation/connections/"' in html
+
+
+@pytest.mark.parametrize(
+    ("policy", "warned"),
+    [
+        ("no-referrer", True),
+        (["no-referrer", "strict-origin-when-cross-origin"], True),
+        ("No-Referrer, same-origin", True),
+        ("same-origin", False),
+        (None, False),
+    ],
+)
+def test_a_no_referrer_policy_is_reported(settings, policy, warned):
+    """Chromium sends ``Origin: null`` on form POSTs under ``no-referrer`` and CSRF refuses them."""
+    from django.core.checks import run_checks
+
+    settings.SECURE_REFERRER_POLICY = policy
+    assert ("mcp_oauth.W032" in {message.id for message in run_checks()}) is warned

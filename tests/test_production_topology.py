@@ -66,8 +66,9 @@ def statuses(urls: list[str], token: str) -> list[int]:
     return [httpx2.post(url, headers=headers(token), json=INIT, timeout=10).status_code for url in urls]
 
 
-def test_revocation_deactivation_and_disabled_resource_reach_both_workers(shared, user, other_user, public_app,
-                                                                         mint_token):
+def test_revocation_deactivation_and_disabled_resource_reach_both_workers(
+    shared, user, other_user, public_app, mint_token
+):
     from django.core.cache import cache
 
     port_a, base, prefix = shared
@@ -123,7 +124,12 @@ def test_pool_of_two_under_twenty_concurrent_requests_answers_only_200_or_503(sh
     port, base, prefix = shared
     resource = ensure_default_resource()
     token = mint_token(user, public_app, "mcp", resource.uri)
-    pool = {"DB_POOL_MIN_SIZE": "1", "DB_POOL_MAX_SIZE": "2", "DB_POOL_TIMEOUT": "0.2", "DB_STATEMENT_TIMEOUT_MS": "1000"}
+    pool = {
+        "DB_POOL_MIN_SIZE": "1",
+        "DB_POOL_MAX_SIZE": "2",
+        "DB_POOL_TIMEOUT": "0.2",
+        "DB_STATEMENT_TIMEOUT_MS": "1000",
+    }
     results: list[httpx2.Response] = []
     lock = threading.Lock()
 
@@ -154,8 +160,12 @@ def test_pool_of_two_under_twenty_concurrent_requests_answers_only_200_or_503(sh
                 assert response.json()["error"] == "temporarily_unavailable"
         # afterwards the same worker serves everyone again
         with ThreadPoolExecutor(20) as executor:
-            after = list(executor.map(lambda _: httpx2.post(f"{base}/mcp", headers=headers(token), json=INIT,
-                                                            timeout=30).status_code, range(20)))
+            after = list(
+                executor.map(
+                    lambda _: httpx2.post(f"{base}/mcp", headers=headers(token), json=INIT, timeout=30).status_code,
+                    range(20),
+                )
+            )
         assert set(after) <= {200, 503}
         assert after.count(200) >= 1
 

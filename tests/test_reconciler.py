@@ -28,7 +28,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def start_redis(port: int) -> subprocess.Popen:
     process = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     import redis
 
@@ -63,8 +64,9 @@ def celery_app(redis_port):
     app = Celery("reconciler-test", set_as_current=False)
     app.config_from_object("django.conf:settings", namespace="CELERY")
     broker = f"redis://127.0.0.1:{redis_port}/0"
-    app.conf.update(broker_url=broker, result_backend=broker, task_always_eager=False,
-                    broker_connection_retry_on_startup=True)
+    app.conf.update(
+        broker_url=broker, result_backend=broker, task_always_eager=False, broker_connection_retry_on_startup=True
+    )
     import elicitation.tasks  # noqa: F401 - registers the shared tasks
 
     app.finalize()
@@ -79,14 +81,22 @@ def make_rows(user, session, count):
     from elicitation.models import Elicitation
 
     return [
-        Elicitation.objects.create(mode="url", kind="external", message=f"Pay {n}", target_url=f"https://pay.example/{n}",
-                                   user=user, session=session, expires_at=timezone.now() + timedelta(minutes=10))
+        Elicitation.objects.create(
+            mode="url",
+            kind="external",
+            message=f"Pay {n}",
+            target_url=f"https://pay.example/{n}",
+            user=user,
+            session=session,
+            expires_at=timezone.now() + timedelta(minutes=10),
+        )
         for n in range(count)
     ]
 
 
-def test_lost_and_late_notifications_are_each_sent_exactly_once(settings, celery_app, redis_port, resource, user,
-                                                               public_app):
+def test_lost_and_late_notifications_are_each_sent_exactly_once(
+    settings, celery_app, redis_port, resource, user, public_app
+):
     import redis
     from celery.contrib.testing.worker import start_worker
 
@@ -95,8 +105,13 @@ def test_lost_and_late_notifications_are_each_sent_exactly_once(settings, celery
     from elicitation.url import complete_elicitation
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
-    session = McpSession.objects.create(user=user, application=public_app, resource=resource,
-                                        protocol_version="2025-11-25", client_capabilities={"elicitation": {"url": {}}})
+    session = McpSession.objects.create(
+        user=user,
+        application=public_app,
+        resource=resource,
+        protocol_version="2025-11-25",
+        client_capabilities={"elicitation": {"url": {}}},
+    )
     lost, late = make_rows(user, session, 50), make_rows(user, session, 10)
     broker = start_redis(redis_port)
     try:
@@ -122,13 +137,16 @@ def test_lost_and_late_notifications_are_each_sent_exactly_once(settings, celery
                 time.sleep(0.1)
             time.sleep(0.5)  # the last late task finishes
             again = celery_app.tasks["elicitation.tasks.reconcile_completion_notifications"].apply_async(
-                ignore_result=False)
+                ignore_result=False
+            )
             assert again.get(timeout=30) == 0
     finally:
         stop(broker)
 
-    ids = [message["params"]["elicitationId"]
-           for message in McpSessionEvent.objects.filter(session=session).values_list("message", flat=True)]
+    ids = [
+        message["params"]["elicitationId"]
+        for message in McpSessionEvent.objects.filter(session=session).values_list("message", flat=True)
+    ]
     assert sorted(ids) == sorted(row.elicitation_id for row in [*lost, *late])  # 0 lost, 0 duplicated
     assert not Elicitation.objects.filter(notified_at__isnull=True).exists()
 
@@ -138,19 +156,31 @@ def test_reconciler_skips_what_must_not_be_notified(resource, user, public_app):
     from elicitation.models import Elicitation
     from elicitation.tasks import reconcile_completion_notifications
 
-    live = McpSession.objects.create(user=user, application=public_app, resource=resource, protocol_version="2025-11-25")
-    ended = McpSession.objects.create(user=user, application=public_app, resource=resource,
-                                      protocol_version="2025-11-25", ended_at=timezone.now())
+    live = McpSession.objects.create(
+        user=user, application=public_app, resource=resource, protocol_version="2025-11-25"
+    )
+    ended = McpSession.objects.create(
+        user=user, application=public_app, resource=resource, protocol_version="2025-11-25", ended_at=timezone.now()
+    )
     old = timezone.now() - timedelta(seconds=30)
     expires = timezone.now() + timedelta(minutes=10)
-    common = {"mode": "url", "kind": "external", "message": "m", "target_url": "https://x.example/", "user": user,
-              "expires_at": expires}
+    common = {
+        "mode": "url",
+        "kind": "external",
+        "message": "m",
+        "target_url": "https://x.example/",
+        "user": user,
+        "expires_at": expires,
+    }
     wanted = Elicitation.objects.create(session=live, status="completed", completed_at=old, **common)
     for status in ("declined", "cancelled", "expired", "pending"):
         Elicitation.objects.create(session=live, status=status, completed_at=old, **common)
     Elicitation.objects.create(session=ended, status="completed", completed_at=old, **common)
-    Elicitation.objects.create(session=live, status="completed", completed_at=timezone.now() - timedelta(days=2), **common)
+    Elicitation.objects.create(
+        session=live, status="completed", completed_at=timezone.now() - timedelta(days=2), **common
+    )
     Elicitation.objects.create(session=live, status="completed", completed_at=old, notified_at=old, **common)
     assert reconcile_completion_notifications() == 1
     assert [m["params"]["elicitationId"] for m in McpSessionEvent.objects.values_list("message", flat=True)] == [
-        wanted.elicitation_id]
+        wanted.elicitation_id
+    ]

@@ -60,8 +60,12 @@ def test_confidential_registration_by_logged_in_user_gets_secret_expiry(client, 
 
 def test_anonymous_confidential_registration_is_refused_clearly(client, resource):
     response = register(client, {**PUBLIC, "token_endpoint_auth_method": "client_secret_basic"})
-    assert response.status_code == 401
+    # RFC 7591 §3.2.2: a refusal is a 400 naming the field, not a 401 without a challenge
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_client_metadata"
+    assert response.json()["error_description"].startswith("token_endpoint_auth_method: ")
     assert "public clients" in response.json()["error_description"]
+    assert response["Cache-Control"] == "no-store" and "WWW-Authenticate" not in response
     assert not get_application_model().objects.exists()
 
 
@@ -117,3 +121,97 @@ def test_bad_metadata_is_refused_naming_the_field(client, resource, body, field)
     assert data["error"] in ("invalid_client_metadata", "invalid_redirect_uri")
     assert field.lower() in data["error_description"].lower()
     assert not get_application_model().objects.exists()
+
+
+def test_unsupported_grant_types_are_left_out_not_refused(client, resource):
+    """RFC 7591 §2: a desktop client listing the device grant still registers; the grant is not echoed."""
+    body = {
+        **PUBLIC,
+        "grant_types": ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+        "response_types": ["code", "id_token"],
+    }
+    response = register(client, body)
+    assert response.status_code == 201, response.content
+    data = response.json()
+    assert data["grant_types"] == ["authorization_code", "refresh_token"]
+    assert data["response_types"] == ["code"]
+
+
+@pytest.mark.parametrize(
+    "body, error, field",
+    [
+        (
+            {**PUBLIC, "application_type": "native", "redirect_uris": ["https://client.example.com/cb"]},
+            "invalid_redirect_uri",
+            "application_type native",
+        ),
+        (
+            {**PUBLIC, "application_type": "native", "redirect_uris": ["com.example.app:/cb"]},
+            "invalid_redirect_uri",
+            "redirect_uris",
+        ),
+        (
+            {**PUBLIC, "application_type": "web", "redirect_uris": ["http://127.0.0.1:3000/cb"]},
+            "invalid_redirect_uri",
+            "application_type web",
+        ),
+        ({**PUBLIC, "application_type": "service"}, "invalid_client_metadata", "application_type"),
+        ({**PUBLIC, "software_statement": "not-a-jwt"}, "invalid_software_statement", "software_statement"),
+        (
+            {**PUBLIC, "grant_types": ["urn:ietf:params:oauth:grant-type:device_code"]},
+            "invalid_client_metadata",
+            "grant_types",
+        ),
+        (
+            {**PUBLIC, "grant_types": ["authorization_code", "client_credentials"]},
+            "invalid_client_metadata",
+            "grant_types",
+        ),
+    ],
+)
+def test_rfc7591_refusals_are_400_with_the_code_and_field(client, resource, body, error, field):
+    response = register(client, body)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == error
+    assert field in response.json()["error_description"]
+    assert response["Cache-Control"] == "no-store"
+    assert not get_application_model().objects.exists()
+
+
+def test_application_types_register_with_their_redirects(client, resource):
+    native = register(client, {**PUBLIC, "application_type": "native"})
+    assert native.status_code == 201 and native.json()["application_type"] == "native"
+    web = register(client, {**PUBLIC, "application_type": "web", "redirect_uris": ["https://client.example.com/cb"]})
+    assert web.status_code == 201 and web.json()["application_type"] == "web"
+
+
+def test_well_formed_software_statement_is_ignored(client, resource):
+    response = register(
+        client, {**PUBLIC, "software_statement": "eyJhbGciOiJSUzI1NiJ9.eyJzb2Z0d2FyZV9pZCI6IngifQ.c2ln"}
+    )
+    assert response.status_code == 201, response.content
+    assert "software_statement" not in response.json()
+
+
+def test_every_management_401_carries_a_bearer_challenge(client, resource):
+    registered = register(client, PUBLIC).json()
+    path = f"/oauth/register/{registered['client_id']}"
+    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong"}):
+        response = client.get(path, **headers)
+        assert response.status_code == 401
+        assert response.json()["error"] == "invalid_token"
+        assert (
+            response["WWW-Authenticate"].startswith("Bearer ")
+            and 'error="invalid_token"' in response["WWW-Authenticate"]
+        )
+        assert response["Cache-Control"] == "no-store"
+
+
+def test_registration_is_an_api_without_csrf(resource):
+    """A native client has no CSRF cookie: the endpoint stays csrf-exempt (as DOT's) with the error mixin."""
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    assert register(strict, PUBLIC).status_code == 201
+    refused = register(strict, {**PUBLIC, "application_type": "service"})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_client_metadata"

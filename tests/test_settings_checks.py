@@ -76,8 +76,19 @@ def test_canonical_resource(raw, canonical):
 
 @pytest.mark.parametrize(
     "raw",
-    ["", "mcp", "ftp://example.com/x", "https://example.com/mcp#x", "https://u:p@example.com/", "https:///x",
-     "https://example.com:99999/", " https://example.com/", "https://exa mple.com/", None, 42],
+    [
+        "",
+        "mcp",
+        "ftp://example.com/x",
+        "https://example.com/mcp#x",
+        "https://u:p@example.com/",
+        "https:///x",
+        "https://example.com:99999/",
+        " https://example.com/",
+        "https://exa mple.com/",
+        None,
+        42,
+    ],
 )
 def test_invalid_resources(raw):
     with pytest.raises(InvalidResource):

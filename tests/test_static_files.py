@@ -26,24 +26,36 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def production_site(tmp_path):
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("CELERY_", "DJANGO_", "MCP_", "DATABASE_"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("CELERY_", "DJANGO_", "MCP_", "DATABASE_"))
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="project.settings",
         DJANGO_DEBUG="0",
+        DJANGO_SECURE_SSL_REDIRECT="0",  # plain http on loopback in this test
         DJANGO_STATIC_ROOT=str(tmp_path / "static"),
         DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
         PORT=str(port),
         PYTHONUNBUFFERED="1",
     )
     collected = subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=REPO_DIR, env=env,
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+        cwd=REPO_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert collected.returncode == 0, collected.stdout + collected.stderr
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=REPO_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.django_db
 
 
 def make_session(resource, user, app, **fields):
-    return McpSession.objects.create(user=user, application=app, resource=resource, protocol_version="2025-11-25", **fields)
+    return McpSession.objects.create(
+        user=user, application=app, resource=resource, protocol_version="2025-11-25", **fields
+    )
 
 
 def test_cleanup_deletes_dead_sessions_and_old_codes(settings, resource, user, public_app):
@@ -22,8 +24,9 @@ def test_cleanup_deletes_dead_sessions_and_old_codes(settings, resource, user, p
     ended = make_session(resource, user, public_app, ended_at=timezone.now())
     idle = make_session(resource, user, public_app, last_seen_at=timezone.now() - timedelta(days=2))
     McpSessionEvent.objects.create(session=idle, message={"jsonrpc": "2.0", "method": "x"})
-    RedeemedAuthorizationCode.objects.create(code_checksum="a" * 64, application=public_app,
-                                             redeemed_at=timezone.now() - timedelta(days=2))
+    RedeemedAuthorizationCode.objects.create(
+        code_checksum="a" * 64, application=public_app, redeemed_at=timezone.now() - timedelta(days=2)
+    )
     fresh = RedeemedAuthorizationCode.objects.create(code_checksum="b" * 64, application=public_app)
 
     result = cleanup.delay().get()

@@ -77,8 +77,13 @@ def test_registration_is_throttled(client, resource, rates):
 
 def test_token_endpoint_is_throttled(client, resource, public_app, rates):
     rates(token="3/minute")
-    data = {"grant_type": "authorization_code", "code": "nope", "client_id": public_app.client_id,
-            "redirect_uri": "http://127.0.0.1/callback", "code_verifier": "x" * 43}
+    data = {
+        "grant_type": "authorization_code",
+        "code": "nope",
+        "client_id": public_app.client_id,
+        "redirect_uri": "http://127.0.0.1/callback",
+        "code_verifier": "x" * 43,
+    }
     for _ in range(3):
         assert client.post("/oauth/token", data).status_code == 400  # invalid_grant, counted all the same
     assert_429(client.post("/oauth/token", data), 60)

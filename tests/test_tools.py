@@ -464,7 +464,11 @@ def test_context_helpers_with_a_stream():
             "method": "notifications/progress",
             "params": {"progressToken": "tok", "progress": 1, "total": 4, "message": "a quarter"},
         },
-        {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "error", "data": {"k": "v"}, "logger": "db"}},
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "error", "data": {"k": "v"}, "logger": "db"},
+        },
         {"jsonrpc": "2.0", "method": "notifications/custom", "params": {"x": 1}},
     ]
     assert async_to_sync(make_ctx(sink=sink).report_progress)(1) is False

@@ -334,10 +334,30 @@ def test_invalid_request_echoes_a_readable_id(client, token):
 HOSTILE_BODIES = [
     {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": None},
     {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
-    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 5, "capabilities": [], "clientInfo": "x"}},
-    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {**INIT_PARAMS, "clientInfo": {"name": "nul\u0000", "version": "1"}}},
-    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {**INIT_PARAMS, "clientInfo": {"name": "\ud800", "version": "1"}}},
-    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {**INIT_PARAMS, "capabilities": {"x": {"y": [[[[None]]]]}}}},
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": 5, "capabilities": [], "clientInfo": "x"},
+    },
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {**INIT_PARAMS, "clientInfo": {"name": "nul\u0000", "version": "1"}},
+    },
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {**INIT_PARAMS, "clientInfo": {"name": "\ud800", "version": "1"}},
+    },
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {**INIT_PARAMS, "capabilities": {"x": {"y": [[[[None]]]]}}},
+    },
     {"jsonrpc": "2.0", "id": "ünïcødé ☃ \ud83d\ude00", "method": "ping"},
     {"jsonrpc": "2.0", "id": -(2**63) + 1, "method": "tools/list", "params": {"cursor": None}},
     {"jsonrpc": "2.0", "id": 1, "method": "ünknown/méthod ☃"},
@@ -417,9 +437,16 @@ def test_supported_protocol_version_headers(client, token, version):
 
 def test_server_discover_probe_is_answered_without_a_session(client, token):
     """What the SDK sends first in mode="auto": no session, a 2026 version header and envelope."""
-    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}
+    params = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    }
     response = post(
-        client, request("server/discover", params), token,
+        client,
+        request("server/discover", params),
+        token,
         **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
     )
     assert response.status_code == 200
@@ -444,7 +471,14 @@ def test_initialize_creates_a_bound_session(client, token, user, public_app, res
     assert body["id"] == "init-1"
     assert body["result"] == {
         "protocolVersion": "2025-11-25",
-        "capabilities": {"tools": {"listChanged": False}, "logging": {}},
+        "capabilities": {
+            "tools": {"listChanged": False},
+            "logging": {},
+            # the demo project's resources and prompts (project/mcp_resources.py, mcp_prompts.py)
+            "resources": {"subscribe": True, "listChanged": True},
+            "prompts": {"listChanged": True},
+            "completions": {},
+        },
         "serverInfo": {"name": "django-mcp-authz", "version": "0.1.0"},
     }
     session = McpSession.objects.get(pk=response["Mcp-Session-Id"])
@@ -473,7 +507,12 @@ def test_version_negotiation(client, token, offered, negotiated):
 
 
 def test_server_info_and_instructions_come_from_settings(client, token, settings):
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SERVER_NAME": "acme", "SERVER_VERSION": "7.1", "INSTRUCTIONS": "Be nice."}
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "SERVER_NAME": "acme",
+        "SERVER_VERSION": "7.1",
+        "INSTRUCTIONS": "Be nice.",
+    }
     result = result_of(post(client, request("initialize", INIT_PARAMS), token))
     assert result["serverInfo"] == {"name": "acme", "version": "7.1"}
     assert result["instructions"] == "Be nice."
@@ -481,7 +520,12 @@ def test_server_info_and_instructions_come_from_settings(client, token, settings
 
 @pytest.mark.parametrize(
     "params",
-    [{}, {"protocolVersion": "2025-11-25"}, {**INIT_PARAMS, "clientInfo": {"version": "1"}}, {**INIT_PARAMS, "capabilities": []}],
+    [
+        {},
+        {"protocolVersion": "2025-11-25"},
+        {**INIT_PARAMS, "clientInfo": {"version": "1"}},
+        {**INIT_PARAMS, "capabilities": []},
+    ],
 )
 def test_initialize_with_invalid_params_is_32602(client, token, params):
     response = post(client, request("initialize", params), token)
@@ -540,7 +584,10 @@ def test_unknown_ended_expired_and_foreign_sessions_are_identical_404s(
     other_user_token = mint_token(other_user, public_app, resource=resource.uri)
     answers.add(_not_found(ping(session_id, other_user_token)))
     other_app = get_application_model().objects.create(
-        name="Other", client_type="public", authorization_grant_type="authorization-code", redirect_uris="http://127.0.0.1/cb"
+        name="Other",
+        client_type="public",
+        authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/cb",
     )
     answers.add(_not_found(ping(session_id, mint_token(user, other_app, resource=resource.uri))))
     assert result_of(ping(session_id)) == {}
@@ -604,7 +651,7 @@ def test_ping(client, token):
     assert response.json() == {"jsonrpc": "2.0", "id": "p", "result": {}}
 
 
-@pytest.mark.parametrize("method", ["resources/list", "prompts/list", "completion/complete", "tasks/list", "sampling/createMessage"])
+@pytest.mark.parametrize("method", ["resources/lists", "prompts/delete", "tasks/list", "sampling/createMessage"])
 def test_unknown_methods_are_32601(client, token, method):
     session_id = initialize(client, token)
     response = post(client, request(method, {}), token, session_id)
@@ -625,7 +672,10 @@ def test_tools_list_shape(client, token):
         "inputSchema": {
             "type": "object",
             "title": "addArguments",
-            "properties": {"a": {"title": "A", "type": "integer"}, "b": {"default": 0, "title": "B", "type": "integer"}},
+            "properties": {
+                "a": {"title": "A", "type": "integer"},
+                "b": {"default": 0, "title": "B", "type": "integer"},
+            },
             "required": ["a"],
             "additionalProperties": False,
         },
@@ -678,7 +728,11 @@ def test_tool_call_success_structured(client, token):
     assert response.json() == {
         "jsonrpc": "2.0",
         "id": 7,
-        "result": {"content": [{"type": "text", "text": '{"sum": 42}'}], "structuredContent": {"sum": 42}, "isError": False},
+        "result": {
+            "content": [{"type": "text", "text": '{"sum": 42}'}],
+            "structuredContent": {"sum": 42},
+            "isError": False,
+        },
     }
 
 
@@ -729,6 +783,7 @@ def test_invalid_arguments_are_32602_listing_the_fields(client, token):
 
 def test_tool_called_signal(client, token, user):
     calls = []
+
     def receiver(**kw):
         calls.append((kw["tool"].name, kw["principal"].user, kw["is_error"]))
 
@@ -764,7 +819,10 @@ def test_tool_with_its_scope_runs(client, resource, user, public_app, mint_token
 def test_progress_and_logs_are_dropped_in_json_mode(client, token):
     session_id = initialize(client, token)
     response = post(
-        client, request("tools/call", {"name": "slow_steps", "arguments": {"steps": 2}, "_meta": {"progressToken": 5}}), token, session_id
+        client,
+        request("tools/call", {"name": "slow_steps", "arguments": {"steps": 2}, "_meta": {"progressToken": 5}}),
+        token,
+        session_id,
     )
     assert response["Content-Type"] == "application/json"
     assert result_of(response)["content"][0]["text"] == "did 2 steps"
@@ -796,7 +854,10 @@ def parse_sse(data: bytes) -> list[dict]:
 
 async def async_initialize(aclient: AsyncClient, token: str) -> str:
     response = await aclient.post(
-        "/mcp", json.dumps(request("initialize", INIT_PARAMS)), content_type="application/json", headers=mcp_headers(token)
+        "/mcp",
+        json.dumps(request("initialize", INIT_PARAMS)),
+        content_type="application/json",
+        headers=mcp_headers(token),
     )
     assert response.status_code == 200
     return response["Mcp-Session-Id"]
@@ -814,7 +875,10 @@ def test_tool_call_streams_notifications_then_the_result_under_asgi(token):
         )
         params = {"name": "slow_steps", "arguments": {"steps": 3}, "_meta": {"progressToken": "tok-1"}}
         response = await aclient.post(
-            "/mcp", json.dumps(request("tools/call", params, id=9)), content_type="application/json", headers=mcp_headers(token, session_id)
+            "/mcp",
+            json.dumps(request("tools/call", params, id=9)),
+            content_type="application/json",
+            headers=mcp_headers(token, session_id),
         )
         assert response.status_code == 200
         assert response["Content-Type"] == "text/event-stream"
@@ -832,7 +896,11 @@ def test_tool_call_streams_notifications_then_the_result_under_asgi(token):
     ]
     assert messages[0]["params"] == {"progressToken": "tok-1", "progress": 1, "total": 3, "message": "step 1"}
     assert messages[3]["params"] == {"level": "info", "data": {"finished": 3}}  # "debug" is below the level
-    assert messages[-1] == {"jsonrpc": "2.0", "id": 9, "result": {"content": [{"type": "text", "text": "did 3 steps"}], "isError": False}}
+    assert messages[-1] == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "result": {"content": [{"type": "text", "text": "did 3 steps"}], "isError": False},
+    }
     ids = [event["id"] for event in events]
     assert all(ids) and len(set(ids)) == len(ids)
     assert all(event["event"] == "message" for event in events)
@@ -845,10 +913,16 @@ def test_non_tool_requests_stay_json_under_asgi_and_errors_before_running_are_js
         headers = mcp_headers(token, session_id)
         ping = await aclient.post("/mcp", json.dumps(request("ping")), content_type="application/json", headers=headers)
         bad = await aclient.post(
-            "/mcp", json.dumps(request("tools/call", {"name": "add", "arguments": {}})), content_type="application/json", headers=headers
+            "/mcp",
+            json.dumps(request("tools/call", {"name": "add", "arguments": {}})),
+            content_type="application/json",
+            headers=headers,
         )
         scope = await aclient.post(
-            "/mcp", json.dumps(request("tools/call", {"name": "admin_only"})), content_type="application/json", headers=headers
+            "/mcp",
+            json.dumps(request("tools/call", {"name": "admin_only"})),
+            content_type="application/json",
+            headers=headers,
         )
         return ping, bad, scope
 
@@ -863,7 +937,9 @@ def test_mcp_error_is_streamed_as_the_response_under_asgi(token):
         aclient = AsyncClient()
         session_id = await async_initialize(aclient, token)
         response = await aclient.post(
-            "/mcp", json.dumps(request("tools/call", {"name": "needs_url"}, id=3)), content_type="application/json",
+            "/mcp",
+            json.dumps(request("tools/call", {"name": "needs_url"}, id=3)),
+            content_type="application/json",
             headers=mcp_headers(token, session_id),
         )
         return parse_sse(b"".join([chunk async for chunk in response.streaming_content]))
@@ -903,7 +979,11 @@ def test_get_stream_delivers_the_outbox_in_order_and_then_live_messages(token):
     events, session_id = asgi(go)
     rows = list(McpSessionEvent.objects.filter(session_id=session_id).values_list("id", flat=True))
     assert [event["id"] for event in events] == [str(row) for row in rows]
-    assert [event["data"]["method"] for event in events] == ["notifications/first", "notifications/second", "notifications/third"]
+    assert [event["data"]["method"] for event in events] == [
+        "notifications/first",
+        "notifications/second",
+        "notifications/third",
+    ]
     assert events[0]["data"] == {"jsonrpc": "2.0", "method": "notifications/first", "params": {"n": 1}}
 
 
@@ -916,7 +996,8 @@ def test_get_stream_resumes_after_last_event_id(token):
         rows = [await enqueue(session_id, {"method": f"notifications/n{i}"}) for i in range(4)]
         foreign = await enqueue(other_session, {"method": "notifications/foreign"})
         response = await aclient.get(
-            "/mcp", headers=mcp_headers(token, session_id, Accept="text/event-stream", **{"Last-Event-ID": str(rows[1].id)})
+            "/mcp",
+            headers=mcp_headers(token, session_id, Accept="text/event-stream", **{"Last-Event-ID": str(rows[1].id)}),
         )
         stream = response.streaming_content.__aiter__()
         try:
@@ -925,7 +1006,10 @@ def test_get_stream_resumes_after_last_event_id(token):
             await stream.aclose()
         # an id of another session's row does not leak that session's messages
         response = await aclient.get(
-            "/mcp", headers=mcp_headers(token, session_id, Accept="text/event-stream", **{"Last-Event-ID": str(foreign.id - 1)})
+            "/mcp",
+            headers=mcp_headers(
+                token, session_id, Accept="text/event-stream", **{"Last-Event-ID": str(foreign.id - 1)}
+            ),
         )
         stream = response.streaming_content.__aiter__()
         try:
@@ -974,7 +1058,8 @@ def test_get_with_an_unusable_last_event_id_is_400(token, last_event_id):
         aclient = AsyncClient()
         session_id = await async_initialize(aclient, token)
         return await aclient.get(
-            "/mcp", headers=mcp_headers(token, session_id, Accept="text/event-stream", **{"Last-Event-ID": last_event_id})
+            "/mcp",
+            headers=mcp_headers(token, session_id, Accept="text/event-stream", **{"Last-Event-ID": last_event_id}),
         )
 
     assert asgi(go).status_code == 400
@@ -1060,7 +1145,9 @@ def test_server_to_client_request_is_answered_by_a_later_post(token, resource, o
 
     async def ask(ctx: ToolContext) -> dict:
         schema = {"type": "object", "properties": {}}
-        answer = await ctx.send_request("elicitation/create", {"mode": "form", "message": "Name?", "requestedSchema": schema})
+        answer = await ctx.send_request(
+            "elicitation/create", {"mode": "form", "message": "Name?", "requestedSchema": schema}
+        )
         return {"answer": answer}
 
     reg.register(ask)
@@ -1075,7 +1162,9 @@ def test_server_to_client_request_is_answered_by_a_later_post(token, resource, o
         headers = mcp_headers(token, session_id)
 
         def post_message(message, with_headers=headers):
-            return view(factory.post("/mcp", json.dumps(message), content_type="application/json", headers=with_headers))
+            return view(
+                factory.post("/mcp", json.dumps(message), content_type="application/json", headers=with_headers)
+            )
 
         response = await post_message(request("tools/call", {"name": "ask"}, id=5))
         stream = response.streaming_content.__aiter__()
@@ -1085,7 +1174,11 @@ def test_server_to_client_request_is_answered_by_a_later_post(token, resource, o
         decline = {"jsonrpc": "2.0", "id": server_request["id"], "result": {"action": "decline"}}
         intruding = await post_message(decline, mcp_headers(intruder, session_id))
         assert intruding.status_code == 404
-        accept = {"jsonrpc": "2.0", "id": server_request["id"], "result": {"action": "accept", "content": {"name": "Zed"}}}
+        accept = {
+            "jsonrpc": "2.0",
+            "id": server_request["id"],
+            "result": {"action": "accept", "content": {"name": "Zed"}},
+        }
         answered = await post_message(accept)
         rest = parse_sse(b"".join([chunk async for chunk in stream]))
         return server_request, answered.status_code, rest
@@ -1093,7 +1186,9 @@ def test_server_to_client_request_is_answered_by_a_later_post(token, resource, o
     server_request, status, rest = asgi(go)
     assert server_request["method"] == "elicitation/create" and isinstance(server_request["id"], str)
     assert status == 202
-    assert rest[-1]["data"]["result"]["structuredContent"] == {"answer": {"action": "accept", "content": {"name": "Zed"}}}
+    assert rest[-1]["data"]["result"]["structuredContent"] == {
+        "answer": {"action": "accept", "content": {"name": "Zed"}}
+    }
 
 
 @pytest.mark.parametrize("how", ["aclose", "cancel"])
@@ -1143,7 +1238,11 @@ def uvicorn_server(transactional_db, settings):
     from .live import free_port, run_asgi_server
 
     port = free_port()
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": f"http://127.0.0.1:{port}", "SSE_POLL_INTERVAL_SECONDS": 0.05}
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "BASE_URL": f"http://127.0.0.1:{port}",
+        "SSE_POLL_INTERVAL_SECONDS": 0.05,
+    }
     resource = ensure_default_resource()
     with run_asgi_server(application, port) as base:
         yield base, resource
@@ -1189,9 +1288,9 @@ def test_official_sdk_client(uvicorn_server, user, public_app, mint_token, mode)
 
                     from mcp_oauth.transport.subscriptions import publish_list_changed
 
-                    async with mcp.listen(tools_list_changed=True, prompts_list_changed=True) as subscription:
+                    async with mcp.listen(tools_list_changed=True) as subscription:
                         honored = subscription.honored
-                        publish_list_changed("prompts")  # not honoured: never delivered
+                        publish_list_changed("prompts")  # not asked for: never delivered
                         publish_list_changed("tools")
                         with anyio.fail_after(10):
                             event = await subscription.__anext__()
@@ -1200,7 +1299,8 @@ def test_official_sdk_client(uvicorn_server, user, public_app, mint_token, mode)
                     return tools, added, failed, streamed, None
                 session = await sync_to_async(McpSession.objects.filter(ended_at__isnull=True).latest)("created_at")
                 await sync_to_async(enqueue_session_message)(
-                    session.pk, {"method": "notifications/message", "params": {"level": "info", "data": "from the outbox"}}
+                    session.pk,
+                    {"method": "notifications/message", "params": {"level": "info", "data": "from the outbox"}},
                 )
                 with anyio.fail_after(20):
                     await outbox_seen.wait()

@@ -31,8 +31,9 @@ def _fresh_cache():
 
 
 def rule(target, pattern, action, source="", enabled=True):
-    return TrustRule.objects.create(target=target, pattern=pattern, action=action, registration_source=source,
-                                    enabled=enabled)
+    return TrustRule.objects.create(
+        target=target, pattern=pattern, action=action, registration_source=source, enabled=enabled
+    )
 
 
 def deny(target, pattern, **kw):
@@ -190,8 +191,17 @@ def test_patterns_are_normalized(target, pattern, stored):
 
 @pytest.mark.parametrize(
     ("target", "pattern"),
-    [(HOST, ""), (HOST, "*."), (HOST, "a b.com"), (HOST, "*.1.2.3.4"), (HOST, "exa*mple.com"),
-     (HOST, "https://example.com"), (REDIRECT, "example.com/path"), (CLIENT, "two words"), (CLIENT, "")],
+    [
+        (HOST, ""),
+        (HOST, "*."),
+        (HOST, "a b.com"),
+        (HOST, "*.1.2.3.4"),
+        (HOST, "exa*mple.com"),
+        (HOST, "https://example.com"),
+        (REDIRECT, "example.com/path"),
+        (CLIENT, "two words"),
+        (CLIENT, ""),
+    ],
 )
 def test_bad_patterns_are_refused(target, pattern):
     with pytest.raises(ValidationError):
@@ -240,16 +250,22 @@ def test_default_settings_install_the_permission_classes():
 
 
 def register(client, redirect_uris=("http://127.0.0.1/callback",), **extra):
-    body = {"client_name": "Dyn", "redirect_uris": list(redirect_uris), "token_endpoint_auth_method": "none",
-            "grant_types": ["authorization_code", "refresh_token"], **extra}
+    body = {
+        "client_name": "Dyn",
+        "redirect_uris": list(redirect_uris),
+        "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code", "refresh_token"],
+        **extra,
+    }
     return client.post("/oauth/register", json.dumps(body), content_type="application/json")
 
 
 def test_registration_denied_by_redirect_host_rule(client):
     deny(REDIRECT, "evil.example")
     response = register(client, ["http://127.0.0.1/cb", "https://evil.example/cb"])
-    assert response.status_code == 403
-    assert response.json()["error"] == "access_denied"
+    assert response.status_code == 400  # RFC 7591 §3.2.2
+    assert response.json()["error"] == "invalid_redirect_uri"
+    assert response.json()["error_description"].startswith("redirect_uris: ")
     assert response["Cache-Control"] == "no-store"
     assert not Application.objects.exists()
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.TRUST_DENIED)
@@ -258,7 +274,8 @@ def test_registration_denied_by_redirect_host_rule(client):
 
 def test_registration_in_allowlist_mode_needs_an_allow_rule(client, settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TRUST_MODE": "allowlist"}
-    assert register(client).status_code == 403
+    refused = register(client)
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_redirect_uri"
     allow(REDIRECT, "127.0.0.1", source="dcr")
     response = register(client)
     assert response.status_code == 201, response.content
@@ -270,15 +287,24 @@ def test_registration_update_cannot_move_to_a_denied_host(client):
     """RFC 7592 PUT: the new redirect URIs pass the policy too, once the registration token is verified."""
     registered = register(client).json()
     deny(REDIRECT, "evil.example")
-    body = {"client_id": registered["client_id"], "redirect_uris": ["https://evil.example/cb"],
-            "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"]}
+    body = {
+        "client_id": registered["client_id"],
+        "redirect_uris": ["https://evil.example/cb"],
+        "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code", "refresh_token"],
+    }
     path = f"/oauth/register/{registered['client_id']}"
     anonymous = client.put(path, json.dumps(body), content_type="application/json")
     assert anonymous.status_code == 401  # no token: no policy verdict, no audit event
+    assert anonymous.json()["error"] == "invalid_token" and anonymous["WWW-Authenticate"].startswith("Bearer ")
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.TRUST_DENIED).exists()
-    response = client.put(path, json.dumps(body), content_type="application/json",
-                          HTTP_AUTHORIZATION=f"Bearer {registered['registration_access_token']}")
-    assert response.status_code == 403 and response.json()["error"] == "access_denied"
+    response = client.put(
+        path,
+        json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {registered['registration_access_token']}",
+    )
+    assert response.status_code == 400 and response.json()["error"] == "invalid_redirect_uri"
     assert Application.objects.get(client_id=registered["client_id"]).redirect_uris == "http://127.0.0.1/callback"
     assert AuditEvent.objects.get(kind=AuditEvent.Kind.TRUST_DENIED).detail["stage"] == "registration update"
 
@@ -361,8 +387,12 @@ def test_consent_page_shows_the_verdict(logged_in, public_app):
 
 
 def test_consent_page_names_the_cimd_host_and_warns_for_loopback():
-    app = Application(client_id=CIMD_URL, name="Evil Twin", registration_source="cimd",
-                      redirect_uris="http://127.0.0.1/cb http://localhost:9/cb")
+    app = Application(
+        client_id=CIMD_URL,
+        name="Evil Twin",
+        registration_source="cimd",
+        redirect_uris="http://127.0.0.1/cb http://localhost:9/cb",
+    )
     client = describe_client(app)
     assert client["trust"] == "unknown" and client["client_id_host"] == "client.example.com"
     html = render_to_string("mcp_oauth/authorize.html", {"client": client, "redirect_host": "127.0.0.1"})
@@ -409,12 +439,16 @@ def test_refresh_of_a_client_held_for_review_is_refused(logged_in, public_app):
     code, verifier, _ = get_code(logged_in, public_app)
     tokens = token_request(logged_in, public_app, code, verifier).json()
     review(CLIENT, public_app.client_id)
-    response = logged_in.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"],
-                                               "client_id": public_app.client_id})
+    response = logged_in.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": public_app.client_id},
+    )
     assert response.status_code == 401 and response.json()["error"] == "invalid_client"
     TrustRule.objects.all().delete()
-    response = logged_in.post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"],
-                                               "client_id": public_app.client_id})
+    response = logged_in.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": public_app.client_id},
+    )
     assert response.status_code == 200, response.content
 
 
@@ -443,7 +477,9 @@ def test_checks_report_a_bad_mode_and_a_policy_left_out(settings):
 
     assert check_trust_and_throttling(None) == []
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TRUST_MODE": "lax"}
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER,
-                                "CIMD_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.cimd.AllowAllCIMDPermission",)}
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "CIMD_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.cimd.AllowAllCIMDPermission",),
+    }
     ids = sorted(message.id for message in check_trust_and_throttling(None))
     assert ids == ["mcp_oauth.E030", "mcp_oauth.W031"]

@@ -29,8 +29,11 @@ DAY = timedelta(days=1)
 
 def app(source="dcr", age=timedelta(days=60), last_used=None):
     application = Application.objects.create(
-        name=f"{source} client", client_type="public", authorization_grant_type="authorization-code",
-        redirect_uris="http://127.0.0.1/cb", registration_source=source,
+        name=f"{source} client",
+        client_type="public",
+        authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/cb",
+        registration_source=source,
     )
     Application.objects.filter(pk=application.pk).update(created=timezone.now() - age)
     if last_used is not None:
@@ -39,8 +42,12 @@ def app(source="dcr", age=timedelta(days=60), last_used=None):
 
 
 def access_token(application, user=None, expired_for=None, scope="mcp"):
-    token = AccessToken(user=user, application=application, scope=scope,
-                        expires=timezone.now() - expired_for if expired_for is not None else timezone.now() + DAY)
+    token = AccessToken(
+        user=user,
+        application=application,
+        scope=scope,
+        expires=timezone.now() - expired_for if expired_for is not None else timezone.now() + DAY,
+    )
     set_token_value(token, secrets.token_urlsafe(32))
     token.save()
     return token
@@ -71,8 +78,14 @@ def test_never_used_client_is_pruned_after_a_day(user):
 def test_client_with_a_pending_code_is_kept(user):
     waiting = app(age=2 * DAY)
     get_grant_model().objects.create(
-        user=user, application=waiting, code=secrets.token_urlsafe(16), expires=timezone.now() + timedelta(minutes=1),
-        redirect_uri="http://127.0.0.1/cb", scope="mcp", code_challenge="x" * 43, code_challenge_method="S256",
+        user=user,
+        application=waiting,
+        code=secrets.token_urlsafe(16),
+        expires=timezone.now() + timedelta(minutes=1),
+        redirect_uri="http://127.0.0.1/cb",
+        scope="mcp",
+        code_challenge="x" * 43,
+        code_challenge_method="S256",
     )
     assert pruned(waiting) == [False]
 

@@ -106,7 +106,10 @@ def run_client(node: str, live: Live, elicitation, tools=ALL_TOOLS, url_action: 
     capability = "none" if elicitation is None else json.dumps(elicitation)
     done = subprocess.run(
         [node, str(SCRIPT), live.mcp_url, live.token, capability, ",".join(tools), url_action],
-        cwd=JS_DIR, capture_output=True, text=True, timeout=180,
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, f"node exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -165,8 +168,12 @@ def test_form_only_clients_never_see_url_mode(node, live, elicitation):
     assert [r["method"] for r in report["serverRequests"]] == ["elicitation/create"]
 
     # URL mode is gated: tool errors that say where to go instead, never -32042 or mode "url".
-    assert_tool_error_naming_connections(report, live, "demo_profile", "This tool needs your Demo provider (this site) account connected.")
-    assert_tool_error_naming_connections(report, live, "set_api_key", "This tool needs a value you must type on this site's secure page.")
+    assert_tool_error_naming_connections(
+        report, live, "demo_profile", "This tool needs your Demo provider (this site) account connected."
+    )
+    assert_tool_error_naming_connections(
+        report, live, "set_api_key", "This tool needs a value you must type on this site's secure page."
+    )
     assert_no_url_mode(report)
 
     # set_api_key's request waits on the user's connections page: bound to no session, never sent
@@ -202,7 +209,10 @@ def test_url_capable_client_gets_url_mode(node, live):
     secret = Elicitation.objects.get(mode=Elicitation.Mode.URL, kind=Elicitation.Kind.SECRET)
     assert url_requests[0]["url"] == secret.url
     assert [h["answer"] for h in report["handled"] if h["mode"] == "url"] == [{"action": "decline"}]
-    assert tool_result(report, "set_api_key") == {"isError": False, "text": "You did not open the page; nothing was stored."}
+    assert tool_result(report, "set_api_key") == {
+        "isError": False,
+        "text": "You did not open the page; nothing was stored.",
+    }
     secret.refresh_from_db()
     assert secret.status == Elicitation.Status.DECLINED
 
@@ -213,8 +223,12 @@ def test_client_without_elicitation_gets_nothing(node, live):
     ask = tool_result(report, "ask_name")
     assert ask["isError"] is True
     assert "did not declare the elicitation capability" in ask["text"], ask["text"]
-    assert_tool_error_naming_connections(report, live, "demo_profile", "This tool needs your Demo provider (this site) account connected.")
-    assert_tool_error_naming_connections(report, live, "set_api_key", "This tool needs a value you must type on this site's secure page.")
+    assert_tool_error_naming_connections(
+        report, live, "demo_profile", "This tool needs your Demo provider (this site) account connected."
+    )
+    assert_tool_error_naming_connections(
+        report, live, "set_api_key", "This tool needs a value you must type on this site's secure page."
+    )
     assert report["elicitations"] == [] and report["serverRequests"] == [] and report["handled"] == []
     assert_no_url_mode(report)
     assert list(Elicitation.objects.values_list("mode", "kind", "session_id")) == [("url", "secret", None)]

@@ -47,7 +47,9 @@ def node() -> str:
         npm = shutil.which("npm")
         if npm is None:
             pytest.skip(f"npm is not installed: cannot install @modelcontextprotocol/client {CLIENT_VERSION}")
-        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, f"`npm ci` in tests/js failed:\n{done.stdout}\n{done.stderr}"
     assert _installed_version() == CLIENT_VERSION, "tests/js/node_modules does not hold the pinned 2.x client"
     return node
@@ -88,7 +90,11 @@ def test_typescript_sdk_2_pinned_to_2026_07_28(node, settings, user, public_app,
     assert all(w["protocolVersionHeader"] == "2026-07-28" for w in posts)
     assert all(w["mcpMethod"] == w["method"] for w in posts)
     calls = [w for w in posts if w["method"] == "tools/call"]
-    assert [(w["mcpName"], w["hasRequestState"]) for w in calls] == [("whoami", False), ("ask_name", False), ("ask_name", True)]
+    assert [(w["mcpName"], w["hasRequestState"]) for w in calls] == [
+        ("whoami", False),
+        ("ask_name", False),
+        ("ask_name", True),
+    ]
     assert not any(w["sessionId"] for w in report["wire"])
     assert "initialize" not in {w["method"] for w in posts}
     assert not McpSession.objects.exists()

@@ -25,7 +25,7 @@ from mcp_oauth.models import McpSession, McpSessionEvent
 from mcp_oauth.signals import ensure_default_resource
 from mcp_oauth.transport import enqueue_session_message
 from mcp_oauth.transport.sse import outbox_stream
-from mcp_oauth.transport.wakeup import WakeupHub, hub, session_topic
+from mcp_oauth.transport.wakeup import WakeupHub, hub
 
 from .live import free_port
 from .topology import REDIS_URL, asgi_worker
@@ -45,7 +45,9 @@ def redis_or_skip() -> None:
 
 @pytest.fixture
 def session(resource, user, public_app):
-    return McpSession.objects.create(user=user, application=public_app, resource=resource, protocol_version="2025-11-25")
+    return McpSession.objects.create(
+        user=user, application=public_app, resource=resource, protocol_version="2025-11-25"
+    )
 
 
 def test_subscription_keeps_a_wake_up_that_arrived_before_the_wait():
@@ -135,7 +137,7 @@ def test_a_missed_wake_up_is_recovered_by_the_safety_poll(session, settings):
         pending = asyncio.ensure_future(stream.__anext__())
         await asyncio.sleep(1.0)  # the safety poll learned the newest id
         # bulk_create sends no post_save: nobody publishes a wake-up for this row
-        rows = await sync_to_async(McpSessionEvent.objects.bulk_create)(
+        await sync_to_async(McpSessionEvent.objects.bulk_create)(
             [McpSessionEvent(session_id=session.pk, message={"jsonrpc": "2.0", **NOTE})]
         )
         started = time.monotonic()
@@ -187,10 +189,15 @@ def test_a_row_written_here_reaches_the_stream_of_another_process_at_once(settin
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": base, "WAKEUP_URL": REDIS_URL}
     resource = ensure_default_resource()
     token = mint_token(user, public_app, "mcp", resource.uri)
-    session = McpSession.objects.create(user=user, application=public_app, resource=resource,
-                                        protocol_version="2025-11-25")
-    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream", "Mcp-Session-Id": session.pk,
-               "MCP-Protocol-Version": "2025-11-25"}
+    session = McpSession.objects.create(
+        user=user, application=public_app, resource=resource, protocol_version="2025-11-25"
+    )
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "text/event-stream",
+        "Mcp-Session-Id": session.pk,
+        "MCP-Protocol-Version": "2025-11-25",
+    }
     env = {"MCP_WAKEUP_URL": REDIS_URL}
     if connection.vendor != "postgresql":
         pytest.skip("the worker process needs the shared PostgreSQL test database")

@@ -81,9 +81,22 @@ def asgi_worker(port: int, base_url: str, cache_prefix: str, **env: str) -> Iter
     }
     environment.pop("CELERY_BROKER_URL", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         wait_until_serving(process, port)

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_http_methods
 from oauth2_provider.models import get_application_model
 
 from ..grants import revoke_user_grants, user_grants
+from ..login import login_url
 from ..models import Consent
 from ..settings import mcp_oauth_settings
 from .views import UI_SECURITY_HEADERS
@@ -45,7 +46,7 @@ def _page(request: HttpRequest, status: int = 200, error: str = "") -> HttpRespo
 def connected_apps(request: HttpRequest) -> HttpResponse:
     """See the module docstring."""
     if not request.user.is_authenticated:
-        return _secure(redirect_to_login(request.get_full_path()))
+        return _secure(redirect_to_login(request.get_full_path(), login_url()))
     if request.method != "POST":
         return _page(request)
     action = request.POST.get("action")
@@ -54,17 +55,23 @@ def connected_apps(request: HttpRequest) -> HttpResponse:
         names = [grant.name for grant in user_grants(request.user)]
         revoke_user_grants(request.user, None, reason=REASON)
         if names:
-            messages.success(request, f"Access revoked for {len(names)} application{'s' if len(names) != 1 else ''}: {', '.join(names)}.")
+            messages.success(
+                request,
+                f"Access revoked for {len(names)} application{'s' if len(names) != 1 else ''}: {', '.join(names)}.",
+            )
         return _secure(HttpResponseRedirect(here, status=303))
     if action != "revoke":
-        return _page(request, 400, "Nothing was changed: the form did not say what to do. Use the Revoke buttons below.")
+        return _page(
+            request, 400, "Nothing was changed: the form did not say what to do. Use the Revoke buttons below."
+        )
     client_id = request.POST.get("client_id", "")
     application = None
     if client_id and len(client_id) <= 2000:
         application = get_application_model().objects.filter(client_id=client_id).first()
-    if application is None or not Consent.objects.filter(
-        user=request.user, application=application, revoked_at__isnull=True
-    ).exists():
+    if (
+        application is None
+        or not Consent.objects.filter(user=request.user, application=application, revoked_at__isnull=True).exists()
+    ):
         return _page(request, 400, "Nothing was changed: that application is not connected to your account.")
     count = revoke_user_grants(request.user, application, reason=REASON)
     name = application.name or application.client_id

@@ -22,8 +22,16 @@ from oauth2_provider.forms import AllowForm
 SESSION_KEY = "mcp_oauth_consent"
 #: Fields of the authorization request that the approval applies to.
 BOUND_FIELDS = (
-    "client_id", "redirect_uri", "scope", "state", "response_type", "code_challenge",
-    "code_challenge_method", "nonce", "claims", "resource",
+    "client_id",
+    "redirect_uri",
+    "scope",
+    "state",
+    "response_type",
+    "code_challenge",
+    "code_challenge_method",
+    "nonce",
+    "claims",
+    "resource",
 )
 TTL_SECONDS = 600
 MAX_PENDING = 10
@@ -96,7 +104,9 @@ class ConsentTransactionMixin(_MixinBase):
     def _error_page(self, error: str, description: str, status: int = 400):
         from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
-        return self.render_to_response({"error": CustomOAuth2Error(error=error, description=description)}, status=status)
+        return self.render_to_response(
+            {"error": CustomOAuth2Error(error=error, description=description)}, status=status
+        )
 
     def get(self, request, *args, **kwargs):
         if "approval_prompt" in request.GET:
@@ -132,7 +142,8 @@ class ConsentTransactionMixin(_MixinBase):
         fields = close_transaction(request, request.POST.get("transaction"))
         if fields is None:
             return self._error_page(
-                "invalid_request", "This consent form has expired or was already used. Start again from the application."
+                "invalid_request",
+                "This consent form has expired or was already used. Start again from the application.",
             )
         data = request.POST.copy()
         for name, value in fields.items():

@@ -21,22 +21,13 @@ from collections.abc import Callable
 from urllib.parse import unquote_plus
 
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 
+from ..errors import OAuthError, handle_oauth_errors
 from ..text import request_params_storable, storable
 
 #: Parameters that may repeat (RFC 8707 §2).
 REPEATABLE = frozenset({"resource"})
-
-
-def oauth_error(error: str, description: str, status: int = 400) -> JsonResponse:
-    """An RFC 6749 §5.2 error response, not cacheable."""
-    response = JsonResponse({"error": error, "error_description": description}, status=status)
-    response["Cache-Control"] = "no-store"
-    response["Pragma"] = "no-cache"
-    if status == 401:
-        response["WWW-Authenticate"] = 'Basic realm="oauth"'
-    return response
 
 
 def check_basic_credentials(header: str | None) -> bool:
@@ -56,22 +47,29 @@ def guard_oauth_form(view: Callable) -> Callable:
     """Decorate a form-encoded OAuth endpoint with the checks of this module."""
 
     @functools.wraps(view)
+    @handle_oauth_errors
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if request.method == "POST":
             try:
                 post = request.POST
             except RequestDataTooBig:
-                return oauth_error("invalid_request", "The request body is too large.", status=413)
+                raise OAuthError("invalid_request", "The request body is too large.", status=413) from None
             except TooManyFieldsSent:
-                return oauth_error("invalid_request", "The request has too many parameters.", status=413)
+                raise OAuthError("invalid_request", "The request has too many parameters.", status=413) from None
             for params in (request.GET, post):
                 for key, values in params.lists():
                     if len(values) > 1 and key not in REPEATABLE:
-                        return oauth_error("invalid_request", f"The parameter {key} is repeated.")
+                        raise OAuthError("invalid_request", f"The parameter {key} is repeated.")
             if not request_params_storable(request):
-                return oauth_error("invalid_request", "Parameters must be text without NUL characters.")
+                raise OAuthError("invalid_request", "Parameters must be text without NUL characters.")
             if not check_basic_credentials(request.headers.get("Authorization")):
-                return oauth_error("invalid_client", "The client credentials are malformed.", status=401)
+                # RFC 6749 §5.2: the challenge names the scheme the client used.
+                raise OAuthError(
+                    "invalid_client",
+                    "The client credentials are malformed.",
+                    status=401,
+                    www_authenticate='Basic realm="oauth"',
+                )
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -21,6 +21,7 @@ from ..models import ProtectedResource
 from ..origins import as_requested
 from ..resource_server.challenges import PRM_WELL_KNOWN
 from ..resources import InvalidResource
+from ..scopes import advertised
 from ..settings import mcp_oauth_settings
 
 
@@ -85,7 +86,8 @@ def protected_resource_metadata(resource: ProtectedResource, request: HttpReques
     data = {
         "resource": as_requested(resource.uri, request),
         "authorization_servers": [mcp_oauth_settings.issuer],
-        "scopes_supported": resource.scope_list or sorted(oauth2_settings.SCOPES),
+        # never offline_access (MCP 2026-07-28): refresh tokens are the AS's business
+        "scopes_supported": advertised(resource.scope_list or sorted(oauth2_settings.SCOPES)),
         "bearer_methods_supported": ["header"],
     }
     if resource.name:

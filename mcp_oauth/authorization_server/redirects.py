@@ -24,7 +24,7 @@ _LOOPBACK_PORT = re.compile(r"^(http://(?:127\.0\.0\.1|\[::1\]|localhost))(?::\d
 
 def _without_loopback_port(uri: str) -> str | None:
     match = _LOOPBACK_PORT.match(uri)
-    return None if match is None else match.group(1) + uri[match.end():]
+    return None if match is None else match.group(1) + uri[match.end() :]
 
 
 def redirect_uri_registered(uri: str, registered: list[str]) -> bool:

@@ -26,21 +26,37 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import csrf_exempt
+from oauth2_provider.compat import login_not_required
 from oauth2_provider.dcr import IsAuthenticatedDCRPermission
 from oauth2_provider.models import get_application_model
+from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import DynamicClientRegistrationManagementView, DynamicClientRegistrationView
 
 from .. import throttling, trust
+from ..adapter import get_adapter
 from ..audit import record
+from ..errors import OAuthError, OAuthErrorMixin
 from ..loopback import is_loopback_host
 from ..models import AuditEvent, ClientProfile
 from ..settings import mcp_oauth_settings
 from ..text import storable
 
 #: Client metadata (RFC 7591 §2) that is stored and echoed back when accepted.
-ECHOED_STRING_FIELDS = ("client_name", "scope", "client_uri", "logo_uri", "tos_uri", "policy_uri",
-                        "software_id", "software_version", "application_type", "jwks_uri")
+ECHOED_STRING_FIELDS = (
+    "client_name",
+    "scope",
+    "client_uri",
+    "logo_uri",
+    "tos_uri",
+    "policy_uri",
+    "software_id",
+    "software_version",
+    "application_type",
+    "jwks_uri",
+)
 URI_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "jwks_uri")
 AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
@@ -48,19 +64,12 @@ GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
 MAX_LENGTHS = {"client_name": 255, "client_uri": 500, "logo_uri": 500, "tos_uri": 2000, "policy_uri": 2000}
 
 
-class RegistrationError(Exception):
-    """A refused registration: ``error`` is an RFC 7591 §3.2.2 code, the message names the field."""
+class RegistrationError(OAuthError):
+    """A refused registration (RFC 7591 §3.2.2): HTTP 400, ``error`` is ``invalid_client_metadata``,
+    ``invalid_redirect_uri`` or ``invalid_software_statement``, the description names the field."""
 
     def __init__(self, error: str, description: str) -> None:
-        super().__init__(description)
-        self.error = error
-        self.description = description
-
-
-def _error(error: str, description: str, status: int = 400) -> HttpResponse:
-    response = JsonResponse({"error": error, "error_description": description}, status=status)
-    response["Cache-Control"] = "no-store"
-    return response
+        super().__init__(error, description, status=400)
 
 
 def parse_body(request: HttpRequest) -> dict[str, Any]:
@@ -137,7 +146,7 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, str) and len(value) > limit:
             raise RegistrationError("invalid_client_metadata", f"{name} is longer than {limit} characters.")
     if "scope" in accepted:
-        unknown = sorted(set(accepted["scope"].split()) - set(oauth2_settings.SCOPES))
+        unknown = sorted(set(accepted["scope"].split()) - set(get_scopes_backend().get_all_scopes()))
         if unknown:
             raise RegistrationError("invalid_client_metadata", f"scope: unknown scope(s) {' '.join(unknown)}.")
     if "contacts" in data:
@@ -148,17 +157,107 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
     grant_types = data.get("grant_types", ["authorization_code"])
     if not isinstance(grant_types, list) or not all(isinstance(g, str) for g in grant_types):
         raise RegistrationError("invalid_client_metadata", "grant_types must be an array of strings.")
-    refused = sorted(set(grant_types) - set(GRANT_TYPES))
-    if refused:
+    # RFC 7591 §2: values the server does not support are left out (e.g. the device grant
+    # desktop clients list), not refused; registering needs one grant this server issues.
+    supported = [g for g in dict.fromkeys(grant_types) if g in GRANT_TYPES]
+    primary = [g for g in supported if g != "refresh_token"]
+    if not primary:
         raise RegistrationError(
             "invalid_client_metadata",
-            f"grant_types: {', '.join(refused)} not supported; use {', '.join(GRANT_TYPES)}.",
+            f"grant_types: none of {', '.join(grant_types) or '[]'} can be used here; "
+            "register authorization_code (with refresh_token) or client_credentials.",
         )
+    if len(primary) > 1:
+        raise RegistrationError(
+            "invalid_client_metadata", "grant_types: register authorization_code or client_credentials, not both."
+        )
+    accepted["grant_types"] = supported
     if "response_types" in data:
-        if data["response_types"] != ["code"]:
-            raise RegistrationError("invalid_client_metadata", 'response_types: only ["code"] is supported.')
-        accepted["response_types"] = ["code"]
+        response_types = data["response_types"]
+        if not isinstance(response_types, list) or not all(isinstance(r, str) for r in response_types):
+            raise RegistrationError("invalid_client_metadata", "response_types must be an array of strings.")
+        if primary == ["authorization_code"] and "code" not in response_types:
+            raise RegistrationError(
+                "invalid_client_metadata", 'response_types: the authorization_code grant needs ["code"].'
+            )
+        accepted["response_types"] = ["code"] if "code" in response_types else []
+    check_application_type(data, accepted, redirect_uris)
+    check_software_statement(data)
     return accepted
+
+
+#: RFC 8252 §7.3 / OpenID Connect Registration ``application_type`` values.
+APPLICATION_TYPES = ("native", "web")
+
+
+def check_application_type(data: dict[str, Any], accepted: dict[str, Any], redirect_uris: list) -> None:
+    """``application_type`` (MCP 2026-07-28 registration; OpenID Connect Registration §2).
+
+    ``native`` (desktop, CLI: RFC 8252) may only use loopback ``http`` redirect URIs (any port,
+    RFC 8252 §7.3); private-use URI schemes are not offered by this server. ``web`` may only
+    use ``https`` redirect URIs. Without ``application_type`` the redirect URIs alone are checked
+    (https, or http on a loopback host) and nothing is echoed.
+
+    :raises RegistrationError: ``invalid_client_metadata`` for another value,
+        ``invalid_redirect_uri`` for a redirect URI the type may not use (naming both).
+    """
+    if "application_type" not in data or data["application_type"] is None:
+        return
+    kind = data["application_type"]
+    if kind not in APPLICATION_TYPES:
+        raise RegistrationError("invalid_client_metadata", "application_type must be native or web.")
+    for uri in redirect_uris:
+        scheme = urlsplit(uri).scheme
+        if kind == "web" and scheme != "https":
+            raise RegistrationError(
+                "invalid_redirect_uri",
+                f"redirect_uris: {uri!r} is not https; application_type web may only use https redirect URIs.",
+            )
+        if kind == "native" and scheme != "http":
+            raise RegistrationError(
+                "invalid_redirect_uri",
+                f"redirect_uris: {uri!r} is not a loopback redirect; application_type native may only use "
+                "http://127.0.0.1, http://[::1] or http://localhost redirect URIs (RFC 8252 §7.3).",
+            )
+    accepted["application_type"] = kind
+
+
+def check_software_statement(data: dict[str, Any]) -> None:
+    """RFC 7591 §2.3: this server trusts no software-statement issuer, so a well-formed statement is
+    ignored; one that is not a compact JWS (three base64url parts) is refused.
+
+    :raises RegistrationError: ``invalid_software_statement``.
+    """
+    if "software_statement" not in data:
+        return
+    statement = data["software_statement"]
+    parts = statement.split(".") if isinstance(statement, str) else []
+    alphabet = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    if (
+        len(parts) != 3
+        or not all(part and set(part) <= alphabet for part in parts[:2])
+        or not set(parts[2]) <= alphabet
+    ):
+        raise RegistrationError(
+            "invalid_software_statement", "software_statement must be a signed JWT (RFC 7591 §2.3)."
+        )
+
+
+def dot_document(data: dict[str, Any], accepted: dict[str, Any]) -> bytes:
+    """The registration request as DOT's view reads it: the accepted grant types only."""
+    document = {key: value for key, value in data.items() if key not in ("grant_types", "response_types")}
+    document["grant_types"] = accepted["grant_types"]
+    if accepted.get("response_types"):
+        document["response_types"] = accepted["response_types"]
+    return json.dumps(document).encode()
+
+
+#: The refusal of an anonymous confidential registration (see :class:`AnonymousPublicClientPermission`).
+ANONYMOUS_CONFIDENTIAL = RegistrationError(
+    "invalid_client_metadata",
+    'token_endpoint_auth_method: anonymous registration is open to public clients only ("none"); '
+    "a confidential client is pre-registered by the site's administrators or registered by a logged-in user.",
+)
 
 
 class AnonymousPublicClientPermission:
@@ -180,34 +279,36 @@ class AnonymousPublicClientPermission:
         return IsAuthenticatedDCRPermission().has_permission(request)
 
 
-class MCPRegistrationView(DynamicClientRegistrationView):
+@method_decorator(csrf_exempt, name="dispatch")  # as DOT's view (its session case is checked by its permission)
+@method_decorator(login_not_required, name="dispatch")
+class MCPRegistrationView(OAuthErrorMixin, DynamicClientRegistrationView):
     """``POST /oauth/register`` (RFC 7591 §3); see the module docstring."""
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        limited = throttling.throttled(request, "register")
-        if limited is not None:
-            return limited
-        try:
-            accepted = validate_metadata(parse_body(request))
-        except RegistrationError as exc:
-            return _error(exc.error, exc.description)
+        """Register a client (RFC 7591 §3.1) or answer 400 naming the field (§3.2.2).
+
+        :raises OAuthError: rendered by :class:`~mcp_oauth.errors.OAuthErrorMixin`: 429 ``slow_down``
+            (throttled), 400 ``invalid_client_metadata`` / ``invalid_redirect_uri`` /
+            ``invalid_software_statement`` (metadata, trust policy, anonymous confidential client).
+        """
+        throttling.enforce(request, "register")
+        data = parse_body(request)
+        accepted = validate_metadata(data)
         for permission_class in oauth2_settings.DCR_REGISTRATION_PERMISSION_CLASSES or ():
             permission = permission_class()
             if not permission.has_permission(request):
-                denial = getattr(permission, "denial", None)  # (error, description, status)
-                if denial:
-                    return _error(*denial)
-                return _error(
-                    "access_denied",
-                    "Anonymous registration is open to public clients only "
-                    '(token_endpoint_auth_method "none"); log in to register a confidential client.',
-                    status=401,
-                )
+                if getattr(permission, "denial", None):  # the trust policy refused the redirect URIs
+                    raise RegistrationError(
+                        "invalid_redirect_uri",
+                        "redirect_uris: this server's client policy does not accept this registration; "
+                        "ask the site's administrators to allow it.",
+                    )
+                raise ANONYMOUS_CONFIDENTIAL
+        request._body = dot_document(data, accepted)
         with transaction.atomic():
             response = super().post(request, *args, **kwargs)
             if response.status_code != 201:
-                response["Cache-Control"] = "no-store"
-                return response
+                raise as_oauth_error(response)
             body = json.loads(response.content)
             application = get_application_model().objects.get(client_id=body["client_id"])
             profile = ClientProfile.objects.create(
@@ -216,7 +317,7 @@ class MCPRegistrationView(DynamicClientRegistrationView):
                 client_uri=accepted.get("client_uri", ""),
                 logo_uri=accepted.get("logo_uri", ""),
             )
-        verdict = trust.evaluate_application(application)
+        verdict = get_adapter().trust_verdict(application)
         record(
             AuditEvent.Kind.CLIENT_REGISTERED,
             request=request,
@@ -248,14 +349,41 @@ def registration_client_uri(application) -> str:
     )
 
 
-class MCPRegistrationManagementView(DynamicClientRegistrationManagementView):
+def as_oauth_error(response: HttpResponse) -> OAuthError:
+    """DOT's own JSON error answer as an :class:`~mcp_oauth.errors.OAuthError`, so the one renderer
+    adds what DOT leaves out (``WWW-Authenticate`` on its 401s, RFC 6750 §3; ``no-store``)."""
+    try:
+        body = json.loads(response.content or b"{}")
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    return OAuthError(
+        body.get("error") or "invalid_request", str(body.get("error_description") or ""), status=response.status_code
+    )
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+@method_decorator(login_not_required, name="dispatch")
+class MCPRegistrationManagementView(OAuthErrorMixin, DynamicClientRegistrationManagementView):
     """RFC 7592 client configuration endpoint (GET/PUT/DELETE ``/oauth/register/<client_id>``).
 
     A PUT goes through the same checks as a registration (:func:`validate_metadata`: https or
     loopback redirect URIs, supported grant types and auth methods, no NUL, lengths), so a
     client cannot rewrite itself into something registration refuses. Answers carry the same
-    complete metadata as registration (RFC 7591 §3.2.1) and ``Cache-Control: no-store``.
+    complete metadata as registration (RFC 7591 §3.2.1) and ``Cache-Control: no-store``; a
+    missing or invalid registration access token gets 401 ``invalid_token`` with its Bearer
+    challenge (RFC 7592 §3, RFC 6750 §3).
     """
+
+    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        response = super().dispatch(request, *args, **kwargs)
+        if (
+            response.status_code >= 400
+            and response.get("Content-Type", "").startswith("application/json")
+            and "WWW-Authenticate" not in response
+        ):
+            return as_oauth_error(response).response()
+        return response
 
     def _complete(self, response: HttpResponse, accepted: dict[str, Any] | None = None) -> HttpResponse:
         if response.status_code == 200 and response.get("Content-Type", "").startswith("application/json"):
@@ -280,27 +408,32 @@ class MCPRegistrationManagementView(DynamicClientRegistrationManagementView):
         return self._complete(super().get(request, client_id, *args, **kwargs))
 
     def put(self, request: HttpRequest, client_id: str, *args, **kwargs) -> HttpResponse:
-        try:
-            data = parse_body(request)
-            accepted = validate_metadata(data)
-        except RegistrationError as exc:
-            return _error(exc.error, exc.description)
-        # The trust policy applies to the new redirect URIs as to a registration (403 access_denied),
+        """RFC 7592 §2.2 update; refusals as :meth:`MCPRegistrationView.post` (400 naming the field)."""
+        data = parse_body(request)
+        accepted = validate_metadata(data)
+        # The trust policy applies to the new redirect URIs as to a registration,
         # once the registration access token is verified (DOT checks it again below).
         authenticated = self._authenticate_registration_request(request, client_id)
-        if not isinstance(authenticated, HttpResponse):
-            verdict = trust.evaluate(client_id=client_id, redirect_uris=data.get("redirect_uris") or [],
-                                     registration_source=authenticated.application.registration_source)
-            if verdict.decision == trust.DENIED:
-                trust.record_denial(verdict, request=request, client_id=client_id, stage="registration update")
-                return _error("access_denied", "This server's client policy does not accept these redirect URIs.", 403)
+        if isinstance(authenticated, HttpResponse):
+            return authenticated
+        verdict = trust.evaluate(
+            client_id=client_id,
+            redirect_uris=data.get("redirect_uris") or [],
+            registration_source=authenticated.application.registration_source,
+        )
+        if verdict.decision == trust.DENIED:
+            trust.record_denial(verdict, request=request, client_id=client_id, stage="registration update")
+            raise RegistrationError(
+                "invalid_redirect_uri",
+                "redirect_uris: this server's client policy does not accept these redirect URIs.",
+            )
         if accepted["token_endpoint_auth_method"] != "none" and not mcp_oauth_settings.DCR_ALLOW_ANONYMOUS_CONFIDENTIAL:
-            application = get_application_model().objects.filter(client_id=client_id).first()
-            if application is None or application.client_type != "confidential":
-                return _error(
+            if authenticated.application.client_type != "confidential":
+                raise RegistrationError(
                     "invalid_client_metadata",
                     "token_endpoint_auth_method: a public client cannot become confidential.",
                 )
+        request._body = dot_document(data, accepted)
         with transaction.atomic():
             return self._complete(super().put(request, client_id, *args, **kwargs), accepted)
 

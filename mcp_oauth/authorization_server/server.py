@@ -24,8 +24,15 @@ from oauthlib.oauth2.rfc6749.tokens import BearerToken
 class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, ResourceEndpoint, RevocationEndpoint):
     """Same constructor as ``oauthlib.oauth2.Server``; extra keyword arguments (DOT's device-flow ones) are ignored."""
 
-    def __init__(self, request_validator, token_expires_in=None, token_generator=None, refresh_token_generator=None,
-                 *args, **kwargs):
+    def __init__(
+        self,
+        request_validator,
+        token_expires_in=None,
+        token_generator=None,
+        refresh_token_generator=None,
+        *args,
+        **kwargs,
+    ):
         self.auth_grant = AuthorizationCodeGrant(request_validator)
         self.credentials_grant = ClientCredentialsGrant(request_validator)
         self.refresh_grant = RefreshTokenGrant(request_validator)

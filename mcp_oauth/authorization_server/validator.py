@@ -22,15 +22,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-from datetime import timedelta
+from urllib.parse import urlsplit
 
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
-from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from .. import trust
+from ..adapter import get_adapter
 from ..audit import record
 from ..cimd.validator import CIMDValidatorMixin
 from ..client_secrets import check_client_secret
@@ -38,6 +38,7 @@ from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
 from .redirects import redirect_scheme_allowed, redirect_uri_registered
 from .resources import InvalidTarget, select_resource
+from .rotation import RefreshRotationMixin
 
 
 def _checksum(value: str) -> str:
@@ -48,7 +49,7 @@ def _s256(verifier: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode("ascii", "replace")).digest()).rstrip(b"=").decode()
 
 
-class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
+class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validator):
     """``OAUTH2_VALIDATOR_CLASS`` of the MCP profile (installed by default)."""
 
     def _check_secret(self, provided_secret, stored_secret) -> bool:
@@ -82,8 +83,12 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
             request.resource = [select_resource(requested).uri] if requested else []
         except InvalidTarget as exc:
             # Audited by save_bearer_token once its transaction is rolled back.
-            request._mcp_invalid_resource = {"endpoint": "token", "grant_type": request.grant_type,
-                                             "resource": requested, "description": str(exc)}
+            request._mcp_invalid_resource = {
+                "endpoint": "token",
+                "grant_type": request.grant_type,
+                "resource": requested,
+                "description": str(exc),
+            }
             raise errors.CustomOAuth2Error(error="invalid_target", description=str(exc), request=request) from None
         # DOT: narrowing against the grant / refresh token, inheritance when omitted.
         super()._check_and_set_request_resource(request)
@@ -91,16 +96,17 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
             try:
                 request.resource = [select_resource([]).uri]
             except InvalidTarget as exc:
-                raise errors.CustomOAuth2Error(
-                    error="invalid_target", description=str(exc), request=request
-                ) from None
+                raise errors.CustomOAuth2Error(error="invalid_target", description=str(exc), request=request) from None
 
     # --- code replay -----------------------------------------------------------------
 
     def validate_code(self, client_id, code, client, request, *args, **kwargs) -> bool:
         if super().validate_code(client_id, code, client, request, *args, **kwargs):
             request._mcp_code_challenge = (
-                get_grant_model().objects.filter(code=code, application=client).values_list("code_challenge", flat=True).first()
+                get_grant_model()
+                .objects.filter(code=code, application=client)
+                .values_list("code_challenge", flat=True)
+                .first()
                 or ""
             )
             return True
@@ -112,7 +118,9 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
         if redeemed is None:
             return
         verifier = getattr(request, "code_verifier", None) or ""
-        if not (redeemed.code_challenge and verifier and secrets.compare_digest(_s256(verifier), redeemed.code_challenge)):
+        if not (
+            redeemed.code_challenge and verifier and secrets.compare_digest(_s256(verifier), redeemed.code_challenge)
+        ):
             return
         if redeemed.access_token_id is not None:
             access_token = get_access_token_model().objects.filter(pk=redeemed.access_token_id).first()
@@ -134,6 +142,28 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
         request._mcp_token_family = getattr(refresh_token, "token_family", None)
         return refresh_token
 
+    def save_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
+        """Store the code; a ``code_challenge`` seen before (on a pending or a redeemed code) is recorded as a
+        suspicious ``pkce.challenge_reused`` event (RFC 9700 §2.1.1: a challenge is per authorization request).
+
+        The code is still issued: the verifier stays secret, so a replayed challenge alone gains nothing,
+        but a client that reuses its PKCE pair, or a copied authorization request, shows in the audit log.
+        """
+        challenge = getattr(request, "code_challenge", None) or ""
+        reused = bool(challenge) and (
+            get_grant_model().objects.filter(code_challenge=challenge).exists()
+            or RedeemedAuthorizationCode.objects.filter(code_challenge=challenge).exists()
+        )
+        super().save_authorization_code(client_id, code, request, *args, **kwargs)
+        if reused:
+            record(
+                AuditEvent.Kind.PKCE_CHALLENGE_REUSED,
+                request=request,
+                user=request.user if getattr(request.user, "pk", None) else None,
+                client_id=getattr(request.client, "client_id", "") or client_id or "",
+                detail={"redirect_host": urlsplit(getattr(request, "redirect_uri", "") or "").hostname},
+            )
+
     def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
         super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
         RedeemedAuthorizationCode.objects.create(
@@ -152,7 +182,7 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
         # and the authorization view applies the policy itself (with an error page).
         if client is None or not getattr(request, "grant_type", None):
             return client
-        verdict = trust.evaluate_application(client)
+        verdict = get_adapter().trust_verdict(client)
         if verdict.allowed:
             return client
         if not getattr(request, "_mcp_trust_recorded", False):
@@ -169,8 +199,12 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
         except errors.OAuth2Error:
             invalid = getattr(request, "_mcp_invalid_resource", None)
             if invalid is not None:
-                record(AuditEvent.Kind.INVALID_RESOURCE, request=request,
-                       client_id=getattr(request.client, "client_id", "") or "", detail=invalid)
+                record(
+                    AuditEvent.Kind.INVALID_RESOURCE,
+                    request=request,
+                    client_id=getattr(request.client, "client_id", "") or "",
+                    detail=invalid,
+                )
             raise
         client = request.client
         refreshed = request.grant_type == "refresh_token"
@@ -186,6 +220,7 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
                 "resource": list(getattr(request, "resource", None) or []),
                 "expires_in": token.get("expires_in"),
                 "refresh_token_issued": "refresh_token" in token,
+                **({"grace_sibling": True} if getattr(request, "_mcp_generation", (None, False))[1] else {}),
             },
         )
         now = timezone.now()
@@ -193,47 +228,15 @@ class MCPOAuth2Validator(CIMDValidatorMixin, OAuth2Validator):
             ClientProfile.objects.get_or_create(application=client, defaults={"last_used_at": now})
         return result
 
-    def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
-        reuse = self._is_refresh_reuse(refresh_token)
-        valid = super().validate_refresh_token(refresh_token, client, request, *args, **kwargs)
-        if not valid and reuse is not None:
-            record(
-                AuditEvent.Kind.REFRESH_TOKEN_REUSE,
-                request=request,
-                user=reuse.user,
-                client_id=getattr(reuse.application, "client_id", ""),
-                detail={
-                    "presented_by": getattr(client, "client_id", None),
-                    "revoked_at": reuse.revoked.isoformat(),
-                    "family_revoked": bool(oauth2_settings.REFRESH_TOKEN_REUSE_PROTECTION and reuse.token_family),
-                },
-            )
-        return valid
-
-    @staticmethod
-    def _is_refresh_reuse(refresh_token: str):
-        """The revoked refresh token ``refresh_token`` names when presenting it is a reuse, else None.
-
-        Mirrors DOT's rule (RFC 9700 §4.14.2): a revoked token is reused when it was revoked
-        before the grace period or never superseded by a rotation.
-        """
-        RefreshToken = get_refresh_token_model()
-        rows = RefreshToken.objects.filter(token_checksum=_checksum(refresh_token)).select_related("application", "user")
-        if rows.filter(revoked__isnull=True).exists():
-            return None
-        rt = rows.order_by("-revoked").first()
-        if rt is None:
-            return None
-        grace_expired = rt.revoked <= timezone.now() - timedelta(seconds=oauth2_settings.REFRESH_TOKEN_GRACE_PERIOD_SECONDS)
-        superseded = get_access_token_model().objects.filter(source_refresh_token=rt).exists()
-        return rt if (grace_expired or not superseded) else None
-
     def revoke_token(self, token, token_type_hint, request, *args, **kwargs):
         application_pk = getattr(request.client, "pk", None)
         checksum = _checksum(token)
         found = None
         if application_pk is not None:
-            for model, kind in ((get_access_token_model(), "access_token"), (get_refresh_token_model(), "refresh_token")):
+            for model, kind in (
+                (get_access_token_model(), "access_token"),
+                (get_refresh_token_model(), "refresh_token"),
+            ):
                 row = model.objects.filter(token_checksum=checksum, application_id=application_pk).first()
                 if row is not None and (kind == "access_token" or row.revoked is None):
                     found = (row, kind)

@@ -22,6 +22,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
@@ -33,9 +34,10 @@ from oauth2_provider.views.mixins import OAuthLibMixin
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
 from .. import throttling, trust
+from ..adapter import get_adapter
 from ..audit import record
+from ..errors import OAuthError
 from ..login import login_url
-from ..loopback import is_loopback_host
 from ..models import AuditEvent, Consent, ProtectedResource
 from ..settings import mcp_oauth_settings
 from .consent import ConsentTransactionMixin
@@ -51,27 +53,8 @@ UI_SECURITY_HEADERS = {
 
 
 def describe_client(application, verdict: trust.Verdict | None = None) -> dict:
-    """What the consent page says about a client (MCP "Client ID Metadata Documents" security, CIMD §8.5).
-
-    Returns ``{"name", "client_id_host", "registration_source", "redirect_hosts", "all_loopback",
-    "trust"}``; ``trust`` is the :mod:`mcp_oauth.trust` verdict (``trusted`` or ``unknown`` on a
-    consent page), evaluated when ``verdict`` is not given.
-    """
-    if verdict is None:
-        verdict = trust.evaluate_application(application)
-    redirect_uris = application.redirect_uris.split()
-    hosts = [urlsplit(uri).hostname or uri for uri in redirect_uris]
-    client_id_host = None
-    if application.client_id.startswith("https://"):
-        client_id_host = urlsplit(application.client_id).hostname
-    return {
-        "name": application.name or application.client_id,
-        "client_id_host": client_id_host,
-        "registration_source": application.registration_source,
-        "redirect_hosts": list(dict.fromkeys(hosts)),
-        "all_loopback": bool(redirect_uris) and all(is_loopback_host(urlsplit(u).hostname) for u in redirect_uris),
-        "trust": verdict.decision,
-    }
+    """What the consent page says about a client: :meth:`mcp_oauth.adapter.DefaultMCPAdapter.describe_client`."""
+    return get_adapter().describe_client(application, verdict)
 
 
 def _request_error(description: str, credentials: dict, error_class=oauth_errors.InvalidRequestError):
@@ -118,7 +101,9 @@ def check_pkce(params, credentials: dict) -> None:
     if not params.get("code_challenge"):
         raise _request_error("code_challenge is required (PKCE with S256).", credentials)
     if not CODE_CHALLENGE_RE.match(params.get("code_challenge")):
-        raise _request_error("code_challenge must be 43-128 characters of [A-Za-z0-9-._~] (RFC 7636 §4.2).", credentials)
+        raise _request_error(
+            "code_challenge must be 43-128 characters of [A-Za-z0-9-._~] (RFC 7636 §4.2).", credentials
+        )
     method = params.get("code_challenge_method")
     if not method:
         raise _request_error("code_challenge_method is required and must be S256.", credentials)
@@ -153,8 +138,11 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         if retry_after is None:
             return None
         if "text/html" not in request.META.get("HTTP_ACCEPT", ""):
-            return throttling.json_response(retry_after, "temporarily_unavailable")
-        error = {"error": "temporarily_unavailable", "description": "Too many requests. Please wait a moment and try again."}
+            return throttling.throttle_error(retry_after, "temporarily_unavailable").response()
+        error = {
+            "error": "temporarily_unavailable",
+            "description": "Too many requests. Please wait a moment and try again.",
+        }
         response = TemplateResponse(request, self.get_template_names(), {"error": error}, status=429)
         response["Retry-After"] = str(retry_after)
         return response
@@ -174,10 +162,10 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         from oauth2_provider.settings import oauth2_settings
 
         if application is not None:
-            verdict = trust.evaluate_application(application)
+            verdict = get_adapter().trust_verdict(application)
             client_id = application.client_id
         elif oauth2_settings.CIMD_ENABLED and is_cimd_client_id(client_id):
-            verdict = trust.evaluate(client_id=client_id, registration_source=trust.CIMD)
+            verdict = get_adapter().trust_verdict(client_id=client_id, registration_source=trust.CIMD)
         else:
             return None
         if not verdict.allowed:
@@ -197,6 +185,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             application = None
         verdict = self.check_trust(request, application=application, client_id=client_id)
         scopes, credentials = super().validate_authorization_request(request)
+        self.mcp_credentials = credentials
         if application is None:
             # First sight of a CIMD client: DOT has just fetched and stored it; judge it whole
             # (its redirect hosts are known now).
@@ -248,8 +237,13 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             return self.error_response(error, application)
         form.cleaned_data["resource"] = resource.uri
         response = super().form_valid(form)
-        self._record_consent(application, response, allow=bool(form.cleaned_data.get("allow")),
-                             scopes=form.cleaned_data.get("scope") or "", resource=resource.uri)
+        self._record_consent(
+            application,
+            response,
+            allow=bool(form.cleaned_data.get("allow")),
+            scopes=form.cleaned_data.get("scope") or "",
+            resource=resource.uri,
+        )
         return response
 
     def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
@@ -260,13 +254,19 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
 
             application = get_application_model().objects.filter(client_id=request.GET.get("client_id")).first()
             if application is not None:
-                self._record_consent(application, response, allow=True, scopes=request.GET.get("scope") or "",
-                                     resource=getattr(getattr(self, "mcp_resource", None), "uri", None),
-                                     automatic=True)
+                self._record_consent(
+                    application,
+                    response,
+                    allow=True,
+                    scopes=request.GET.get("scope") or "",
+                    resource=getattr(getattr(self, "mcp_resource", None), "uri", None),
+                    automatic=True,
+                )
         return response
 
-    def _record_consent(self, application, response, *, allow: bool, scopes: str, resource: str | None,
-                        automatic: bool = False) -> None:
+    def _record_consent(
+        self, application, response, *, allow: bool, scopes: str, resource: str | None, automatic: bool = False
+    ) -> None:
         """Audit the user's answer and keep the :class:`~mcp_oauth.models.Consent` up to date.
 
         Only answers that reached the client count: a redirect carrying ``code`` (granted) or
@@ -281,7 +281,9 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             if automatic:
                 detail["automatic"] = True
             Consent.record_grant(self.request.user, application, scopes.split(), resource)
-            record(AuditEvent.Kind.CONSENT_GRANTED, request=self.request, client_id=application.client_id, detail=detail)
+            record(
+                AuditEvent.Kind.CONSENT_GRANTED, request=self.request, client_id=application.client_id, detail=detail
+            )
         elif not allow and query.get("error") == ["access_denied"]:
             record(AuditEvent.Kind.CONSENT_DENIED, request=self.request, client_id=application.client_id, detail=detail)
 
@@ -290,7 +292,48 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         if redirect:
             url = _add_iss_to_redirect(response["url"], mcp_oauth_settings.issuer)
             return self.redirect(url, application)
-        return self.render_to_response(response, status=response["error"].status_code)
+        page = self.render_to_response(response, status=response["error"].status_code)
+        retry_after = getattr(response["error"], "retry_after", None)
+        if retry_after:  # temporarily_unavailable (a CIMD document that could not be fetched yet)
+            page["Retry-After"] = str(retry_after)
+        return page
+
+    def render_to_response(self, context, **response_kwargs):
+        """The consent page, unless the adapter approves this request without it (:meth:`can_skip_consent`)."""
+        application = context.get("application") if isinstance(context, dict) else None
+        credentials = getattr(self, "mcp_credentials", None)
+        if (
+            self.request.method == "GET"
+            and application is not None
+            and "form" in context
+            and credentials
+            and self.request.user.is_authenticated
+            and get_adapter().can_skip_consent(
+                self.request,
+                application,
+                list(context.get("scopes") or []),
+                getattr(getattr(self, "mcp_resource", None), "uri", None),
+            )
+        ):
+            try:
+                uri, _headers, _body, _status = self.create_authorization_response(
+                    request=self.request,
+                    scopes=" ".join(context.get("scopes") or []),
+                    credentials=credentials,
+                    allow=True,
+                )
+            except OAuthToolkitError as error:
+                return self.error_response(error, application)
+            return self.redirect(uri, application)
+        return super().render_to_response(context, **response_kwargs)
+
+    def redirect(self, redirect_to, application):
+        """DOT's redirect to the client; after the consent POST it is a 303 See Other (RFC 9700 §4.12:
+        never 307, which would replay the form to the client; OAuth 2.1 §7.5.3)."""
+        response = super().redirect(redirect_to, application)
+        if self.request.method == "POST":
+            response.status_code = 303
+        return response
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -302,7 +345,9 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             resource = ProtectedResource.objects.filter(uri=kwargs["resource"]).first()
         context["protected_resource"] = resource
         context["redirect_host"] = urlsplit(kwargs.get("redirect_uri") or "").hostname
-        context["scope_items"] = list(zip(kwargs.get("scopes", []), kwargs.get("scopes_descriptions", []), strict=False))
+        context["scope_items"] = list(
+            zip(kwargs.get("scopes", []), kwargs.get("scopes_descriptions", []), strict=False)
+        )
         return context
 
 
@@ -323,29 +368,30 @@ class MCPTokenView(TokenView):
     """
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        limited = throttling.throttled(request, "token")
-        if limited is not None:
-            return _no_store(limited)
-        from django.core.exceptions import ObjectDoesNotExist
-        from django.http import JsonResponse
+        try:
+            return _no_store(self.token_response(request, *args, **kwargs))
+        except OAuthError as exc:
+            return exc.response()
 
+    def token_response(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        """DOT's token response, after the checks DOT and oauthlib do not make.
+
+        :raises OAuthError: 429 ``slow_down`` (throttled), 400 ``invalid_request`` (no
+            ``grant_type``), 400 ``unsupported_grant_type`` (the device grant), 400
+            ``invalid_grant`` (a concurrent request consumed the code first).
+        """
+        throttling.enforce(request, "token")
         if not request.POST.get("grant_type"):
-            return _no_store(JsonResponse(
-                {"error": "invalid_request", "error_description": "grant_type is required."}, status=400
-            ))
+            raise OAuthError("invalid_request", "grant_type is required.")
         if request.POST.get("grant_type") == "urn:ietf:params:oauth:grant-type:device_code":
             # DOT routes this grant before oauthlib; the MCP profile does not offer it.
-            return _no_store(JsonResponse(
-                {"error": "unsupported_grant_type", "error_description": "The device grant is not supported."}, status=400
-            ))
+            raise OAuthError("unsupported_grant_type", "The device grant is not supported.")
         try:
-            return _no_store(super().post(request, *args, **kwargs))
+            return super().post(request, *args, **kwargs)
         except ObjectDoesNotExist:
             # A concurrent request consumed the same code or refresh token between
             # DOT's validation and its issuance (RFC 6749 §5.2: invalid_grant).
-            return _no_store(JsonResponse(
-                {"error": "invalid_grant", "error_description": "The grant was already used."}, status=400
-            ))
+            raise OAuthError("invalid_grant", "The grant was already used.") from None
 
 
 class MCPRevokeTokenView(RevokeTokenView):

@@ -14,9 +14,11 @@ This module replaces DOT's ``resolve_cimd_application`` / ``refresh_if_stale``
 * fresh → served; in the last ``CIMD_REFRESH_AHEAD_FRACTION`` of its lifetime a
   background revalidation (conditional request) is started, the request does not wait;
 * expired (or never fetched) → a fetch is started and the request waits for it, at
-  most ``CIMD_FETCH_WAIT_SECONDS``; if it fails, the last valid document is still
-  served for ``CIMD_STALE_IF_ERROR_SECONDS`` after its expiry (RFC 5861 §4), else the
-  request is refused;
+  most ``CIMD_FETCH_WAIT_SECONDS``; if it fails *transiently* (5xx, time-out, connection
+  error: :func:`is_transient`), the last valid document is still served for
+  ``CIMD_STALE_IF_ERROR_SECONDS`` after its expiry (RFC 5861 §4), and without one the
+  answer is ``temporarily_unavailable`` (503, ``Retry-After``); a withdrawn (404/410) or
+  invalid document is refused (``invalid_client``) as soon as the stored one expired;
 * failed recently (before ``retry_after``, the ``CIMD_FAILURE_BACKOFF_SECONDS``
   back-off) → no fetch; the stored reason is the answer (or the stale document).
 
@@ -238,11 +240,34 @@ def start_fetch(entry, ip: str | None, *, refresh: bool = False) -> bool:
 # --- the fetch itself (run by the Celery tasks) -------------------------------------------
 
 
+#: Fetch failures that say nothing about the document (``FetchFailed.reason``): the host or the
+#: network failed, not the client. HTTP 5xx, 408 and 429 are transient too (:func:`is_transient`).
+TRANSIENT_REASONS = frozenset({"timeout", "connect", "dns_timeout", "http", "conflict", "internal"})
+TRANSIENT_HTTP_STATUSES = frozenset({408, 429})
+
+
+def is_transient(exc: CIMDRefused) -> bool:
+    """Whether a fetch failure is transient: a time-out, a connection, DNS or protocol failure, HTTP 5xx/408/429.
+
+    Only a transient failure lets the last valid document be served past its lifetime
+    (stale-if-error) and answers ``temporarily_unavailable`` to a client without one. A
+    withdrawn document (404, 410), a redirect, a wrong media type, a too-large or invalid
+    document, or a refused address is not transient.
+    """
+    if not isinstance(exc, FetchFailed):
+        return False
+    if exc.reason in TRANSIENT_REASONS:
+        return True
+    status = exc.detail.get("status") if exc.reason == "http_status" else None
+    return isinstance(status, int) and (status >= 500 or status in TRANSIENT_HTTP_STATUSES)
+
+
 def _record_failure(pk: int, token: str, exc: CIMDRefused) -> None:
     moment = now()
     backoff = timedelta(seconds=float(oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS))
     _model().objects.filter(pk=pk, lease_token=token).update(
         last_error=str(exc)[:500],
+        last_error_transient=is_transient(exc),
         last_error_at=moment,
         retry_after=moment + backoff,
         fetch_count=F("fetch_count") + 1,
@@ -312,6 +337,7 @@ def perform_fetch(client_id: str, lease_token: str, ip: str | None = None) -> st
         fetched_at=fetched_at,
         expires_at=expires_at,
         last_error="",
+        last_error_transient=False,
         last_error_at=None,
         retry_after=None,
         fetch_count=F("fetch_count") + 1,
@@ -340,10 +366,12 @@ def resolve_application(client_id: str, request: Any = None) -> tuple[Any, dict[
     :raises InvalidClientIdURL: the URL breaks draft §3 (``invalid_request``).
     :raises AddressRefused: an IP-literal host that is not public (``invalid_client``; audited).
     :raises NotPermitted: the permission classes refused the client_id (``invalid_client``).
-    :raises CIMDRefused: the document could not be fetched or is invalid, now or
-        within the back-off (``invalid_client``; the fetch failure is audited once).
-    :raises Unavailable: the fetch did not finish within ``CIMD_FETCH_WAIT_SECONDS``
-        (``temporarily_unavailable``).
+    :raises CIMDRefused: the document is withdrawn (404/410), invalid or refused, now or
+        within the back-off (``invalid_client``; the fetch failure is audited once); an expired
+        document is then refused too (no stale-if-error for these).
+    :raises Unavailable: the fetch did not finish within ``CIMD_FETCH_WAIT_SECONDS``, or failed
+        transiently (:func:`is_transient`) with no document that may still be served
+        (``temporarily_unavailable``, 503, ``retry_after`` seconds).
     """
     ip = requester_ip(request)
     try:
@@ -383,5 +411,20 @@ def resolve_application(client_id: str, request: Any = None) -> tuple[Any, dict[
         log.info("CIMD: serving the stale document of %r (last error: %s)", client_id, entry.last_error)
         return _application_for(entry), entry.document
     if not finished:
-        raise Unavailable("The client's metadata document is still being fetched; try again in a moment.")
+        raise unavailable("The client's metadata document is still being fetched; try again in a moment.", entry)
+    if entry.last_error_transient:
+        raise unavailable(
+            (entry.last_error or "The client's metadata document could not be fetched.") + " Try again later.", entry
+        )
     raise CIMDRefused(entry.last_error or "The client's metadata document could not be used.")
+
+
+def unavailable(message: str, entry) -> Unavailable:
+    """``temporarily_unavailable`` with ``retry_after`` (seconds): the back-off left, else the fetch wait."""
+    refused = Unavailable(message)
+    if entry.retry_after is not None:
+        seconds = (entry.retry_after - now()).total_seconds()
+    else:
+        seconds = float(mcp_oauth_settings.CIMD_FETCH_WAIT_SECONDS)
+    refused.retry_after = max(1, int(seconds + 0.999))
+    return refused

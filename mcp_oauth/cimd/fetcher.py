@@ -113,12 +113,7 @@ def vet_address(address: str, *, allow_loopback: bool = False) -> str:
         raise refused from None
     if allow_loopback and checked.is_loopback:
         return str(checked)
-    if (
-        not checked.is_global
-        or checked.is_reserved
-        or checked.is_multicast
-        or getattr(checked, "is_site_local", False)
-    ):
+    if not checked.is_global or checked.is_reserved or checked.is_multicast or getattr(checked, "is_site_local", False):
         raise refused
     # An IPv4-mapped address is connected to as the IPv4 address it carries.
     return str(checked)
@@ -411,7 +406,9 @@ class SafeMetadataFetcher:
         content_type = response.headers.get("Content-Type", "")
         media_type, _, params = content_type.partition(";")
         media_type = media_type.strip().lower()
-        if media_type != "application/json" and not (media_type.startswith("application/") and media_type.endswith("+json")):
+        if media_type != "application/json" and not (
+            media_type.startswith("application/") and media_type.endswith("+json")
+        ):
             raise FetchFailed(
                 "The metadata document is not served as JSON (Content-Type must be application/json).",
                 reason="content_type",
@@ -422,9 +419,7 @@ class SafeMetadataFetcher:
             raise FetchFailed("The metadata document must be UTF-8 JSON.", reason="charset")
         encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding != "identity":
-            raise FetchFailed(
-                "The metadata document must be sent without Content-Encoding.", reason="content_encoding"
-            )
+            raise FetchFailed("The metadata document must be sent without Content-Encoding.", reason="content_encoding")
         max_size = int(oauth2_settings.CIMD_MAX_DOCUMENT_SIZE)
         too_large = FetchFailed(
             f"The metadata document is larger than {max_size} bytes.", reason="too_large", detail={"limit": max_size}
@@ -446,7 +441,9 @@ class SafeMetadataFetcher:
             body += chunk
             if len(body) > max_size:
                 raise too_large
-        return FetchResult(200, _decode_json(bytes(body)), freshness_lifetime(response.headers), etag, last_modified, address)
+        return FetchResult(
+            200, _decode_json(bytes(body)), freshness_lifetime(response.headers), etag, last_modified, address
+        )
 
 
 class _ConnectFailed(Exception):

@@ -168,13 +168,17 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
     * ``token_endpoint_auth_method`` absent or ``"none"`` (shared-secret methods are
       forbidden by draft §4.1; ``private_key_jwt`` is not supported by this server);
     * ``jwks``, if present, has no private or symmetric key material;
-    * ``grant_types`` within ``authorization_code`` and ``refresh_token`` and including
-      ``authorization_code``; ``response_types`` within ``["code"]``;
-    * ``scope``, ``client_uri``, ``logo_uri``, ``tos_uri``, ``policy_uri``, ``jwks_uri`` strings if present.
+    * ``grant_types`` including ``authorization_code`` and ``response_types`` including ``code``;
+      unsupported values and unusable optional members are left out, not refused (RFC 7591 §2,
+      :func:`accepted_document`): vendors' documents list the device grant, odd logo URLs, ….
+
+    Refused are only what is unsafe or contradictory: a redirect URI this server would never
+    redirect to, shared-secret (or unsupported) authentication, secrets, private keys, a
+    ``client_id`` that is not the URL.
 
     :param document: the decoded JSON value.
     :param client_id: the URL it was fetched from.
-    :returns: ``document``.
+    :returns: the accepted document (a copy, without the unsupported members and values).
     :raises InvalidDocument: with a message naming the broken rule.
     """
     if not isinstance(document, dict):
@@ -183,7 +187,9 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
         raise InvalidDocument("The metadata document contains NUL characters or invalid text.", reason="text")
     for name in ("client_id", "client_name", "redirect_uris"):
         if name not in document:
-            raise InvalidDocument(f"The metadata document has no {name}.", reason="missing_member", detail={"member": name})
+            raise InvalidDocument(
+                f"The metadata document has no {name}.", reason="missing_member", detail={"member": name}
+            )
     if document["client_id"] != client_id:
         raise InvalidDocument(
             "The metadata document's client_id does not match the URL it was fetched from.", reason="client_id_mismatch"
@@ -219,23 +225,66 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
             raise InvalidDocument("jwks must be a JSON Web Key Set.", reason="jwks")
         if any(PRIVATE_JWK_MEMBERS & set(key) for key in keys):
             raise InvalidDocument("jwks must not contain private or symmetric key material.", reason="jwks")
+    return accepted_document(document)
+
+
+#: Optional members that are URLs shown to users or fetched: kept only when they are https URLs.
+URL_MEMBERS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "jwks_uri")
+#: Optional members kept only when they are strings.
+STRING_MEMBERS = ("scope", "software_id", "software_version")
+
+
+def accepted_document(document: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7591 §2 leniency: the document with the members and values this server does not support left out.
+
+    * ``grant_types``: values other than ``authorization_code`` and ``refresh_token`` (the
+      device grant, ``client_credentials``, vendor grants) are dropped; what remains must
+      include ``authorization_code`` — a document that does not ask for it contradicts the
+      only way a CIMD client is used;
+    * ``response_types``: values other than ``code`` are dropped; ``code`` must be listed;
+    * ``client_uri``, ``logo_uri``, ``tos_uri``, ``policy_uri``, ``jwks_uri``: dropped unless an
+      https URL (an unusable logo never blocks a client); ``scope``, ``software_id``,
+      ``software_version``: dropped unless strings;
+    * ``application_type``: kept when ``native`` or ``web``, else dropped.
+
+    :raises InvalidDocument: ``grant_types`` / ``response_types`` without the values a CIMD client needs.
+    """
+    accepted = dict(document)
     grant_types = document.get("grant_types", ["authorization_code"])
-    if (
-        not isinstance(grant_types, list)
-        or not all(isinstance(item, str) for item in grant_types)
-        or "authorization_code" not in grant_types
-        or not set(grant_types) <= SUPPORTED_GRANT_TYPES
-    ):
-        raise InvalidDocument(
-            "grant_types must include authorization_code and may add only refresh_token.", reason="grant_types"
-        )
+    if not isinstance(grant_types, list):
+        grant_types = []
+    kept = [g for g in dict.fromkeys(grant_types) if isinstance(g, str) and g in SUPPORTED_GRANT_TYPES]
+    if "authorization_code" not in kept:
+        raise InvalidDocument("grant_types must include authorization_code.", reason="grant_types")
+    accepted["grant_types"] = kept
     response_types = document.get("response_types", ["code"])
-    if not isinstance(response_types, list) or not response_types or set(response_types) != {"code"}:
-        raise InvalidDocument('response_types may only be ["code"].', reason="response_types")
-    for member in ("scope", "client_uri", "logo_uri", "tos_uri", "policy_uri", "jwks_uri"):
-        if member in document and not isinstance(document[member], str):
-            raise InvalidDocument(f"{member} must be a string.", reason="member_type", detail={"member": member})
-    return document
+    if not isinstance(response_types, list) or "code" not in response_types:
+        raise InvalidDocument('response_types must include "code".', reason="response_types")
+    accepted["response_types"] = ["code"]
+    for member in URL_MEMBERS:
+        if member in accepted and not _https_url(accepted[member]):
+            log.info("CIMD document %r: ignoring unusable %s", document.get("client_id"), member)
+            del accepted[member]
+    for member in STRING_MEMBERS:
+        if member in accepted and not isinstance(accepted[member], str):
+            del accepted[member]
+    if "application_type" in accepted and accepted["application_type"] not in ("native", "web"):
+        del accepted["application_type"]
+    return accepted
+
+
+def _https_url(value: Any) -> bool:
+    """An absolute https URL of printable ASCII with a host and no userinfo (2000 characters at most)."""
+    if not isinstance(value, str) or not value.startswith("https://") or len(value) > 2000:
+        return False
+    if any(not (0x21 <= ord(ch) <= 0x7E) for ch in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return False
+    return bool(parts.hostname) and "@" not in parts.netloc
 
 
 def redirect_uri_allowed(redirect_uri: str, document: dict[str, Any]) -> bool:

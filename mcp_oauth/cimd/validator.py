@@ -10,7 +10,7 @@ A refusal is raised as :class:`CIMDClientError`, an oauthlib ``FatalClientError`
 the authorization endpoint shows its error page and never redirects (RFC 6749
 §4.1.2.1, OAuth 2.1 §4.1.2.1 — the client and its redirect URI are not verified);
 the token endpoint answers ``{"error": "invalid_client" | "invalid_request" |
-"temporarily_unavailable", "error_description": …}``.
+"temporarily_unavailable", "error_description": …}`` (503 with ``Retry-After`` for the last).
 """
 
 from __future__ import annotations
@@ -34,12 +34,23 @@ class CIMDClientError(oauth_errors.InvalidClientError):
     """
 
     status_code = 400
+    #: Seconds for ``Retry-After`` (``temporarily_unavailable`` only).
+    retry_after: int | None = None
 
     def __init__(self, refused: CIMDRefused, request=None) -> None:
         super().__init__(description=str(refused), request=request)
         self.error = refused.error
         if isinstance(refused, Unavailable):
             self.status_code = 503
+            self.retry_after = getattr(refused, "retry_after", None)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """oauthlib's headers plus ``Retry-After`` (RFC 9110 §10.2.3) when the refusal is temporary."""
+        headers = dict(super().headers)
+        if self.retry_after:
+            headers["Retry-After"] = str(self.retry_after)
+        return headers
 
 
 def looks_like_url(client_id) -> bool:

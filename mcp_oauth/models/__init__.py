@@ -11,6 +11,8 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
+from .refresh import RefreshGeneration, RefreshTokenGeneration
+from .subscriptions import ResourceSubscription
 from .trust import TrustRule
 
 __all__ = [
@@ -22,6 +24,9 @@ __all__ = [
     "McpSessionEvent",
     "ProtectedResource",
     "RedeemedAuthorizationCode",
+    "RefreshGeneration",
+    "RefreshTokenGeneration",
+    "ResourceSubscription",
     "TrustRule",
     "new_session_id",
     "revoke_client_tokens",

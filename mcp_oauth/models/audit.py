@@ -23,6 +23,8 @@ class AuditEvent(models.Model):
         TOKEN_REVOKED = "token.revoked", _("token revoked")
         REFRESH_TOKEN_REUSE = "token.refresh_reuse", _("refresh token reuse detected")
         CODE_REPLAY = "code.replay", _("authorization code replayed")
+        PKCE_CHALLENGE_REUSED = "pkce.challenge_reused", _("PKCE code_challenge reused")
+        GRANTS_REVOKED = "grants.revoked", _("user's grants revoked")
         INVALID_RESOURCE = "resource.invalid", _("invalid resource requested")
         CLIENT_REGISTERED = "client.registered", _("client registered dynamically")
         CIMD_FETCH_FAILED = "cimd.fetch_failed", _("client metadata document fetch failed")

@@ -50,6 +50,10 @@ class ClientMetadataDocument(models.Model):
     expires_at = models.DateTimeField(_("fresh until"), null=True, blank=True, db_index=True)
     last_error = models.CharField(_("last error"), max_length=500, blank=True)
     last_error_at = models.DateTimeField(_("last error at"), null=True, blank=True)
+    # The last failure was transient (HTTP 5xx/408/429, time-out, connection or DNS failure):
+    # only then is a stale document served (stale-if-error) and a client without one told
+    # temporarily_unavailable instead of invalid_client.
+    last_error_transient = models.BooleanField(_("last error was transient"), default=False)
     retry_after = models.DateTimeField(_("no new fetch before"), null=True, blank=True)
     fetch_count = models.PositiveIntegerField(_("fetches"), default=0)
     application = models.OneToOneField(
@@ -84,8 +88,10 @@ class ClientMetadataDocument(models.Model):
         return self.retry_after is not None and now < self.retry_after
 
     def can_serve_stale(self, now: datetime, stale_if_error_seconds: float) -> bool:
-        """A valid, expired document may still be used because revalidation failed (RFC 5861 §4 stale-if-error)."""
-        if self.document is None or self.expires_at is None:
+        """A valid, expired document may still be used because revalidation failed *transiently*
+        (RFC 5861 §4 stale-if-error). A withdrawn (404/410) or invalid document is refused once
+        its freshness lifetime ends."""
+        if self.document is None or self.expires_at is None or not self.last_error_transient:
             return False
         return (now - self.expires_at).total_seconds() <= stale_if_error_seconds
 

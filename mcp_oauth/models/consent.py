@@ -82,8 +82,12 @@ class Consent(models.Model):
             consent, created = cls.objects.select_for_update().get_or_create(
                 user=user,
                 application=application,
-                defaults={"scope": " ".join(sorted(set(scopes))), "resources": [resource] if resource else [],
-                          "granted_at": now, "last_granted_at": now},
+                defaults={
+                    "scope": " ".join(sorted(set(scopes))),
+                    "resources": [resource] if resource else [],
+                    "granted_at": now,
+                    "last_granted_at": now,
+                },
             )
             if not created:
                 if consent.revoked_at is not None:

@@ -11,14 +11,15 @@ required scopes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
+from ..adapter import get_adapter
 from ..models import ProtectedResource
+from ..scopes import missing as scope_missing
 from .cache import (
     RESOURCE_GENERATION_KEY,
     TOKEN_PREFIX,
@@ -148,7 +149,8 @@ def _authenticate_bearer(
 
 
 def _principal(request: HttpRequest, resource: ProtectedResource, access_token: Any, needed: list[str]) -> BearerPrincipal:
-    """Every check of a looked-up token (no I/O): the principal, or :class:`BearerChallenge`."""
+    """Every check of a looked-up token (no I/O with the default adapter): the principal, or
+    :class:`BearerChallenge`."""
     if access_token is None:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
@@ -164,7 +166,7 @@ def _principal(request: HttpRequest, resource: ProtectedResource, access_token: 
             error_description="The access token was not issued for this resource.",
             scopes=needed,
         )
-    user = access_token.user
+    user = get_adapter().user_for_token(access_token)
     if user is not None and not user.is_active:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
@@ -175,17 +177,27 @@ def _principal(request: HttpRequest, resource: ProtectedResource, access_token: 
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
         )
     granted = frozenset(access_token.scope.split())
-    missing = [scope for scope in needed if scope not in granted]
+    missing = scope_missing(granted, needed)  # honours MCP_OAUTH["SCOPE_HIERARCHY"]
     if missing:
         raise BearerChallenge(
             resource,
             status=403,
             error="insufficient_scope",
             error_description="The access token lacks the scopes: " + " ".join(missing),
-            scopes=list(dict.fromkeys([*sorted(granted), *needed])),
+            scopes=needed,  # every scope the request needs, the same for every token (MCP 2026-07-28)
         )
     return BearerPrincipal(
         user=user, application=application, access_token=access_token, scopes=granted, resource=resource
+    )
+
+
+def _default_authentication(adapter: Any) -> bool:
+    from ..adapter import DefaultMCPAdapter
+
+    kind = type(adapter)
+    return (
+        kind.authenticate_request is DefaultMCPAdapter.authenticate_request
+        and kind.user_for_token is DefaultMCPAdapter.user_for_token
     )
 
 
@@ -197,13 +209,14 @@ async def authenticate_bearer_cached(
     (:func:`~.cache.aget_many`), and the token passes every check of :func:`authenticate_bearer`.
 
     :returns: None in every other case (no or malformed token, cache miss or tombstone, stale
-        registry, any refusal): the caller then runs :func:`authenticate_bearer` in a thread,
-        which reads the database and gives the exact answer. Never a wrong acceptance: the
-        entries it trusts are the ones :func:`authenticate_bearer` trusts.
+        registry, any refusal, an adapter that overrides ``authenticate_request`` or
+        ``user_for_token``): the caller then runs the adapter's ``authenticate_request`` in a
+        thread, which reads the database and gives the exact answer. Never a wrong acceptance:
+        the entries it trusts are the ones :func:`authenticate_bearer` trusts.
     :param also: more token-cache keys to read in the same round trip (e.g. the session's);
         the entries found are put in ``into``.
     """
-    if "access_token" in request.GET:
+    if not _default_authentication(get_adapter()) or "access_token" in request.GET:
         return None
     try:
         token = bearer_token_from_header(request.headers.get("Authorization"))

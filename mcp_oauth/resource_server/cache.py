@@ -112,10 +112,7 @@ def token_checksum(token: str) -> str:
 
 def _load_token(checksum: str) -> Any:
     return (
-        get_access_token_model()
-        .objects.select_related("application", "user")
-        .filter(token_checksum=checksum)
-        .first()
+        get_access_token_model().objects.select_related("application", "user").filter(token_checksum=checksum).first()
     )
 
 
@@ -218,9 +215,7 @@ def forget_token(checksum: str) -> None:
 
 def forget_user_tokens(user_pk: Any) -> None:
     """Invalidate the cached lookups of every access token of the user ``user_pk``."""
-    checksums = list(
-        get_access_token_model().objects.filter(user_id=user_pk).values_list("token_checksum", flat=True)
-    )
+    checksums = list(get_access_token_model().objects.filter(user_id=user_pk).values_list("token_checksum", flat=True))
     _now_and_on_commit(checksums)
 
 

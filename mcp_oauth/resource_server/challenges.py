@@ -8,14 +8,15 @@ scopes (MCP 2025-11-25 "Protected Resource Metadata Discovery Requirements",
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from django.http import HttpRequest, HttpResponse
 
+from ..errors import OAuthError
 from ..models import ProtectedResource
 from ..origins import as_requested
 from ..resources import resource_path
+from ..scopes import challenge_scopes, missing
 from ..settings import mcp_oauth_settings
 
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -48,9 +49,11 @@ def bearer_challenge(
 
     Shape: ``Bearer resource_metadata="<url>", scope="<scopes>"`` followed by
     ``error="…"`` and ``error_description="…"`` when given. ``scopes`` defaults to
-    the resource's required scopes; ``scope`` is omitted when there are none.
+    the resource's required scopes; ``scope`` is omitted when there are none. The scopes go
+    through :func:`mcp_oauth.scopes.challenge_scopes` (no ``offline_access``, none implied by
+    another listed scope).
     """
-    scope_list = list(resource.scope_list if scopes is None else scopes)
+    scope_list = challenge_scopes(resource.scope_list if scopes is None else scopes)
     params = [("resource_metadata", resource_metadata_url(resource, request))]
     if scope_list:
         params.append(("scope", " ".join(dict.fromkeys(scope_list))))
@@ -75,16 +78,55 @@ def challenge_response(
     The body is ``{"error": …, "error_description": …}``; without credentials there
     is no ``error`` code (RFC 6750 §3.1), only a description for people reading it.
     """
-    body = {}
-    if error:
-        body["error"] = error
-    body["error_description"] = error_description or (
+    return challenge_error(
+        resource, status, error=error, error_description=error_description, scopes=scopes, request=request
+    ).response()
+
+
+def challenge_error(
+    resource: ProtectedResource,
+    status: int = 401,
+    *,
+    error: str | None = None,
+    error_description: str | None = None,
+    scopes: Iterable[str] | None = None,
+    request: HttpRequest | None = None,
+) -> OAuthError:
+    """The :class:`~mcp_oauth.errors.OAuthError` of :func:`challenge_response` (raise it, or render it)."""
+    description = error_description or (
         "This resource needs an OAuth access token in the Authorization header; "
         "the WWW-Authenticate header says where to get one."
     )
-    response = HttpResponse(json.dumps(body), status=status, content_type="application/json")
-    response["WWW-Authenticate"] = bearer_challenge(
-        resource, error=error, error_description=error_description, scopes=scopes, request=request
+    return OAuthError(
+        error,
+        description,
+        status=status,
+        www_authenticate=bearer_challenge(
+            resource, error=error, error_description=error_description, scopes=scopes, request=request
+        ),
     )
-    response["Cache-Control"] = "no-store"
-    return response
+
+
+def insufficient_scope_response(
+    resource: ProtectedResource,
+    operation_scopes: Iterable[str],
+    granted_scopes: Iterable[str] = (),
+    *,
+    description: str | None = None,
+    request: HttpRequest | None = None,
+) -> HttpResponse:
+    """403 ``insufficient_scope`` for an operation on ``resource`` needing ``operation_scopes`` (MCP 2026-07-28).
+
+    One challenge names every scope the operation needs — the resource's required scopes and
+    the operation's — minimised by ``SCOPE_HIERARCHY`` and without ``offline_access``
+    (:func:`mcp_oauth.scopes.challenge_scopes`), so the same operation always gets the same
+    challenge whatever the token holds. ``granted_scopes`` only shape the default description
+    (the scopes the token lacks).
+    """
+    needed = [*resource.scope_list, *operation_scopes]
+    if description is None:
+        lacking = missing(granted_scopes, needed)
+        description = "The access token lacks the scopes: " + " ".join(lacking or challenge_scopes(needed))
+    return challenge_response(
+        resource, 403, error="insufficient_scope", error_description=description, scopes=needed, request=request
+    )

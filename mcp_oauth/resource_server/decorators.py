@@ -9,9 +9,10 @@ from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse
 
+from ..adapter import get_adapter
 from ..models import ProtectedResource
 from ..settings import mcp_oauth_settings
-from .authentication import BearerChallenge, authenticate_bearer, resolve_resource
+from .authentication import BearerChallenge, resolve_resource
 
 
 def require_bearer(
@@ -37,7 +38,7 @@ def require_bearer(
         except ProtectedResource.DoesNotExist:
             raise Http404("No such protected resource.") from None
         try:
-            principal = authenticate_bearer(request, protected, required)
+            principal = get_adapter().authenticate_request(request, protected, required)
         except BearerChallenge as challenge:
             return challenge.response()
         request.mcp_principal = principal  # type: ignore[attr-defined]  # documented attribute of the request

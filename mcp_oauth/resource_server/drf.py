@@ -16,8 +16,10 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
+from ..adapter import get_adapter
 from ..models import ProtectedResource
-from .authentication import BearerChallenge, authenticate_bearer, resolve_resource
+from ..scopes import missing as scope_missing
+from .authentication import BearerChallenge, resolve_resource
 from .challenges import bearer_challenge
 
 
@@ -70,7 +72,7 @@ class MCPBearerAuthentication(BaseAuthentication):
         view = request.parser_context.get("view") if request.parser_context else None
         resource = _view_resource(view)
         try:
-            principal = authenticate_bearer(request._request, resource, ())
+            principal = get_adapter().authenticate_request(request._request, resource, ())
         except BearerChallenge as challenge:
             if challenge.error is None:
                 return None  # no credentials: let other authenticators try, then 401 via authenticate_header
@@ -98,8 +100,7 @@ class HasResourceScopes(BasePermission):
         if principal is None:
             raise exceptions.NotAuthenticated()
         needed = list(dict.fromkeys([*resource.scope_list, *getattr(view, "required_scopes", ())]))
-        granted = set(principal.scopes)
-        missing = [scope for scope in needed if scope not in granted]
+        missing = scope_missing(principal.scopes, needed)  # honours MCP_OAUTH["SCOPE_HIERARCHY"]
         if missing:
             raise InsufficientScope(
                 BearerChallenge(
@@ -107,7 +108,7 @@ class HasResourceScopes(BasePermission):
                     status=403,
                     error="insufficient_scope",
                     error_description="The access token lacks the scopes: " + " ".join(missing),
-                    scopes=list(dict.fromkeys([*sorted(granted), *needed])),
+                    scopes=needed,  # every scope the view needs, whatever the token holds (MCP 2026-07-28)
                     request=request._request,
                 )
             )

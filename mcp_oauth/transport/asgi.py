@@ -135,7 +135,7 @@ class McpLane(ASGIHandler):
         path = scope.get("path", "")
         root = scope.get("root_path", "")
         if root and path.startswith(root):
-            path = path[len(root):]
+            path = path[len(root) :]
         mcp_path = str(mcp_oauth_settings.MCP_PATH).rstrip("/")
         return path in (mcp_path, mcp_path + "/")
 

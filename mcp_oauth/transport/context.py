@@ -43,6 +43,7 @@ _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage":
 #: A coroutine function that puts one JSON-RPC message on the open response stream.
 MessageSink = Callable[[dict[str, Any]], Awaitable[None]]
 
+
 class PendingRequests:
     """In-process waiters for the client's answers to server-to-client requests.
 
@@ -205,7 +206,9 @@ class ToolContext:
             params["logger"] = logger_name
         return await self.send_notification("notifications/message", params)
 
-    async def request_input(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+    async def request_input(
+        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
         """Ask the client (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) in
         either era and return its ``result`` object.
 

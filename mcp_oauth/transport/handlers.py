@@ -49,6 +49,7 @@ Legacy ``notifications/*`` and responses are not methods: the front end handles 
 
 from __future__ import annotations
 
+from ..registry.methods import register_registry_methods
 from . import legacy, modern, tool_methods
 from .table import LEGACY, MODERN, PRIVATE, PUBLIC, MethodTable
 
@@ -67,3 +68,6 @@ methods.register("subscriptions/listen", modern.listen, eras={MODERN}, streams=T
 # --- tools ----------------------------------------------------------------------------------
 methods.register("tools/list", tool_methods.list_tools, cache=PRIVATE)
 methods.register("tools/call", tool_methods.call_tool, name_param="name", streams=True)
+
+# --- resources, prompts, completion (mcp_oauth.registry) ------------------------------------
+register_registry_methods(methods)

@@ -22,6 +22,7 @@ import mcp_types as types
 from asgiref.sync import sync_to_async
 
 from ..models import McpSession
+from ..registry.handlers import server_capabilities as registry_capabilities
 from ..settings import mcp_oauth_settings
 from ..signals import mcp_session_started
 from ..text import storable
@@ -55,6 +56,7 @@ async def initialize(call: Call) -> types.InitializeResult:
         capabilities=types.ServerCapabilities(
             tools=types.ToolsCapability(list_changed=False),
             logging=types.LoggingCapability(),
+            **registry_capabilities(),
         ),
         server_info=types.Implementation(**server_info()),
         instructions=mcp_oauth_settings.INSTRUCTIONS or None,

@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+from asgiref.sync import sync_to_async
 
+from ..registry.handlers import server_capabilities as registry_capabilities
 from ..settings import mcp_oauth_settings
 from . import subscriptions
 from .jsonrpc import (
@@ -215,7 +217,13 @@ def check_param_headers(input_schema: Any, arguments: Any, headers: Mapping[str,
             continue
         decoded = decode_header_value(raw)
         same = rendered is not None and decoded is not None and decoded == rendered
-        if not same and rendered is not None and decoded is not None and isinstance(value, int) and not isinstance(value, bool):
+        if (
+            not same
+            and rendered is not None
+            and decoded is not None
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
             same = re.fullmatch(r"-?[0-9]+(\.0+)?", decoded) is not None and int(decoded.split(".")[0]) == value
         if not same:
             raise JsonRpcError(
@@ -256,6 +264,14 @@ def server_capabilities() -> dict[str, Any]:
             "listChanged": "resourcesListChanged" in subscriptions.supported_filters,
             "subscribe": "resourceSubscriptions" in subscriptions.supported_filters,
         }
+    for name, capability in registry_capabilities().items():  # only what the registries serve
+        if name == "completions":
+            capabilities[name] = {}
+        else:
+            capabilities.setdefault(name, capability.model_dump(by_alias=True, exclude_none=True))
+    for name in ("resources", "prompts"):
+        if name not in registry_capabilities():
+            capabilities.pop(name, None)
     return capabilities
 
 
@@ -293,7 +309,9 @@ async def listen(call: Call) -> dict[str, Any]:
     """
     params = parse_params(call)
     if call.sink is None:
-        raise JsonRpcError(INVALID_REQUEST, "Bad Request: subscriptions/listen needs a streaming (ASGI) response", http_status=400)
+        raise JsonRpcError(
+            INVALID_REQUEST, "Bad Request: subscriptions/listen needs a streaming (ASGI) response", http_status=400
+        )
     honoured = _honoured(getattr(params, "notifications", None))
     stamp = {SUBSCRIPTION_ID_META_KEY: call.message_id}
     uris = set(honoured.get("resourceSubscriptions", ()))
@@ -310,7 +328,8 @@ async def listen(call: Call) -> dict[str, Any]:
             event: subscriptions.Event = await queue.get()
             if event.filter not in honoured or (event.uri is not None and event.uri not in uris):
                 continue
+            if event.audience is not None and not await sync_to_async(subscriptions.reaches)(event, call.principal):
+                continue
             await call.sink(
                 {"jsonrpc": "2.0", "method": event.method, "params": {**(event.params or {}), "_meta": stamp}}
             )
-

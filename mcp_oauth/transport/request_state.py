@@ -69,7 +69,9 @@ class InvalidRequestState(McpError):
     """-32602: the ``requestState`` cannot be used (never says why: the client gets one message)."""
 
     def __init__(self) -> None:
-        super().__init__(INVALID_PARAMS, "Invalid params: requestState is invalid, expired or was not issued for this request")
+        super().__init__(
+            INVALID_PARAMS, "Invalid params: requestState is invalid, expired or was not issued for this request"
+        )
 
 
 def _b64(data: bytes) -> str:
@@ -109,7 +111,9 @@ def state_keys() -> tuple[tuple[str, AESGCM], ...]:
 
 def arguments_digest(arguments: Any) -> str:
     """SHA-256 (hex) of the canonical JSON of ``arguments`` (sorted keys, no spaces)."""
-    canonical = json.dumps(arguments if arguments is not None else {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(
+        arguments if arguments is not None else {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -200,7 +204,9 @@ def open_round(call: Any, name: str, arguments: Any) -> tuple[InputRound, dict[s
     return InputRound(asked, call.params.get("inputResponses"), settled, claims.get("jti")), binding
 
 
-def input_required_result(binding: dict[str, Any], needed: InputRequired, input_round: InputRound) -> types.InputRequiredResult:
+def input_required_result(
+    binding: dict[str, Any], needed: InputRequired, input_round: InputRound
+) -> types.InputRequiredResult:
     """``resultType: "input_required"`` for ``needed``, with a fresh sealed ``requestState`` carrying
     what was asked and everything settled so far."""
     token = seal_state(binding, {"asked": needed.asked, "settled": input_round.settled_values})

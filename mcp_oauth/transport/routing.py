@@ -113,7 +113,9 @@ async def route_request(
         envelope = modern.check_envelope(method, incoming.params, headers, message_id, name_param)
         entry = methods.get(method, MODERN)
         if entry is None:
-            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method[:100]}", http_status=404, request_id=message_id)
+            raise JsonRpcError(
+                METHOD_NOT_FOUND, f"Method not found: {method[:100]}", http_status=404, request_id=message_id
+            )
         modern.check_capability(entry, envelope, message_id)
         if method == "tools/call":
             tool = registry.get(incoming.params.get("name")) if isinstance(incoming.params.get("name"), str) else None
@@ -134,7 +136,9 @@ async def route_request(
         )
     entry = methods.get(method, LEGACY)
     if entry is None:
-        raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method[:100]}", http_status=200, request_id=message_id)
+        raise JsonRpcError(
+            METHOD_NOT_FOUND, f"Method not found: {method[:100]}", http_status=200, request_id=message_id
+        )
     check_protocol_version(headers, message_id)
     session = await require_session(headers, principal, message_id, prefetched) if entry.session else None
     return entry, Call(

@@ -21,8 +21,9 @@ resource events adds their filter name (``supported_filters.add("promptsListChan
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -34,9 +35,12 @@ __all__ = [
     "get_broker",
     "publish_list_changed",
     "publish_resource_updated",
+    "reaches",
     "set_broker",
     "supported_filters",
 ]
+
+logger = logging.getLogger("mcp_oauth.transport")
 
 #: kind -> (``SubscriptionFilter`` field, notification method).
 LIST_CHANGED: dict[str, tuple[str, str]] = {
@@ -58,6 +62,20 @@ class Event:
     method: str
     params: dict[str, Any] | None = None
     uri: str | None = None
+    #: ``fn(principal) -> bool`` (sync, may use the ORM): whether the listener may receive the
+    #: event (e.g. its user may read the changed row); None: every listener.
+    audience: Callable[[Any], bool] | None = None
+
+
+def reaches(event: Event, principal: Any) -> bool:
+    """``event.audience(principal)``; False when it raises (a failing check never leaks)."""
+    if event.audience is None:
+        return True
+    try:
+        return bool(event.audience(principal))
+    except Exception:  # noqa: BLE001
+        logger.exception("audience check of %s failed", event.method)
+        return False
 
 
 class InProcessBroker:

@@ -20,6 +20,7 @@ from typing import Any
 
 import mcp_types as types
 
+from .. import scopes as scope_hierarchy
 from ..signals import tool_called
 from .context import ToolContext
 from .input_required import InputRequired
@@ -64,10 +65,11 @@ async def call_tool(call: Call) -> Any:
     tool = call.registry.get(params.name)
     if tool is None:
         raise McpError(INVALID_PARAMS, f"Unknown tool: {params.name[:200]}")
-    missing = [scope for scope in tool.scopes if scope not in call.principal.scopes]
-    if missing:
-        required = [*sorted(call.principal.scopes), *call.principal.resource.scope_list, *tool.scopes]
-        raise InsufficientScope(f"The tool {tool.name}", missing, required)
+    lacking = scope_hierarchy.missing(call.principal.scopes, tool.scopes)
+    if lacking:
+        # One challenge naming every scope the call needs, whatever the token holds (MCP 2026-07-28
+        # "Scope challenge handling"); SCOPE_HIERARCHY and offline_access are applied by the challenge.
+        raise InsufficientScope(f"The tool {tool.name}", lacking, [*call.principal.resource.scope_list, *tool.scopes])
     try:
         arguments = tool.validate_arguments(params.arguments)
     except ValueError as exc:  # InvalidArguments

@@ -72,14 +72,10 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_exempt
 
+from ..adapter import get_adapter
 from ..cors import mcp_cors, origin_allowed
 from ..models import McpSession, ProtectedResource
-from ..resource_server.authentication import (
-    BearerChallenge,
-    BearerPrincipal,
-    authenticate_bearer,
-    authenticate_bearer_cached,
-)
+from ..resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer_cached
 from ..resource_server.cache import resource_by_uri
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
@@ -181,7 +177,7 @@ def _authorize(request: HttpRequest, origin_ok: bool) -> ProtectedResource | Bea
     if not origin_ok:
         return error_response(JsonRpcError(INVALID_REQUEST, "Forbidden: Origin not allowed", http_status=403))
     try:
-        return authenticate_bearer(request, resource)
+        return get_adapter().authenticate_request(request, resource)
     except BearerChallenge as challenge:
         return challenge.response()
 
@@ -236,9 +232,7 @@ class McpView:
             principal = outcome
         handler = {"POST": self.post, "GET": self.get, "DELETE": self.delete}.get(request.method or "")
         if handler is None:
-            response = json_response(
-                error_message(None, McpError(INVALID_REQUEST, "Method Not Allowed")), status=405
-            )
+            response = json_response(error_message(None, McpError(INVALID_REQUEST, "Method Not Allowed")), status=405)
             response["Allow"] = "GET, POST, DELETE" if is_asgi(request) else "POST, DELETE"
             return response
         try:
@@ -276,7 +270,9 @@ class McpView:
             # 2026-07-28: no client notification acts on anything (cancelling = closing the
             # stream), and there are no server-to-client requests to answer.
             if incoming.kind == "response":
-                raise JsonRpcError(INVALID_REQUEST, "Bad Request: no server-to-client request to answer", http_status=400)
+                raise JsonRpcError(
+                    INVALID_REQUEST, "Bad Request: no server-to-client request to answer", http_status=400
+                )
             return HttpResponse(status=202)
         check_protocol_version(request.headers)
         session = await require_session(request.headers, principal, prefetched=prefetched)

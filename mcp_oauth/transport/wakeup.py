@@ -233,7 +233,7 @@ class WakeupHub:
                         channel = message["channel"]
                         if isinstance(channel, bytes):
                             channel = channel.decode()
-                        self.wake_local(channel[len(CHANNEL_PREFIX):])
+                        self.wake_local(channel[len(CHANNEL_PREFIX) :])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - Redis away: retry, waiters keep their safety poll
@@ -308,7 +308,9 @@ def _recent_outbox_sessions(after_id: int | None, since: datetime) -> tuple[set[
             newest = McpSessionEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
             after_id = max(0, newest - 10000)
         rows = list(
-            McpSessionEvent.objects.filter(id__gt=after_id, created_at__gte=since).values_list("id", "session_id")[:10000]
+            McpSessionEvent.objects.filter(id__gt=after_id, created_at__gte=since).values_list("id", "session_id")[
+                :10000
+            ]
         )
         return {session for _, session in rows}, max((row_id for row_id, _ in rows), default=after_id)
     finally:

@@ -26,7 +26,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if not keys_configured():
-            raise CommandError('ELICITATION["ENCRYPTION_KEYS"] is empty or holds an invalid key: nothing can be re-encrypted.')
+            raise CommandError(
+                'ELICITATION["ENCRYPTION_KEYS"] is empty or holds an invalid key: nothing can be re-encrypted.'
+            )
         rotated = failed = 0
         for model, columns in ENCRYPTED.items():
             for pk in model.objects.values_list("pk", flat=True).iterator():

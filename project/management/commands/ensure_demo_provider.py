@@ -74,8 +74,11 @@ class Command(BaseCommand):
                 # "--option=value": call_command would pass required options as two arguments, and
                 # argparse refuses a value that starts with "-" (1 in 64 token_urlsafe secrets do).
                 call_command(
-                    "ensure_oauth_client", f"--client-id={client_id}", f"--client-secret={client_secret}",
-                    f"--redirect-uri={provider.redirect_uri}", f"--name={name or 'Demo provider'} connection",
+                    "ensure_oauth_client",
+                    f"--client-id={client_id}",
+                    f"--client-secret={client_secret}",
+                    f"--redirect-uri={provider.redirect_uri}",
+                    f"--name={name or 'Demo provider'} connection",
                     stdout=self.stdout,
                 )
             provider.save()

@@ -1,0 +1,156 @@
+"""The policy adapter: the decisions a site may want to make its own, behind one class.
+
+Like django-allauth's ``get_adapter()``: :func:`get_adapter` returns the one instance of the
+class named by ``MCP_OAUTH["ADAPTER"]`` (default :class:`DefaultMCPAdapter`, today's
+behaviour), resolved once and again only when ``MCP_OAUTH`` changes. Subclass
+:class:`DefaultMCPAdapter` and override what you need::
+
+    # myproject/mcp_adapter.py
+    from mcp_oauth.adapter import DefaultMCPAdapter
+
+    class CompanyAdapter(DefaultMCPAdapter):
+        def can_skip_consent(self, request, application, scopes, resource):
+            # our own desktop app, approved once by the user: no consent page again
+            return application.client_id == "https://apps.example.com/desktop.json" or super().can_skip_consent(
+                request, application, scopes, resource)
+
+    MCP_OAUTH = {..., "ADAPTER": "myproject.mcp_adapter.CompanyAdapter"}
+
+The decisions:
+
+* :meth:`~DefaultMCPAdapter.authenticate_request` — token verification for a protected
+  resource (the MCP endpoint, ``@require_bearer`` views, the DRF authentication class);
+* :meth:`~DefaultMCPAdapter.trust_verdict` — the trust policy's verdict on a client;
+* :meth:`~DefaultMCPAdapter.describe_client` — what the consent page says about a client;
+* :meth:`~DefaultMCPAdapter.can_skip_consent` — whether an authorization request is approved
+  without the consent page;
+* :meth:`~DefaultMCPAdapter.user_for_token` — the user an access token speaks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.core.signals import setting_changed
+from django.http import HttpRequest
+from django.utils.module_loading import import_string
+
+from . import trust
+from .loopback import is_loopback_host
+from .settings import mcp_oauth_settings
+
+
+class DefaultMCPAdapter:
+    """Today's behaviour; every method may be overridden (keep the signatures and return shapes)."""
+
+    def authenticate_request(self, request: HttpRequest, resource, required_scopes: Iterable[str] = ()):
+        """Verify the bearer token of ``request`` for ``resource`` (OAuth 2.1 §5.2, RFC 6750, RFC 8707).
+
+        :returns: a :class:`~mcp_oauth.resource_server.authentication.BearerPrincipal`.
+        :raises BearerChallenge: 401 / 403, as :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer`.
+        """
+        from .resource_server.authentication import authenticate_bearer
+
+        return authenticate_bearer(request, resource, required_scopes)
+
+    def user_for_token(self, access_token) -> Any:
+        """The user ``access_token`` (a DOT ``AccessToken``) speaks for; None for a client-credentials token.
+
+        A returned user that is not ``is_active`` makes the token ``invalid_token``.
+        """
+        return access_token.user
+
+    def trust_verdict(
+        self,
+        application=None,
+        *,
+        client_id: str = "",
+        registration_source: str | None = None,
+        redirect_uris: Iterable[str] = (),
+    ) -> trust.Verdict:
+        """The trust policy's :class:`~mcp_oauth.trust.Verdict` on a stored ``application``, or on a client known
+        only by its ``client_id`` (a CIMD URL not fetched yet) and ``redirect_uris``."""
+        if application is not None:
+            return trust.evaluate_application(application)
+        return trust.evaluate(
+            client_id=client_id, redirect_uris=list(redirect_uris), registration_source=registration_source
+        )
+
+    def describe_client(self, application, verdict: trust.Verdict | None = None) -> dict:
+        """What the consent page says about a client (MCP "Client ID Metadata Documents" security, CIMD §8.5).
+
+        Returns ``{"name", "client_id_host", "registration_source", "redirect_hosts", "all_loopback",
+        "trust"}``; ``trust`` is the verdict's decision (``trusted`` or ``unknown`` on a consent page),
+        evaluated with :meth:`trust_verdict` when ``verdict`` is not given.
+        """
+        if verdict is None:
+            verdict = self.trust_verdict(application)
+        redirect_uris = application.redirect_uris.split()
+        hosts = [urlsplit(uri).hostname or uri for uri in redirect_uris]
+        client_id_host = None
+        if application.client_id.startswith("https://"):
+            client_id_host = urlsplit(application.client_id).hostname
+        return {
+            "name": application.name or application.client_id,
+            "client_id_host": client_id_host,
+            "registration_source": application.registration_source,
+            "redirect_hosts": list(dict.fromkeys(hosts)),
+            "all_loopback": bool(redirect_uris) and all(is_loopback_host(urlsplit(u).hostname) for u in redirect_uris),
+            "trust": verdict.decision,
+        }
+
+    def can_skip_consent(self, request: HttpRequest, application, scopes: list[str], resource: str | None) -> bool:
+        """Whether this authorization request is approved without showing the consent page.
+
+        Default: only for a client an administrator marked ``skip_authorization`` — consent is asked
+        every time otherwise, whatever the client asks (``approval_prompt`` is ignored; OAuth 2.1
+        §7.3.1: no silent re-approval of public clients whose identity cannot be proven). An
+        automatic approval is audited as ``consent.granted`` with ``detail.automatic``.
+        """
+        return bool(application.skip_authorization)
+
+
+_adapter: DefaultMCPAdapter | None = None
+
+
+def get_adapter() -> DefaultMCPAdapter:
+    """The adapter instance (``MCP_OAUTH["ADAPTER"]``, a dotted path or a class), resolved once.
+
+    :raises ImportError: the dotted path does not import (``manage.py check`` reports it as
+        ``mcp_oauth.E042``).
+    """
+    global _adapter
+    if _adapter is None:
+        configured = mcp_oauth_settings.ADAPTER or DefaultMCPAdapter
+        cls = import_string(configured) if isinstance(configured, str) else configured
+        _adapter = cls()
+    return _adapter
+
+
+def check_settings() -> list:
+    """System-check messages: ``mcp_oauth.E042`` when ``ADAPTER`` does not name a DefaultMCPAdapter subclass."""
+    from django.core.checks import Error
+
+    configured = mcp_oauth_settings.ADAPTER
+    try:
+        cls = import_string(configured) if isinstance(configured, str) else configured
+    except ImportError as exc:
+        return [Error(f'MCP_OAUTH["ADAPTER"] cannot be imported: {exc}', id="mcp_oauth.E042")]
+    if cls is not None and not (isinstance(cls, type) and issubclass(cls, DefaultMCPAdapter)):
+        return [
+            Error(
+                'MCP_OAUTH["ADAPTER"] must name a subclass of mcp_oauth.adapter.DefaultMCPAdapter.', id="mcp_oauth.E042"
+            )
+        ]
+    return []
+
+
+def _forget(*, setting: str, **kwargs: Any) -> None:
+    global _adapter
+    if setting == "MCP_OAUTH":
+        _adapter = None
+
+
+setting_changed.connect(_forget)

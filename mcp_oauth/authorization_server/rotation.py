@@ -1,0 +1,248 @@
+"""Refresh-token rotation that is single-winner and forgiving (RFC 9700 §4.14.2, OAuth 2.1 §4.3.1).
+
+DOT rotates a refresh token by revoking it and minting a new pair; two concurrent refreshes
+of one token then give ``[200, 400 invalid_grant]`` and the second one, taken for a reuse,
+revokes the whole family — the winner's fresh pair included. DOT's grace period cannot help
+once tokens are stored hashed (it would have to hand back the stored value). This module
+replaces the refresh branch of token saving:
+
+* **Single winner.** Every refresh token belongs to a
+  :class:`~mcp_oauth.models.RefreshGeneration`. Saving a refreshed pair locks the presented
+  token's generation row (``SELECT … FOR UPDATE``) and re-reads its state: the first request
+  creates the successor generation (``parent`` is unique, so the database refuses a second
+  one too), revokes every member of the old generation (refresh tokens marked revoked, their
+  access tokens deleted, as DOT does) and issues the new pair.
+* **Grace window.** A request that arrives after the rotation, presenting a token the
+  rotation revoked, within ``MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"]`` (default 60) of it,
+  while the successor generation is still the newest and alive, gets a *sibling*: a new
+  access/refresh pair of fresh random values (stored hashed like any token) that belongs to
+  the successor generation and dies with it. Nothing is revoked and no plaintext token is
+  kept anywhere.
+* **Reuse.** Any other revoked token — presented after the window, two generations back, or
+  revoked on purpose (RFC 7009, admin, account lifecycle) — is a reuse: the family is revoked
+  (``REFRESH_TOKEN_REUSE_PROTECTION``) and ``token.refresh_reuse`` is audited; the answer is
+  ``invalid_grant`` (RFC 6749 §5.2).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+from oauth2_provider.exceptions import FatalClientError
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model, refresh_token_expire_timedelta
+from oauth2_provider.settings import oauth2_settings
+from oauthlib.oauth2.rfc6749 import errors
+
+from ..audit import record
+from ..models import AuditEvent, RefreshGeneration, RefreshTokenGeneration
+from ..settings import mcp_oauth_settings
+
+#: Largest accepted ``REFRESH_TOKEN_GRACE_SECONDS`` (a longer window keeps a stolen token useful longer).
+MAX_GRACE_SECONDS = 300
+
+
+def grace_seconds() -> int:
+    """``REFRESH_TOKEN_GRACE_SECONDS`` clamped to ``0..MAX_GRACE_SECONDS`` (seconds)."""
+    try:
+        value = int(mcp_oauth_settings.REFRESH_TOKEN_GRACE_SECONDS or 0)
+    except (TypeError, ValueError):
+        return 0
+    return max(0, min(value, MAX_GRACE_SECONDS))
+
+
+def _presented_row(refresh_token: str):
+    """The stored row a raw refresh token names: the live one, else the most recently revoked."""
+    import hashlib
+
+    checksum = hashlib.sha256(refresh_token.encode("utf-8")).hexdigest()
+    return (
+        get_refresh_token_model()
+        .objects.filter(token_checksum=checksum)
+        .select_related("application", "user", "access_token")
+        .order_by(F("revoked").desc(nulls_first=True))
+        .first()
+    )
+
+
+def generation_id_of(refresh_token) -> object | None:
+    """The id of ``refresh_token``'s generation, or None for a token issued before generations existed."""
+    return (
+        RefreshTokenGeneration.objects.filter(refresh_token_id=refresh_token.pk)
+        .values_list("generation_id", flat=True)
+        .first()
+    )
+
+
+def grace_successor(generation: RefreshGeneration | None, revoked_at, now) -> RefreshGeneration | None:
+    """The generation a token revoked at ``revoked_at`` from ``generation`` may get a sibling in, or None.
+
+    Conditions: ``generation`` was rotated (not revoked on purpose: the token was revoked by
+    that rotation, ``revoked_at >= rotated_at``) less than :func:`grace_seconds` ago, and its
+    successor is the newest generation of the family and still has a live member.
+    """
+    window = grace_seconds()
+    if generation is None or generation.rotated_at is None or revoked_at is None or not window:
+        return None
+    if revoked_at < generation.rotated_at or now - generation.rotated_at > timedelta(seconds=window):
+        return None
+    successor = RefreshGeneration.objects.filter(parent=generation).first()
+    if successor is None or successor.rotated_at is not None:
+        return None
+    live = get_refresh_token_model().objects.filter(mcp_generation__generation=successor, revoked__isnull=True).exists()
+    return successor if live else None
+
+
+def take_write_lock() -> None:
+    """On SQLite, make the current transaction a writer before it reads anything.
+
+    SQLite has no row locks (``SELECT … FOR UPDATE`` is a no-op): two refresh transactions that
+    both read first and then write deadlock, and one fails at once with "database is locked"
+    instead of waiting. A first statement that writes (nothing) takes the database's write lock,
+    waiting for it under the connection's busy timeout, so concurrent rotations queue up.
+    PostgreSQL and the other backends rely on the row lock of :meth:`RefreshRotationMixin._locked_generation`.
+    """
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {RefreshGeneration._meta.db_table} SET rotated_at = rotated_at WHERE 1 = 0")
+
+
+class RefreshRotationMixin:
+    """Validator mixin implementing the rotation described in the module docstring."""
+
+    # --- validation (outside the saving transaction) ------------------------------------
+
+    def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs) -> bool:
+        rt = _presented_row(refresh_token)
+        if rt is None:
+            return False
+        if rt.revoked is None:
+            # DOT's checks for a live token, on this row: DOT would read the row again, and a
+            # concurrent rotation committed in between would look like a reuse to it (and revoke
+            # the family the winner just extended). The race is settled under the lock at saving.
+            if rt.access_token is None:
+                return False
+            expire_delta = refresh_token_expire_timedelta()
+            if expire_delta and rt.access_token.expires + expire_delta <= timezone.now():
+                return False
+            request.user = rt.user
+            request.refresh_token = refresh_token
+            request.refresh_token_instance = rt
+            return rt.application_id == getattr(client, "pk", None)
+        generation_id = generation_id_of(rt)
+        generation = RefreshGeneration.objects.filter(pk=generation_id).first() if generation_id else None
+        if grace_successor(generation, rt.revoked, timezone.now()) is not None:
+            request.user = rt.user
+            request.refresh_token = refresh_token
+            request.refresh_token_instance = rt
+            return rt.application_id == getattr(client, "pk", None)
+        self._refresh_reuse(rt, client, request)
+        return False
+
+    def _refresh_reuse(self, rt, client, request) -> None:
+        """A revoked refresh token came back outside the grace: revoke its family, audit it."""
+        family_revoked = bool(oauth2_settings.REFRESH_TOKEN_REUSE_PROTECTION and rt.token_family)
+        if family_revoked:
+            get_refresh_token_model().revoke_family(rt.token_family)
+        record(
+            AuditEvent.Kind.REFRESH_TOKEN_REUSE,
+            request=request,
+            user=rt.user,
+            client_id=getattr(rt.application, "client_id", ""),
+            detail={
+                "presented_by": getattr(client, "client_id", None),
+                "revoked_at": rt.revoked.isoformat(),
+                "family_revoked": family_revoked,
+                "grace_seconds": grace_seconds(),
+            },
+        )
+
+    def get_original_scopes(self, refresh_token, request, *args, **kwargs):
+        rt = request.refresh_token_instance
+        generation_id = generation_id_of(rt)
+        if generation_id is not None:
+            return RefreshGeneration.objects.filter(pk=generation_id).values_list("scope", flat=True).first() or ""
+        return super().get_original_scopes(refresh_token, request, *args, **kwargs)
+
+    # --- saving (inside DOT's transaction) ----------------------------------------------
+
+    def _save_bearer_token(self, token, request, *args, **kwargs):
+        RefreshToken = get_refresh_token_model()
+        presented = getattr(request, "refresh_token_instance", None)
+        if (
+            request.grant_type != "refresh_token"
+            or not token.get("refresh_token")
+            or not isinstance(presented, RefreshToken)
+        ):
+            return super()._save_bearer_token(token, request, *args, **kwargs)
+        if "scope" not in token:
+            raise FatalClientError("Failed to renew access token: missing scope")
+        take_write_lock()
+        self._check_and_set_request_resource(request)
+        expires = timezone.now() + timedelta(
+            seconds=token.get("expires_in", oauth2_settings.ACCESS_TOKEN_EXPIRE_SECONDS)
+        )
+
+        generation = self._locked_generation(presented, token["scope"])
+        now = timezone.now()
+        revoked_at = RefreshToken.objects.filter(pk=presented.pk).values_list("revoked", flat=True).first()
+        if generation.rotated_at is None:
+            if revoked_at is not None:  # revoked on purpose since it was validated
+                raise errors.InvalidGrantError(description="The refresh token was revoked.", request=request)
+            target = RefreshGeneration.objects.create(
+                token_family=presented.token_family, parent=generation, scope=token["scope"]
+            )
+            generation.rotated_at = now
+            generation.save(update_fields=["rotated_at"])
+            members = RefreshToken.objects.filter(mcp_generation__generation=generation, revoked__isnull=True)
+            access_ids = [pk for pk in members.values_list("access_token_id", flat=True) if pk is not None]
+            members.update(revoked=now, updated=now)
+            get_access_token_model().objects.filter(pk__in=access_ids).delete()
+            source, sibling = presented, False
+        else:
+            target = grace_successor(generation, revoked_at, now)
+            if target is None:
+                raise errors.InvalidGrantError(description="The refresh token was already used.", request=request)
+            target = RefreshGeneration.objects.select_for_update().get(pk=target.pk)
+            if target.rotated_at is not None:
+                raise errors.InvalidGrantError(description="The refresh token was already used.", request=request)
+            source, sibling = None, True
+        request._mcp_generation = (target, sibling)
+        access_token = self._create_access_token(expires, request, token, source_refresh_token=source)
+        self._create_refresh_token(request, token["refresh_token"], access_token, presented)
+
+    def _locked_generation(self, refresh_token, scope: str) -> RefreshGeneration:
+        """``refresh_token``'s generation, locked for this transaction (created for older tokens)."""
+        generation_id = generation_id_of(refresh_token)
+        if generation_id is None:
+            try:
+                with transaction.atomic():
+                    generation = RefreshGeneration.objects.create(token_family=refresh_token.token_family, scope=scope)
+                    RefreshTokenGeneration.objects.create(refresh_token_id=refresh_token.pk, generation=generation)
+                generation_id = generation.pk
+            except IntegrityError:  # a concurrent request linked it first
+                generation_id = generation_id_of(refresh_token)
+        return RefreshGeneration.objects.select_for_update().get(pk=generation_id)
+
+    def _create_refresh_token(self, request, refresh_token_code, access_token, previous_refresh_token):
+        refresh_token = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
+        target = getattr(request, "_mcp_generation", None)
+        if target is None:
+            generation, sibling = (
+                RefreshGeneration.objects.create(token_family=refresh_token.token_family, scope=access_token.scope),
+                False,
+            )
+        else:
+            generation, sibling = target
+        RefreshTokenGeneration.objects.create(refresh_token=refresh_token, generation=generation, sibling=sibling)
+        return refresh_token
+
+
+def prune_generations(older_than_seconds: int = 24 * 3600) -> int:
+    """Delete generations left without refresh tokens (DOT's ``cleartokens`` deleted them) and older than
+    ``older_than_seconds``; schedule it with DOT's cleanup. :returns: the number of generations deleted."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    deleted, _ = RefreshGeneration.objects.filter(members__isnull=True, created_at__lt=cutoff).delete()
+    return deleted

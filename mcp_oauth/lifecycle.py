@@ -1,0 +1,58 @@
+"""Account lifecycle: a user's MCP grants end with their password, their activity or their account.
+
+Receivers on the user model (connected in :meth:`mcp_oauth.apps.MCPOAuthConfig.ready`):
+
+* ``pre_save`` reads the stored ``password`` and ``is_active``; ``post_save`` compares:
+  a changed password (``set_password`` + ``save``, the admin, ``changepassword``, password
+  reset) or ``is_active`` turned false revokes the user's tokens and consents
+  (:func:`mcp_oauth.grants.revoke_user_grants`, reasons ``password_changed`` /
+  ``deactivated``; RFC 9700 §4.14.2, OAuth 2.1 §4.3.3: "revoke on password change").
+* ``pre_delete`` revokes them before the user is deleted (reason ``deleted``), so the audit
+  log keeps the event (with ``detail.user_id``) and caches hear about the tokens.
+
+``user_logged_in`` is not used: logging in changes neither. Saves with ``update_fields``
+that name neither field (``last_login``) cost no query.
+"""
+
+from __future__ import annotations
+
+from .grants import revoke_user_grants
+
+WATCHED = frozenset({"password", "is_active"})
+
+
+def remember_credentials(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
+    """``pre_save``: keep the stored password and ``is_active`` on the instance."""
+    instance._mcp_stored_credentials = None
+    if raw or instance.pk is None or (update_fields is not None and not WATCHED & set(update_fields)):
+        return
+    instance._mcp_stored_credentials = (
+        sender._default_manager.filter(pk=instance.pk).values_list("password", "is_active").first()
+    )
+
+
+def revoke_on_credentials_change(sender, instance, created=False, raw=False, **kwargs) -> None:
+    """``post_save``: revoke the user's grants when the password changed or the account was deactivated."""
+    stored = getattr(instance, "_mcp_stored_credentials", None)
+    instance._mcp_stored_credentials = None
+    if raw or created or stored is None:
+        return
+    password, was_active = stored
+    if getattr(instance, "is_active", True) is False and was_active:
+        revoke_user_grants(instance, reason="deactivated")
+    elif getattr(instance, "password", password) != password:
+        revoke_user_grants(instance, reason="password_changed")
+
+
+def revoke_on_delete(sender, instance, **kwargs) -> None:
+    """``pre_delete``: revoke the user's grants (audited) before the account goes."""
+    revoke_user_grants(instance, reason="deleted")
+
+
+def connect(user_model) -> None:
+    """Connect the receivers for ``user_model`` (idempotent)."""
+    from django.db.models.signals import post_save, pre_delete, pre_save
+
+    pre_save.connect(remember_credentials, sender=user_model, dispatch_uid="mcp_oauth.lifecycle.pre_save")
+    post_save.connect(revoke_on_credentials_change, sender=user_model, dispatch_uid="mcp_oauth.lifecycle.post_save")
+    pre_delete.connect(revoke_on_delete, sender=user_model, dispatch_uid="mcp_oauth.lifecycle.pre_delete")

