@@ -41,6 +41,7 @@ from ..login import login_url
 from ..models import AuditEvent, Consent, ProtectedResource
 from ..settings import mcp_oauth_settings
 from .consent import ConsentTransactionMixin
+from .redeemed import known_replay
 from .resources import InvalidTarget, select_resource
 
 UI_SECURITY_HEADERS = {
@@ -386,6 +387,9 @@ class MCPTokenView(TokenView):
         if request.POST.get("grant_type") == "urn:ietf:params:oauth:grant-type:device_code":
             # DOT routes this grant before oauthlib; the MCP profile does not offer it.
             raise OAuthError("unsupported_grant_type", "The device grant is not supported.")
+        if known_replay(request.POST):
+            # A redeemed code whose replay the database path would only refuse (.redeemed).
+            raise OAuthError("invalid_grant", "The authorization code was already used.")
         try:
             return super().post(request, *args, **kwargs)
         except ObjectDoesNotExist:
