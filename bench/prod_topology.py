@@ -68,6 +68,7 @@ def server_env(**extra: str) -> dict[str, str]:
         "CACHE_KEY_PREFIX": "bench",
         "MCP_BASE_URL": BASE,
         "DJANGO_DEBUG": "0",
+        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain http on loopback
         "DJANGO_SECRET_KEY": "bench-secret-" + "k" * 40,
         "ELICITATION_ENCRYPTION_KEYS": FERNET,
         "MCP_LOG_LEVEL": "WARNING",
@@ -525,12 +526,17 @@ def scenario_grants(args, fx) -> None:
 
 
 def scenario_redeem(args, fx) -> None:
+    for label, cwd in [("ours", ROOT)] + ([("before", Path(args.baseline))] if args.baseline else []):
+        redeem_once(args, fx, label, cwd)
+
+
+def redeem_once(args, fx, label: str, cwd: Path) -> None:
     from django.test import Client
 
     from tests.oauth_helpers import REDIRECT_URI, get_code
 
     port = free_port()
-    server = gunicorn("ours-redeem", 2, port).wait_ready()
+    server = gunicorn(f"{label}-redeem", 2, port, cwd=cwd).wait_ready()
     try:
         client = Client()
         client.force_login(fx["user"])
@@ -570,7 +576,7 @@ def scenario_redeem(args, fx) -> None:
         server.stop()
     fivexx = sum(count for status, count in tally.statuses.items() if status >= 500)
     print(
-        f"\n== {args.redemptions} concurrent redemptions of one code (2 workers): statuses {tally.statuses}, "
+        f"\n== {label}: {args.redemptions} concurrent redemptions of one code (2 workers): statuses {tally.statuses}, "
         f"successes {tally.statuses.get(200, 0)}, 5xx {fivexx}, dropped {tally.errors}, {elapsed:.1f} s, "
         f"p99 {1000 * percentile(tally.latencies, 0.99):.0f} ms"
     )

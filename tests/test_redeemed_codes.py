@@ -98,3 +98,37 @@ def test_another_client_presenting_the_code_takes_the_database_path(logged_in, p
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
     assert any("oauth2_provider" in q["sql"] for q in queries.captured_queries)
     assert _mcp_status(logged_in, first["access_token"]) != 401  # another client's replay revokes nothing
+
+
+def test_no_free_redemption_slot_is_503_with_retry_after(logged_in, public_app, monkeypatch):
+    import threading
+
+    from mcp_oauth.authorization_server import redeemed
+
+    monkeypatch.setattr(redeemed, "_slots", (threading.BoundedSemaphore(1), 0.05))
+    redeemed._slots[0].acquire()  # every slot busy
+    code, verifier, _ = get_code(logged_in, public_app)
+    response = token_request(logged_in, public_app, code, verifier)
+    assert response.status_code == 503 and response.json()["error"] == "temporarily_unavailable"
+    assert response["Retry-After"] == "2"
+    redeemed._slots[0].release()
+    assert token_request(logged_in, public_app, code, verifier).status_code == 200  # the code was not consumed
+
+
+def test_a_request_that_waited_for_a_slot_checks_the_marker_again(logged_in, public_app, monkeypatch):
+    from mcp_oauth.authorization_server import redeemed
+
+    code, verifier, _ = get_code(logged_in, public_app)
+    assert token_request(logged_in, public_app, code, verifier).status_code == 200
+    calls = []
+    original = redeemed.known_replay
+
+    def first_misses(form):  # the marker appears while the request waits for its slot
+        calls.append(1)
+        return False if len(calls) == 1 else original(form)
+
+    monkeypatch.setattr("mcp_oauth.authorization_server.views.known_replay", first_misses)
+    with CaptureQueriesContext(connection) as queries:
+        replay = token_request(logged_in, public_app, code, "w" * 64)
+    assert replay.status_code == 400 and len(calls) == 2
+    assert [q["sql"] for q in queries.captured_queries if "oauth2_provider" in q["sql"]] == []

@@ -22,6 +22,13 @@ The first replay with the right verifier still takes the database path (it revok
 ``code.replay`` and sends :data:`~mcp_oauth.signals.authorization_code_replayed`), then
 :func:`mark_revoked` makes the later ones cheap. A cache outage or a missing marker means the
 database path, which stays the authority.
+
+A burst that arrives all at once comes before the marker exists. :func:`redemption_slot`
+bounds the ``authorization_code`` requests that run the database path at once in a process
+(as many as the database pool has connections): the others wait for a slot holding no
+connection, and check the marker again when they get one, so once the winner has committed
+they are answered from the marker. A request that waits longer than the pool's ``timeout``
+gets 503 + ``Retry-After`` (:class:`SlotUnavailable`).
 """
 
 from __future__ import annotations
@@ -30,15 +37,26 @@ import base64
 import hashlib
 import logging
 import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.cache import caches
-from django.db import transaction
+from django.db import connections, transaction
 
 from ..overload import UNAVAILABLE_ERRORS
 from ..settings import mcp_oauth_settings
 
-__all__ = ["MARKER_PREFIX", "MARKER_SECONDS", "known_replay", "mark_revoked", "remember_redeemed"]
+__all__ = [
+    "MARKER_PREFIX",
+    "MARKER_SECONDS",
+    "SlotUnavailable",
+    "known_replay",
+    "mark_revoked",
+    "redemption_slot",
+    "remember_redeemed",
+]
 
 logger = logging.getLogger("mcp_oauth.authorization_server")
 
@@ -96,3 +114,38 @@ def known_replay(form: Any) -> bool:
     verifier = form.get("code_verifier") or ""
     challenge = marker.get("challenge") or ""
     return not (challenge and verifier and secrets.compare_digest(_s256(verifier), challenge))
+
+
+class SlotUnavailable(Exception):
+    """No redemption slot within the pool's timeout (the caller answers 503 + ``Retry-After``)."""
+
+
+_slots_lock = threading.Lock()
+_slots: tuple[threading.BoundedSemaphore, float] | None = None
+
+
+def _pool_slots() -> tuple[threading.BoundedSemaphore, float]:
+    global _slots
+    with _slots_lock:
+        if _slots is None:
+            pool = (connections["default"].settings_dict.get("OPTIONS") or {}).get("pool")
+            size, timeout = 64, 30.0  # no pool (SQLite, or connections per request): barely bounded
+            if isinstance(pool, dict):
+                size, timeout = int(pool.get("max_size") or 4), float(pool.get("timeout") or 30)
+            _slots = (threading.BoundedSemaphore(size), timeout)
+        return _slots
+
+
+@contextmanager
+def redemption_slot() -> Iterator[None]:
+    """Hold one of the process's redemption slots for the block (see the module docstring).
+
+    :raises SlotUnavailable: none was free within the database pool's ``timeout``.
+    """
+    semaphore, timeout = _pool_slots()
+    if not semaphore.acquire(timeout=timeout):
+        raise SlotUnavailable("no free redemption slot")
+    try:
+        yield
+    finally:
+        semaphore.release()
