@@ -71,7 +71,7 @@ from .protocol import (
     supports_url,
     url_input_request,
 )
-from .providers import ProviderError, fresh_access_token
+from .providers import ProviderError, forget_rejected_connection, fresh_access_token
 from .service import (
     create_unsent_secret_request,
     create_url_elicitation,
@@ -96,6 +96,7 @@ __all__ = [
     "UrlResult",
     "elicit_form",
     "elicit_url",
+    "reconnect",
     "require_connection",
     "require_secret",
     "supports_form",
@@ -164,6 +165,7 @@ class ConnectedAccount:
     scopes: tuple[str, ...] = ()
     account_label: str = ""
     expires_at: datetime | None = None
+    connection_id: int | None = None  # the stored ThirdPartyConnection (see :func:`reconnect`)
 
     def __repr__(self) -> str:  # never show the token
         return f"ConnectedAccount(provider={self.provider.slug!r}, account_label={self.account_label!r})"
@@ -414,6 +416,7 @@ async def _account(provider_row: ThirdPartyProvider, connection: Any) -> Connect
         scopes=tuple(connection.scope_list),
         account_label=connection.account_label,
         expires_at=connection.expires_at,
+        connection_id=connection.pk,
     )
 
 
@@ -424,6 +427,26 @@ async def _find(user: Any, slug: str, wanted: list[str]) -> tuple[ThirdPartyProv
         raise ToolError(f"This site has no enabled third-party provider {slug[:50]!r}; ask its administrators.")
     account = await _account(provider_row, connection) if connection is not None else None
     return provider_row, account
+
+
+async def reconnect(ctx: ToolContext, account: ConnectedAccount, *, message: str | None = None) -> ConnectedAccount:
+    """The provider refused ``account``'s access token (its API answered 401: the user or the
+    provider revoked it there): forget the stored connection (audit ``connection.revoked``,
+    reason ``rejected``) and ask the user to connect again, exactly as :func:`require_connection`
+    does without a connection (``-32042`` in a 2025-11-25 session, ``input_required`` in a
+    2026-07-28 request, a tool error naming the connections page for other clients)::
+
+        account = await require_connection(ctx, "github", ["repo"])
+        response = call_api(account)
+        if response.status == 401:
+            account = await reconnect(ctx, account)
+            response = call_api(account)
+
+    :returns: a new connection, when the user connected again within this call (2026-07-28).
+    :raises: as :func:`require_connection`.
+    """
+    await sync_to_async(forget_rejected_connection)(account.connection_id)
+    return await require_connection(ctx, account.provider, account.scopes, message=message)
 
 
 async def require_connection(

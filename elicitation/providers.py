@@ -410,6 +410,20 @@ def _drop(connection: ThirdPartyConnection, *, reason: str, request: Any = None,
     connection.delete()
 
 
+def forget_rejected_connection(connection_id: int | None) -> bool:
+    """Delete a connection whose access token the provider refused (HTTP 401: revoked or expired
+    at the provider, RFC 6750 §3.1 ``invalid_token``), with an audit ``connection.revoked``
+    (reason ``rejected``). Nothing is sent to the provider: it already refuses the token.
+
+    :returns: whether a connection was deleted (False when it was already gone).
+    """
+    connection = ThirdPartyConnection.objects.select_related("provider", "user").filter(pk=connection_id).first()
+    if connection is None:
+        return False
+    _drop(connection, reason="rejected")
+    return True
+
+
 def revoke_connection(
     connection: ThirdPartyConnection, *, request: Any = None, actor: Any = None, reason: str = "revoked"
 ) -> None:

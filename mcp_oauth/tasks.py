@@ -8,10 +8,12 @@ e.g. hourly::
     CELERY_BEAT_SCHEDULE = {
         "mcp-oauth-cleanup": {"task": "mcp_oauth.tasks.cleanup", "schedule": 3600},
         "mcp-oauth-prune-dcr": {"task": "mcp_oauth.tasks.prune_dynamic_clients", "schedule": 3600},
+        "mcp-oauth-prune-refresh-generations": {"task": "mcp_oauth.tasks.prune_refresh_generations", "schedule": 3600},
     }
 
 ``mcp_oauth.tasks.prune_dynamic_clients`` deletes dynamically registered clients (RFC 7591)
-nobody uses: see its docstring for the rules.
+nobody uses: see its docstring for the rules. ``mcp_oauth.tasks.prune_refresh_generations``
+deletes the bookkeeping of refresh-token rotation once its tokens are gone.
 """
 
 from __future__ import annotations
@@ -140,3 +142,13 @@ def prune_dynamic_clients() -> dict[str, int]:
     count = per_model.get(Application._meta.label, 0)
     log.info("Pruned %d unused dynamically registered clients.", count)
     return {"clients": count}
+
+
+@shared_task(name="mcp_oauth.tasks.prune_refresh_generations", ignore_result=True)
+def prune_refresh_generations() -> int:
+    """Delete refresh-token generations left without tokens for a day
+    (:func:`mcp_oauth.authorization_server.rotation.prune_generations`; DOT's ``cleartokens``
+    deletes the tokens). :returns: the number of generations deleted."""
+    from .authorization_server.rotation import prune_generations
+
+    return prune_generations()

@@ -7,10 +7,9 @@ from typing import Annotated
 from asgiref.sync import sync_to_async
 from pydantic import Field
 
-from elicitation.api import elicit_form
+from elicitation.api import ConnectedAccount, elicit_form, elicit_url, reconnect, require_connection
 from elicitation.form import ElicitationSchema
 from elicitation.providers import ProviderError, fetch_json
-from elicitation.url import elicit_url, require_connection
 from mcp_oauth.tools import ToolContext, ToolError, tool
 
 
@@ -61,24 +60,33 @@ async def ask_name(ctx: ToolContext) -> str:
     return greeting
 
 
+async def _profile(account: ConnectedAccount) -> tuple[int, object]:
+    """GET the provider's userinfo endpoint with the connection's token: ``(HTTP status, JSON)``."""
+    url = account.provider.userinfo_endpoint
+    if not url:
+        raise ToolError("The demo provider has no profile endpoint configured.")
+    try:  # bounded in size and time, no redirects: the provider is a third party
+        return await sync_to_async(fetch_json, thread_sensitive=False)(
+            "GET", url, headers={"Authorization": account.authorization_header}
+        )
+    except ProviderError:
+        raise ToolError(f"{account.provider.name} could not be reached.") from None
+
+
 @tool(scopes=["mcp"], title="My demo-provider profile", annotations={"readOnlyHint": True})
 async def demo_profile(ctx: ToolContext) -> dict:
     """Read your profile at the demo third-party provider, with the connection this site keeps for you.
 
     Without a connection the call ends with JSON-RPC error -32042 and a link: open it, connect
     your account there, then call the tool again. (Clients without URL-mode elicitation get a
-    tool error naming the site's connections page.)
+    tool error naming the site's connections page.) When the provider no longer accepts the
+    stored token (you revoked it there), the connection is forgotten and you are asked again.
     """
     account = await require_connection(ctx, "demo", ["profile"])
-    url = account.provider.userinfo_endpoint
-    if not url:
-        raise ToolError("The demo provider has no profile endpoint configured.")
-    try:  # bounded in size and time, no redirects: the provider is a third party
-        status, profile = await sync_to_async(fetch_json, thread_sensitive=False)(
-            "GET", url, headers={"Authorization": account.authorization_header}
-        )
-    except ProviderError:
-        raise ToolError(f"{account.provider.name} could not be reached.") from None
+    status, profile = await _profile(account)
+    if status == 401:  # the provider no longer accepts the token (revoked there): connect again
+        account = await reconnect(ctx, account)
+        status, profile = await _profile(account)
     if status != 200:
         raise ToolError(f"{account.provider.name} refused the request (HTTP {status}).")
     if not isinstance(profile, dict):

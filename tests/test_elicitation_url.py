@@ -1461,6 +1461,37 @@ def test_live_refused_refresh_deletes_the_connection_and_asks_again(live_site, u
     assert caught.value.data["elicitations"][0]["elicitationId"] == pending.elicitation_id
 
 
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_live_access_token_revoked_at_the_provider_asks_to_connect_again(live_site, user, public_app, http):
+    """The user revoked the connection at the provider (its connected-apps page): the stored,
+    unexpired access token now gets 401 from the provider's API. The demo tool then forgets the
+    connection and asks again (``-32042`` with a new link), instead of failing on every call."""
+    from project.mcp_tools import demo_profile
+
+    session = open_session(user, public_app, live_site.resource)
+    assert connect_through(http, connect_request(user, session).url).status_code == 200
+    connection = ThirdPartyConnection.objects.get()
+    provider = live_site.provider
+    revoked = requests.post(
+        provider.revocation_endpoint,
+        data={"token": connection.access_token, "token_type_hint": "access_token"},
+        auth=(provider.client_id, provider.client_secret),
+        timeout=10,
+    )
+    assert revoked.status_code == 200
+    assert profile_status(live_site, connection.access_token) == 401
+
+    with pytest.raises(UrlElicitationRequired) as caught:
+        async_to_sync(demo_profile)(tool_context(session))
+    assert caught.value.code == -32042
+    assert not ThirdPartyConnection.objects.exists()
+    event = AuditEvent.objects.get(kind="connection.revoked")
+    assert (event.user, event.detail) == (user, {"provider": "demo", "reason": "rejected", "by": None})
+    pending = Elicitation.objects.get(status="pending")
+    assert caught.value.data["elicitations"][0]["elicitationId"] == pending.elicitation_id
+
+
 @pytest.mark.django_db
 def test_a_retry_before_the_user_finished_gets_the_same_link(user, provider, session):
     """A client that retries (or loops) before the user connected gets the pending link again,

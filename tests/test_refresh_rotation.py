@@ -171,12 +171,15 @@ def test_a_rotation_between_reading_and_validating_is_not_taken_for_a_reuse(logg
     assert sibling.status_code == 200 and works(logged_in, sibling.json()["access_token"])
 
 
-def test_generations_without_tokens_are_pruned(logged_in, public_app):
-    from mcp_oauth.authorization_server.rotation import prune_generations
+def test_generations_without_tokens_are_pruned(logged_in, public_app, settings):
+    from mcp_oauth.tasks import prune_refresh_generations
 
     first = first_pair(logged_in, public_app)
     refresh(logged_in, public_app, first["refresh_token"])
     get_refresh_token_model().objects.filter(revoked__isnull=False).delete()  # what cleartokens does
     RefreshGeneration.objects.update(created_at=timezone.now() - timedelta(days=2))
-    assert prune_generations() == 1
+    assert prune_refresh_generations.delay().get() == 1  # the beat task (eager here)
     assert RefreshGeneration.objects.count() == 1 and RefreshGeneration.objects.get().members.count() == 1
+    assert "mcp_oauth.tasks.prune_refresh_generations" in {
+        entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    }
