@@ -651,8 +651,13 @@ async def _open_stream(port: int, token: str, session: str) -> tuple[asyncio.Str
 
 
 def scenario_idle(args, fx) -> None:
+    for label, cwd in [("ours", ROOT)] + ([("before", Path(args.baseline))] if args.baseline else []):
+        idle_once(args, fx, label, cwd)
+
+
+def idle_once(args, fx, label: str, cwd: Path) -> None:
     port = free_port()
-    server = gunicorn("ours-idle", 1, port, MCP_SSE_POLL_INTERVAL_SECONDS="0.25").wait_ready()
+    server = gunicorn(f"{label}-idle", 1, port, cwd=cwd, MCP_SSE_POLL_INTERVAL_SECONDS="0.25").wait_ready()
     token, row = fx["mint"]()
     sessions = [_session_for(fx, row) for _ in range(args.streams)]
     streams = []
@@ -681,7 +686,7 @@ def scenario_idle(args, fx) -> None:
     finally:
         server.stop()
     print(
-        f"\n== {args.streams} idle GET streams on 1 worker: {(rss - base_rss) / args.streams:.1f} KB each "
+        f"\n== {label}: {args.streams} idle GET streams on 1 worker: {(rss - base_rss) / args.streams:.1f} KB each "
         f"(RSS {base_rss / 1024:.0f} -> {rss / 1024:.0f} MB), {xacts / args.idle_seconds:.1f} transactions/s on the "
         f"database while idle ({args.idle_seconds}s, includes this harness's 2 probes), {conns} DB connections of "
         f"the database open, {threads} threads in the server"

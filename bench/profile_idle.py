@@ -22,6 +22,13 @@ sys.path.insert(0, str(ROOT))
 from bench.prod_topology import BASE, _session_for, django_setup, fixtures, mcp_headers  # noqa: E402
 
 
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--streams", type=int, default=300)
@@ -67,6 +74,7 @@ def main() -> None:
         await first.wait()
         await asyncio.sleep(1)
         gc.collect()
+        rss_before = _rss_kb()
         tracemalloc.start(12)
         before = tracemalloc.take_snapshot()
         events = [asyncio.Event() for _ in sessions[1:]]
@@ -78,7 +86,8 @@ def main() -> None:
         after = tracemalloc.take_snapshot()
         stats = after.compare_to(before, "traceback")
         total = sum(stat.size_diff for stat in stats)
-        print(f"{args.streams} idle streams: {total / args.streams / 1024:.1f} KB of Python heap per stream")
+        print(f"{args.streams} idle streams: {total / args.streams / 1024:.1f} KB of Python heap per stream, "
+              f"{(_rss_kb() - rss_before) / args.streams:.1f} KB of RSS (with tracemalloc's own)")
         for stat in after.compare_to(before, "lineno")[: args.top]:
             print(f"{stat.size_diff / args.streams:8.0f} B/stream  {stat.traceback[0]}")
         done.set()

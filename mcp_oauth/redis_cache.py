@@ -26,7 +26,10 @@ from typing import Any
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient as DjangoRedisCacheClient
 
-__all__ = ["RedisCache", "RedisCacheClient"]
+__all__ = ["ASYNC_MAX_CONNECTIONS", "RedisCache", "RedisCacheClient"]
+
+#: Redis connections of the async reads, per event loop (``OPTIONS["max_connections"]`` overrides).
+ASYNC_MAX_CONNECTIONS = 16
 
 
 class RedisCacheClient(DjangoRedisCacheClient):
@@ -63,7 +66,12 @@ class RedisCache(DjangoRedisCache):
             import redis.asyncio
 
             options = {k: v for k, v in self._cache._pool_options.items() if k != "parser_class"}
-            pool = redis.asyncio.ConnectionPool.from_url(self._servers[0], **options)
+            # Bounded: a burst of requests (1,000 streams opening at once) shares a few
+            # connections instead of opening (and then keeping) one each; a request that
+            # waits past the timeout gets ConnectionError, and its caller the synchronous path.
+            options.setdefault("max_connections", ASYNC_MAX_CONNECTIONS)
+            options.setdefault("timeout", 1)
+            pool = redis.asyncio.BlockingConnectionPool.from_url(self._servers[0], **options)
             client = self._async_clients[loop] = redis.asyncio.Redis(connection_pool=pool)
         return client
 

@@ -66,6 +66,8 @@ async def require_session(
     principal: BearerPrincipal,
     request_id: Any = None,
     prefetched: dict[str, Any] | None = None,
+    *,
+    cached: bool = True,
 ) -> McpSession:
     """The live session named by ``Mcp-Session-Id`` and owned by ``principal``.
 
@@ -77,7 +79,7 @@ async def require_session(
         raise JsonRpcError(
             INVALID_REQUEST, f"Bad Request: {SESSION_HEADER} header is required", http_status=400, request_id=request_id
         )
-    session = await afind_session(session_id.strip(), principal, prefetched)
+    session = await afind_session(session_id.strip(), principal, prefetched, cached=cached)
     if session is None:
         raise JsonRpcError(
             INVALID_REQUEST, "Not Found: unknown or terminated session", http_status=404, request_id=request_id

@@ -171,15 +171,16 @@ def session_cache_key(session_id: str) -> str:
 
 
 async def afind_session(
-    session_id: str, principal: BearerPrincipal, prefetched: dict[str, Any] | None = None
+    session_id: str, principal: BearerPrincipal, prefetched: dict[str, Any] | None = None, *, cached: bool = True
 ) -> McpSession | None:
     """:func:`find_session` from async code: from the session cache when there (no thread hop),
     else :func:`find_session` in a thread.
 
     :param prefetched: cache entries already read in this request (``{key: value}``), e.g. by
         :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`.
+    :param cached: False: straight to :func:`find_session` (a GET stream's one lookup).
     """
-    if isinstance(session_id, str) and SESSION_ID_RE.match(session_id):
+    if cached and isinstance(session_id, str) and SESSION_ID_RE.match(session_id):
         key = SESSION_PREFIX + session_id
         values = prefetched if prefetched and key in prefetched else await aget_many([key])
         if values:

@@ -220,9 +220,12 @@ class McpView:
         prefetched: dict[str, Any] = {}
         session_id = (request.headers.get(SESSION_HEADER) or "").strip()
         also = [session_cache_key(session_id)] if SESSION_ID_RE.match(session_id) else []
+        # A GET stream opens once and then lives for hours: its authorization and session lookup
+        # take the thread path (an event-loop Redis read made every idle stream ~30 KB larger,
+        # measured with bench/prod_topology.py --only idle).
         principal = (
             await authenticate_bearer_cached(request, mcp_oauth_settings.absolute(request.path), also, prefetched)
-            if origin_ok
+            if origin_ok and request.method != "GET"
             else None
         )
         if principal is None:  # anything not answered by the caches: the database, in a thread
@@ -356,7 +359,7 @@ class McpView:
         if not accepts_sse(request):
             raise JsonRpcError(INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream", http_status=406)
         check_protocol_version(request.headers)
-        session = await require_session(request.headers, principal)
+        session = await require_session(request.headers, principal, cached=False)
         after = 0
         last_event_id = request.headers.get("Last-Event-ID")
         if last_event_id is not None and last_event_id.strip():
