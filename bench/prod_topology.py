@@ -68,6 +68,7 @@ def server_env(**extra: str) -> dict[str, str]:
         "CACHE_KEY_PREFIX": "bench",
         "MCP_BASE_URL": BASE,
         "DJANGO_DEBUG": "0",
+        "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain http on loopback
         "DJANGO_SECRET_KEY": "bench-secret-" + "k" * 40,
         "ELICITATION_ENCRYPTION_KEYS": FERNET,
         "MCP_LOG_LEVEL": "WARNING",
@@ -80,10 +81,10 @@ def server_env(**extra: str) -> dict[str, str]:
 class Server:
     """A server process tree; ``cpu()`` is the user+system CPU seconds of it and its children."""
 
-    def __init__(self, name: str, argv: list[str], port: int, env: dict[str, str]) -> None:
+    def __init__(self, name: str, argv: list[str], port: int, env: dict[str, str], cwd: Path = ROOT) -> None:
         self.name, self.port = name, port
         self.process = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
         )
 
     def wait_ready(self, path: str = "/", timeout: float = 60) -> Server:
@@ -144,7 +145,10 @@ class Server:
                 self.process.wait(timeout=5)
 
 
-def gunicorn(name: str, workers: int, port: int, app: str = "project.asgi:application", **env: str) -> Server:
+def gunicorn(
+    name: str, workers: int, port: int, app: str = "project.asgi:application", cwd: Path = ROOT, **env: str
+) -> Server:
+    """``cwd``: the source tree served (``--baseline DIR`` serves an earlier checkout next to this one)."""
     argv = [
         str(Path(sys.executable).parent / "gunicorn"),
         app,
@@ -160,8 +164,10 @@ def gunicorn(name: str, workers: int, port: int, app: str = "project.asgi:applic
         "75",
         "--log-level",
         "warning",
+        "--chdir",
+        str(cwd),
     ]
-    return Server(name, argv, port, server_env(**env))
+    return Server(name, argv, port, server_env(**env), cwd=cwd)
 
 
 def sdk(name: str, port: int, stateless: bool) -> Server:
@@ -353,12 +359,15 @@ def scenario_compare(args, fx) -> None:
             "bare", 1, ports["bare"], app="bench.bare_asgi:application", DJANGO_SETTINGS_MODULE="bench.bare_settings"
         ),
     }
+    if args.baseline:  # the same scenario served by an earlier source tree, interleaved
+        ports["before"] = free_port()
+        servers["before"] = gunicorn("before", 1, ports["before"], cwd=Path(args.baseline))
     totals = {name: {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0} for name in servers}
     try:
         for server in servers.values():
             server.wait_ready()
         for name, server in servers.items():  # warm up: caches, pools, imports
-            asyncio.run(run_calls(server.port, token, name if name != "ours" else "ours", 1.0, 4))
+            asyncio.run(run_calls(server.port, token, name, 1.0, 4))
         for _ in range(args.rounds):
             for name, server in servers.items():
                 cpu = server.cpu()
@@ -388,9 +397,16 @@ def scenario_compare(args, fx) -> None:
             f"{1000 * percentile(tally.latencies, 0.99):8.1f} {cpu_ms:12.2f} {total['bad'] + tally.errors:7d}"
         )
     ref_rps, ref_cpu = rows["sdk-stateful"]
-    for name in ("ours", "sdk-stateless", "bare"):
+    for name in ("ours", "sdk-stateless", "bare", "before"):
+        if name not in rows:
+            continue
         rps, cpu_ms = rows[name]
         print(f"{name} / sdk-stateful: {rps / ref_rps:.2f} x req/s, {cpu_ms / ref_cpu:.2f} x CPU per call")
+    if "before" in rows:
+        print(
+            f"ours / before: {rows['ours'][0] / rows['before'][0]:.2f} x req/s, "
+            f"{rows['ours'][1] / rows['before'][1]:.2f} x CPU per call"
+        )
 
 
 def scenario_auth(args, fx) -> None:
@@ -512,12 +528,17 @@ def scenario_grants(args, fx) -> None:
 
 
 def scenario_redeem(args, fx) -> None:
+    for label, cwd in [("ours", ROOT)] + ([("before", Path(args.baseline))] if args.baseline else []):
+        redeem_once(args, fx, label, cwd)
+
+
+def redeem_once(args, fx, label: str, cwd: Path) -> None:
     from django.test import Client
 
     from tests.oauth_helpers import REDIRECT_URI, get_code
 
     port = free_port()
-    server = gunicorn("ours-redeem", 2, port).wait_ready()
+    server = gunicorn(f"{label}-redeem", 2, port, cwd=cwd).wait_ready()
     try:
         client = Client()
         client.force_login(fx["user"])
@@ -557,7 +578,7 @@ def scenario_redeem(args, fx) -> None:
         server.stop()
     fivexx = sum(count for status, count in tally.statuses.items() if status >= 500)
     print(
-        f"\n== {args.redemptions} concurrent redemptions of one code (2 workers): statuses {tally.statuses}, "
+        f"\n== {label}: {args.redemptions} concurrent redemptions of one code (2 workers): statuses {tally.statuses}, "
         f"successes {tally.statuses.get(200, 0)}, 5xx {fivexx}, dropped {tally.errors}, {elapsed:.1f} s, "
         f"p99 {1000 * percentile(tally.latencies, 0.99):.0f} ms"
     )
@@ -632,8 +653,13 @@ async def _open_stream(port: int, token: str, session: str) -> tuple[asyncio.Str
 
 
 def scenario_idle(args, fx) -> None:
+    for label, cwd in [("ours", ROOT)] + ([("before", Path(args.baseline))] if args.baseline else []):
+        idle_once(args, fx, label, cwd)
+
+
+def idle_once(args, fx, label: str, cwd: Path) -> None:
     port = free_port()
-    server = gunicorn("ours-idle", 1, port, MCP_SSE_POLL_INTERVAL_SECONDS="0.25").wait_ready()
+    server = gunicorn(f"{label}-idle", 1, port, cwd=cwd, MCP_SSE_POLL_INTERVAL_SECONDS="0.25").wait_ready()
     token, row = fx["mint"]()
     sessions = [_session_for(fx, row) for _ in range(args.streams)]
     streams = []
@@ -662,7 +688,7 @@ def scenario_idle(args, fx) -> None:
     finally:
         server.stop()
     print(
-        f"\n== {args.streams} idle GET streams on 1 worker: {(rss - base_rss) / args.streams:.1f} KB each "
+        f"\n== {label}: {args.streams} idle GET streams on 1 worker: {(rss - base_rss) / args.streams:.1f} KB each "
         f"(RSS {base_rss / 1024:.0f} -> {rss / 1024:.0f} MB), {xacts / args.idle_seconds:.1f} transactions/s on the "
         f"database while idle ({args.idle_seconds}s, includes this harness's 2 probes), {conns} DB connections of "
         f"the database open, {threads} threads in the server"
@@ -702,7 +728,7 @@ def scenario_notify(args, fx) -> None:
 
     current_app.conf.update(broker_url=REDIS_URL, task_always_eager=False)
     token, row = fx["mint"]()
-    latencies = []
+    latencies, to_row = [], []
     try:
         time.sleep(5)  # the worker connects to the broker
 
@@ -727,7 +753,7 @@ def scenario_notify(args, fx) -> None:
                 await reader.readline()
                 elicitation = await sync_to_async(new_elicitation)(session)
                 await asyncio.sleep(0.05)
-                started = time.monotonic()
+                started, wall = time.monotonic(), time.time()
                 await sync_to_async(complete_elicitation)(elicitation.elicitation_id)
                 while True:
                     line = await asyncio.wait_for(reader.readline(), 10)
@@ -735,6 +761,9 @@ def scenario_notify(args, fx) -> None:
                         latencies.append(time.monotonic() - started)
                         break
                 writer.close()
+                created = await sync_to_async(_outbox_created_at)(session)
+                if created is not None:
+                    to_row.append(created - wall)
 
         asyncio.run(measure())
     finally:
@@ -745,6 +774,19 @@ def scenario_notify(args, fx) -> None:
         f"-> GET stream on a gunicorn worker), {len(latencies)} samples: p50 {1000 * percentile(latencies, 0.5):.0f} ms,"
         f" p99 {1000 * percentile(latencies, 0.99):.0f} ms"
     )
+    if to_row:
+        print(
+            f"   of which complete_elicitation -> outbox row committed by the worker: p50 "
+            f"{1000 * percentile(to_row, 0.5):.0f} ms, p99 {1000 * percentile(to_row, 0.99):.0f} ms "
+            f"(the rest: wake-up, outbox read, SSE write)"
+        )
+
+
+def _outbox_created_at(session: str) -> float | None:
+    from mcp_oauth.models import McpSessionEvent
+
+    created = McpSessionEvent.objects.filter(session_id=session).values_list("created_at", flat=True).first()
+    return created.timestamp() if created is not None else None
 
 
 SCENARIOS = {
@@ -761,6 +803,12 @@ SCENARIOS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument(
+        "--baseline",
+        default="",
+        help="an earlier source tree to serve next to this one "
+        "(compare, redeem, grants: before/after in one interleaved run)",
+    )
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)

@@ -33,12 +33,13 @@ class MCPOAuthConfig(AppConfig):
         from .resource_server.cache import connect_receivers
         from .settings import apply_dot_defaults, mcp_oauth_settings
         from .signals import sync_default_resource
-        from .transport import wakeup
+        from .transport import sessions, wakeup
 
         apply_dot_defaults()
         checks.replace_dot_bcp_check()
         connect_receivers()
         wakeup.connect_receivers()
+        sessions.connect_receivers()
         connect_lifecycle(get_user_model())
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)

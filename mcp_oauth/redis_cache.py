@@ -10,16 +10,26 @@ thread-safe: each command borrows a connection from the shared pool). Use it as:
     CACHES = {"default": {"BACKEND": "mcp_oauth.redis_cache.RedisCache", "LOCATION": "redis://…"}}
 
 Same options, same keys, same serialisation as Django's backend.
+
+Reads also have a native async form (:meth:`RedisCache.aget`, :meth:`RedisCache.aget_many`:
+``redis.asyncio``, one client per event loop) so that the hot path of an async view reads its
+caches without a sync/async thread hop (Django's default ``aget`` runs ``get`` in a thread).
+``native_async`` is True on this backend; writes stay synchronous (they are rare).
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Any
 
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient as DjangoRedisCacheClient
 
-__all__ = ["RedisCache", "RedisCacheClient"]
+__all__ = ["ASYNC_MAX_CONNECTIONS", "RedisCache", "RedisCacheClient"]
+
+#: Redis connections of the async reads, per event loop (``OPTIONS["max_connections"]`` overrides).
+ASYNC_MAX_CONNECTIONS = 16
 
 
 class RedisCacheClient(DjangoRedisCacheClient):
@@ -38,8 +48,44 @@ class RedisCacheClient(DjangoRedisCacheClient):
 
 
 class RedisCache(DjangoRedisCache):
-    """Django's Redis cache backend using :class:`RedisCacheClient`."""
+    """Django's Redis cache backend using :class:`RedisCacheClient`, with native async reads."""
+
+    #: ``aget``/``aget_many`` talk to Redis from the event loop (no thread hop).
+    native_async = True
 
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = RedisCacheClient
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+    def _async_client(self) -> Any:
+        """The ``redis.asyncio`` client of the running loop (reads go to the first server)."""
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None:
+            import redis.asyncio
+
+            options = {k: v for k, v in self._cache._pool_options.items() if k != "parser_class"}  # type: ignore[attr-defined]  # Django's private cache-client attribute, absent from django-stubs
+            # Bounded: a burst of requests (1,000 streams opening at once) shares a few
+            # connections instead of opening (and then keeping) one each; a request that
+            # waits past the timeout gets ConnectionError, and its caller the synchronous path.
+            options.setdefault("max_connections", ASYNC_MAX_CONNECTIONS)
+            options.setdefault("timeout", 1)
+            pool = redis.asyncio.BlockingConnectionPool.from_url(self._servers[0], **options)  # type: ignore[attr-defined]  # Django's private cache-client attribute, absent from django-stubs
+            client = self._async_clients[loop] = redis.asyncio.Redis(connection_pool=pool)
+        return client
+
+    async def aget(self, key: Any, default: Any = None, version: Any = None) -> Any:
+        key = self.make_and_validate_key(key, version=version)
+        value = await self._async_client().get(key)
+        return default if value is None else self._cache._serializer.loads(value)  # type: ignore[attr-defined]  # Django's private cache-client attribute, absent from django-stubs
+
+    async def aget_many(self, keys: Any, version: Any = None) -> dict[Any, Any]:
+        """Like ``get_many`` (one ``MGET``), from the event loop."""
+        keys = list(keys)
+        if not keys:
+            return {}
+        made = {self.make_and_validate_key(key, version=version): key for key in keys}
+        values = await self._async_client().mget(list(made))
+        loads = self._cache._serializer.loads  # type: ignore[attr-defined]  # Django's private cache-client attribute, absent from django-stubs
+        return {made[k]: loads(v) for k, v in zip(made, values, strict=True) if v is not None}

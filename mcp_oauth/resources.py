@@ -9,6 +9,7 @@ what the resource server compares exactly.
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlsplit, urlunsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -27,7 +28,14 @@ def canonicalize_resource(uri: str) -> str:
         another scheme, no host, userinfo, a fragment (RFC 8707 §2 forbids it) or
         an invalid port.
     """
-    if not isinstance(uri, str) or not uri or any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
+    if not isinstance(uri, str):
+        raise InvalidResource("a resource must be an absolute https URI")
+    return _canonicalize(uri)
+
+
+@functools.lru_cache(maxsize=512)  # pure; the endpoint canonicalises its own URL on every request
+def _canonicalize(uri: str) -> str:
+    if not uri or any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
         raise InvalidResource("a resource must be an absolute https URI")
     if "#" in uri:
         raise InvalidResource("a resource indicator must not include a fragment (RFC 8707 §2)")

@@ -6,14 +6,17 @@ tests/test_production_topology.py.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
-from mcp_oauth.models import ProtectedResource
+from mcp_oauth.models import McpSession, ProtectedResource
 from mcp_oauth.resource_server.cache import (
     TOKEN_PREFIX,
     TOMBSTONE,
@@ -24,6 +27,7 @@ from mcp_oauth.resource_server.cache import (
 )
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.tools import ToolRegistry
+from mcp_oauth.transport.sessions import SESSION_PREFIX
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -178,3 +182,89 @@ def test_an_unimportable_dotted_path_names_the_setting(settings):
 
 def caller(request, scope):
     return "fixed"
+
+
+# --- the session cache (mcp_oauth.transport.sessions) -------------------------------------
+
+
+def _ping(token: str, session_id: str):
+    return Client().post(
+        "/mcp",
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        content_type="application/json",
+        HTTP_ACCEPT=ACCEPT_BOTH,
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_MCP_SESSION_ID=session_id,
+        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
+    )
+
+
+def _delete(token: str, session_id: str):
+    return Client().delete(
+        "/mcp",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_MCP_SESSION_ID=session_id,
+        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
+    )
+
+
+def test_a_warm_session_request_costs_no_query(token):
+    session_id = post_initialize(token)["Mcp-Session-Id"]
+    assert _ping(token, session_id).status_code == 200  # loads and caches the session
+    assert cache.get(SESSION_PREFIX + session_id)["protocol_version"] == "2025-11-25"
+    with CaptureQueriesContext(connection) as queries:
+        response = _ping(token, session_id)
+    assert response.status_code == 200 and response.json()["result"] == {}
+    assert queries.captured_queries == []
+
+
+def test_a_deleted_session_is_404_at_once_although_it_was_cached(token):
+    session_id = post_initialize(token)["Mcp-Session-Id"]
+    assert _ping(token, session_id).status_code == 200
+    assert _delete(token, session_id).status_code == 204
+    assert cache.get(SESSION_PREFIX + session_id) == TOMBSTONE
+    assert _ping(token, session_id).status_code == 404
+
+
+def test_a_saved_or_deleted_session_row_is_forgotten(token):
+    session_id = post_initialize(token)["Mcp-Session-Id"]
+    assert _ping(token, session_id).status_code == 200
+    row = McpSession.objects.get(pk=session_id)
+    row.ended_at = timezone.now()
+    row.save()  # the admin, say
+    assert _ping(token, session_id).status_code == 404
+    other = post_initialize(token)["Mcp-Session-Id"]
+    assert _ping(token, other).status_code == 200
+    McpSession.objects.filter(pk=other).delete()
+    assert _ping(token, other).status_code == 404
+
+
+def test_a_cached_session_is_404_for_another_principal(token, other_user, public_app, resource, mint_token):
+    session_id = post_initialize(token)["Mcp-Session-Id"]
+    assert _ping(token, session_id).status_code == 200
+    assert _ping(mint_token(other_user, public_app, "mcp", resource.uri), session_id).status_code == 404
+
+
+def test_set_level_is_seen_by_the_next_request(token):
+    session_id = post_initialize(token)["Mcp-Session-Id"]
+    assert _ping(token, session_id).status_code == 200
+    response = Client().post(
+        "/mcp",
+        {"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": "error"}},
+        content_type="application/json",
+        HTTP_ACCEPT=ACCEPT_BOTH,
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_MCP_SESSION_ID=session_id,
+        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
+    )
+    assert response.status_code == 200
+    assert cache.get(SESSION_PREFIX + session_id) == TOMBSTONE
+    assert _ping(token, session_id).status_code == 200
+    assert McpSession.objects.get(pk=session_id).log_level == "error"
+
+
+def test_a_cached_session_entry_expires_when_its_touch_is_due(token, settings):
+    session_id = post_initialize(token)["Mcp-Session-Id"]
+    assert _ping(token, session_id).status_code == 200
+    key = cache.make_and_validate_key(SESSION_PREFIX + session_id)
+    assert 55 <= cache._expire_info[key] - time.time() <= 60  # TOUCH_INTERVAL_SECONDS

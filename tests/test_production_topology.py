@@ -99,6 +99,30 @@ def test_revocation_deactivation_and_disabled_resource_reach_both_workers(
         assert statuses(urls, kept) == [200, 200]
 
 
+def test_a_session_deleted_on_one_worker_is_404_on_the_other_at_once(shared, user, public_app, mint_token):
+    """Both workers serve the session from the shared session cache; DELETE on one ends it on both."""
+    from django.core.cache import cache
+
+    from mcp_oauth.transport.sessions import SESSION_PREFIX
+
+    port_a, base, prefix = shared
+    port_b = free_port()
+    token = mint_token(user, public_app, "mcp", ensure_default_resource().uri)
+    urls = [f"{base}/mcp", f"http://127.0.0.1:{port_b}/mcp"]
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    with asgi_worker(port_a, base, prefix), asgi_worker(port_b, base, prefix):
+        opened = httpx2.post(urls[0], headers=headers(token), json=INIT, timeout=10)
+        session = {
+            **headers(token),
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        assert [httpx2.post(url, headers=session, json=ping, timeout=10).status_code for url in urls] == [200, 200]
+        assert cache.get(SESSION_PREFIX + opened.headers["mcp-session-id"])["user_id"] == user.pk
+        assert httpx2.delete(urls[0], headers=session, timeout=10).status_code == 204
+        assert [httpx2.post(url, headers=session, json=ping, timeout=10).status_code for url in urls] == [404, 404]
+
+
 def test_pool_of_two_under_twenty_concurrent_requests_answers_only_200_or_503(shared, user, public_app, mint_token):
     port, base, prefix = shared
     resource = ensure_default_resource()

@@ -8,6 +8,8 @@
   is refused (``invalid_grant``) and, when the replay carries the right PKCE
   verifier, the tokens the code produced are revoked. A replay with a wrong
   verifier revokes nothing, so a guessed code cannot be used to log users out.
+  Replays that would change nothing more are refused from a cache marker before any
+  database work (:mod:`.redeemed`).
 * Trust policy (:mod:`mcp_oauth.trust`): a grant to a client that is denied or held
   for review is refused with ``invalid_client`` (RFC 6749 §5.2), whatever the grant
   type, so blocking a client also stops its refresh tokens.
@@ -36,6 +38,7 @@ from ..cimd.validator import CIMDValidatorMixin
 from ..client_secrets import check_client_secret
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
+from .redeemed import mark_revoked, remember_redeemed
 from .redirects import redirect_scheme_allowed, redirect_uri_registered
 from .resources import InvalidTarget, select_resource
 from .rotation import RefreshRotationMixin
@@ -128,6 +131,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 access_token.revoke()
         if redeemed.token_family is not None:
             get_refresh_token_model().revoke_family(redeemed.token_family)
+        mark_revoked(code, client.client_id, redeemed.code_challenge)
         authorization_code_replayed.send(
             sender=RedeemedAuthorizationCode, redeemed=redeemed, application=client, request=request
         )
@@ -173,6 +177,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             access_token=getattr(request, "_mcp_access_token", None),
             token_family=getattr(request, "_mcp_token_family", None),
         )
+        remember_redeemed(code, request.client.client_id, getattr(request, "_mcp_code_challenge", "") or "")
 
     # --- trust policy -------------------------------------------------------------------
 

@@ -39,8 +39,10 @@ from ..audit import record
 from ..errors import OAuthError
 from ..login import login_url
 from ..models import AuditEvent, Consent, ProtectedResource
+from ..overload import unavailable_response
 from ..settings import mcp_oauth_settings
 from .consent import ConsentTransactionMixin
+from .redeemed import SlotUnavailable, known_replay, redemption_slot
 from .resources import InvalidTarget, select_resource
 
 UI_SECURITY_HEADERS = {
@@ -386,6 +388,21 @@ class MCPTokenView(TokenView):
         if request.POST.get("grant_type") == "urn:ietf:params:oauth:grant-type:device_code":
             # DOT routes this grant before oauthlib; the MCP profile does not offer it.
             raise OAuthError("unsupported_grant_type", "The device grant is not supported.")
+        if request.POST.get("grant_type") == "authorization_code":
+            # A redeemed code whose replay the database path would only refuse is answered from
+            # its marker, before and again after waiting for a redemption slot (.redeemed).
+            if known_replay(request.POST):
+                raise OAuthError("invalid_grant", "The authorization code was already used.")
+            try:
+                with redemption_slot():
+                    if known_replay(request.POST):
+                        raise OAuthError("invalid_grant", "The authorization code was already used.")
+                    return self._grant(request, *args, **kwargs)
+            except SlotUnavailable:
+                return unavailable_response()
+        return self._grant(request, *args, **kwargs)
+
+    def _grant(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
             return super().post(request, *args, **kwargs)
         except ObjectDoesNotExist:

@@ -11,7 +11,7 @@ required scopes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,16 @@ from django.http import HttpRequest, HttpResponse
 from ..adapter import get_adapter
 from ..models import ProtectedResource
 from ..scopes import missing as scope_missing
-from .cache import access_token_by_checksum, resource_by_uri, token_checksum
+from .cache import (
+    RESOURCE_GENERATION_KEY,
+    TOKEN_PREFIX,
+    access_token_by_checksum,
+    aget_many,
+    resource_by_uri,
+    resource_from_generation,
+    token_checksum,
+    token_from_entry,
+)
 from .challenges import challenge_response
 
 
@@ -136,7 +145,14 @@ def _authenticate_bearer(
     if token is None:
         raise BearerChallenge(resource, scopes=needed)
 
-    access_token = access_token_by_checksum(token_checksum(token))
+    return _principal(request, resource, access_token_by_checksum(token_checksum(token)), needed)
+
+
+def _principal(
+    request: HttpRequest, resource: ProtectedResource, access_token: Any, needed: list[str]
+) -> BearerPrincipal:
+    """Every check of a looked-up token (no I/O with the default adapter): the principal, or
+    :class:`BearerChallenge`."""
     if access_token is None:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
@@ -175,6 +191,55 @@ def _authenticate_bearer(
     return BearerPrincipal(
         user=user, application=application, access_token=access_token, scopes=granted, resource=resource
     )
+
+
+def _default_authentication(adapter: Any) -> bool:
+    from ..adapter import DefaultMCPAdapter
+
+    kind = type(adapter)
+    return (
+        kind.authenticate_request is DefaultMCPAdapter.authenticate_request
+        and kind.user_for_token is DefaultMCPAdapter.user_for_token
+    )
+
+
+async def authenticate_bearer_cached(
+    request: HttpRequest, resource_uri: str, also: Sequence[str] = (), into: dict[str, Any] | None = None
+) -> BearerPrincipal | None:
+    """The principal of ``request`` for the resource ``resource_uri`` when the resource registry
+    and the token's cache entry answer without I/O beyond one cache read from the event loop
+    (:func:`~.cache.aget_many`), and the token passes every check of :func:`authenticate_bearer`.
+
+    :returns: None in every other case (no or malformed token, cache miss or tombstone, stale
+        registry, any refusal, an adapter that overrides ``authenticate_request`` or
+        ``user_for_token``): the caller then runs the adapter's ``authenticate_request`` in a
+        thread, which reads the database and gives the exact answer. Never a wrong acceptance:
+        the entries it trusts are the ones :func:`authenticate_bearer` trusts.
+    :param also: more token-cache keys to read in the same round trip (e.g. the session's);
+        the entries found are put in ``into``.
+    """
+    if not _default_authentication(get_adapter()) or "access_token" in request.GET:
+        return None
+    try:
+        token = bearer_token_from_header(request.headers.get("Authorization"))
+    except ValueError:
+        return None
+    if token is None:
+        return None
+    token_key = TOKEN_PREFIX + token_checksum(token)
+    values = await aget_many([RESOURCE_GENERATION_KEY, token_key, *also])
+    if values is None:
+        return None
+    if into is not None:
+        into.update((key, values[key]) for key in also if key in values)
+    resource = resource_from_generation(resource_uri, values.get(RESOURCE_GENERATION_KEY))
+    access_token = token_from_entry(values.get(token_key))
+    if resource is None or access_token is None:
+        return None
+    try:
+        return _principal(request, resource, access_token, list(dict.fromkeys(resource.scope_list)))
+    except BearerChallenge:
+        return None
 
 
 def resolve_resource(resource_uri: str | None = None) -> ProtectedResource:

@@ -33,6 +33,12 @@ Bulk ``QuerySet.update()`` sends no signal: call :func:`forget_user_tokens`,
 :func:`forget_application_tokens` or :func:`bump_resource_generation` after one.
 
 A cache outage degrades to database lookups (logged), never to a refused request.
+
+**Without a thread hop.** An async front end first tries :func:`aget_many` (one ``MGET`` from
+the event loop with a backend that has ``native_async`` reads, such as
+:class:`mcp_oauth.redis_cache.RedisCache`; a plain read of an in-process backend) and
+:func:`resource_from_generation` / :func:`token_from_entry` on what it got; anything missing,
+stale or revoked sends it to the synchronous functions above (one thread hop, the database).
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from datetime import datetime
 from typing import Any
 
 from django.core.cache import caches
+from django.core.cache.backends.dummy import DummyCache
+from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
@@ -56,7 +64,14 @@ from ..resources import canonicalize_resource
 from ..settings import mcp_oauth_settings
 
 __all__ = [
+    "RESOURCE_GENERATION_KEY",
+    "TOKEN_PREFIX",
     "access_token_by_checksum",
+    "aget_many",
+    "cache_entry",
+    "resource_from_generation",
+    "token_from_entry",
+    "tombstone",
     "bump_resource_generation",
     "forget_application_tokens",
     "forget_token",
@@ -130,6 +145,54 @@ def access_token_by_checksum(checksum: str) -> Any:
     return token
 
 
+async def aget_many(keys: list[str]) -> dict[str, Any] | None:
+    """The entries of ``keys`` in the token cache, read without a thread hop.
+
+    :returns: ``{key: value}`` of the keys present, or None when this backend cannot be read
+        from the event loop, or is unavailable (the caller then takes the synchronous path).
+    """
+    cache = _cache()
+    try:
+        if getattr(cache, "native_async", False):
+            return await cache.aget_many(keys)
+        if isinstance(cache, (LocMemCache, DummyCache)):  # in process: no I/O to wait for
+            return cache.get_many(keys)
+    except _CACHE_ERRORS:
+        return None  # the synchronous path logs the outage
+    return None
+
+
+def token_from_entry(entry: Any) -> Any:
+    """The cached ``AccessToken`` of a token-cache entry, or None (absent, revoked: ask the database)."""
+    if entry is None or entry == TOMBSTONE:
+        return None
+    return entry
+
+
+def cache_entry(key: str, value: Any, timeout: float) -> None:
+    """``cache.add`` (never replaces a tombstone) for at least one second; outages are logged."""
+    if timeout < 1:
+        return
+    try:
+        _cache().add(key, value, timeout=int(timeout))
+    except _CACHE_ERRORS as exc:
+        logger.warning("cache unavailable, not caching: %s", exc)
+
+
+def tombstone(keys: list[str]) -> None:
+    """Replace the entries of ``keys`` by tombstones now and after the transaction commits."""
+
+    def write() -> None:
+        try:
+            _cache().set_many(dict.fromkeys(keys, TOMBSTONE), timeout=TOMBSTONE_SECONDS)
+        except _CACHE_ERRORS as exc:
+            logger.error("cache unavailable: could not invalidate %d entries: %s", len(keys), exc)
+
+    if keys:
+        write()
+        transaction.on_commit(write)
+
+
 def _tombstone(checksums: list[str]) -> None:
     if not checksums:
         return
@@ -201,6 +264,15 @@ class _ResourceRegistry:
         except KeyError:
             raise ProtectedResource.DoesNotExist(f"no enabled protected resource {canonical!r}") from None
 
+    def peek(self, uri: str, generation: Any) -> ProtectedResource | None:
+        """The resource when ``generation`` is the one loaded (else None: call :meth:`get`)."""
+        if generation is None or generation != self._generation:
+            return None
+        try:
+            return self._by_uri.get(canonicalize_resource(uri))
+        except ValueError:
+            return None
+
     def clear(self) -> None:
         with self._lock:
             self._generation = object()
@@ -220,6 +292,13 @@ def resource_by_uri(uri: str) -> ProtectedResource:
     :raises mcp_oauth.resources.InvalidResource: ``uri`` is not a resource URI.
     """
     return _registry.get(uri)
+
+
+def resource_from_generation(uri: str, generation: Any) -> ProtectedResource | None:
+    """The enabled resource of ``uri`` when ``generation`` (the value of
+    :data:`RESOURCE_GENERATION_KEY` just read) is the one this process loaded; None otherwise
+    (unknown URI, or the registry must reload: call :func:`resource_by_uri`)."""
+    return _registry.peek(uri, generation)
 
 
 def bump_resource_generation() -> None:

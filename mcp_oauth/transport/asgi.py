@@ -17,6 +17,13 @@ and every non-HTTP scope, goes to the wrapped application unchanged::
 
     application = mcp_lane(get_asgi_application())
 
+**Threads.** A POST's thread is taken from a small pool of single-thread executors on its first
+sync call (:class:`RequestThread`), not created per request, and goes back when the response is
+closed on it. A request that runs no sync code at all (bearer token, resource and session from
+the caches, an async tool: :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`,
+:func:`~mcp_oauth.transport.sessions.afind_session`) takes no thread and makes no thread hop: it
+opened no database connection, so its response is closed (``request_finished``) on the event loop.
+
 A site that keeps its own ``asgi.py`` unchanged still serves the endpoint through its URLconf
 (``mcp_oauth.urls``), only slower.
 
@@ -34,6 +41,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
@@ -46,9 +55,62 @@ from django.urls import set_script_prefix
 from ..overload import is_unavailable_error, unavailable_response
 from ..settings import mcp_oauth_settings
 
-__all__ = ["McpLane", "mcp_lane"]
+__all__ = ["McpLane", "RequestThread", "mcp_lane"]
 
 logger = logging.getLogger("mcp_oauth.transport")
+
+#: Idle request threads kept for reuse (more are created under load, and shut down when returned).
+IDLE_THREADS = 32
+
+
+class _ThreadPool:
+    """Single-thread executors handed to requests one at a time, reused."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._idle: list[ThreadPoolExecutor] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-request")
+
+    def release(self, executor: ThreadPoolExecutor) -> None:
+        with self._lock:
+            if len(self._idle) < self.keep:
+                self._idle.append(executor)
+                return
+        executor.shutdown(wait=False)
+
+
+_threads = _ThreadPool(IDLE_THREADS)
+
+
+class RequestThread(Executor):
+    """The one thread of a request (the executor of its ``ThreadSensitiveContext``): taken from
+    the lane's pool at the first sync call, returned by :meth:`release`. ``calls`` counts the
+    sync calls (thread hops) the request made."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self.calls = 0
+
+    @property
+    def used(self) -> bool:
+        return self._executor is not None
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
+        if self._executor is None:
+            self._executor = _threads.acquire()
+        self.calls += 1
+        return self._executor.submit(fn, *args, **kwargs)
+
+    def release(self) -> None:
+        if self._executor is not None:
+            _threads.release(self._executor)
+            self._executor = None
 
 
 class McpLane(ASGIHandler):
@@ -86,10 +148,14 @@ class McpLane(ASGIHandler):
             # process's one thread-sensitive thread instead of parking a thread per stream.
             await self.handle(scope, receive, send)
             return
-        async with ThreadSensitiveContext():
-            await self.handle(scope, receive, send)
+        thread = RequestThread()
+        try:
+            async with ThreadSensitiveContext(executor=thread):
+                await self.handle(scope, receive, send, thread)
+        finally:
+            thread.release()
 
-    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any, thread: RequestThread | None = None) -> None:
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -120,7 +186,12 @@ class McpLane(ASGIHandler):
                     pass
         response = tasks[1].result() if tasks[1].done() and not tasks[1].cancelled() else None
         if response is not None:
-            await sync_to_async(response.close)()  # request_finished: connections back to the pool
+            if thread is not None and not thread.used:
+                # No sync code ran for this request: it holds no database connection (those
+                # live on sync threads), so request_finished has nothing to give back.
+                response.close()
+            else:
+                await sync_to_async(response.close)()  # request_finished: connections back to the pool
         else:
             from django.core import signals
 

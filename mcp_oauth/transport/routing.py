@@ -17,15 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from ..models import McpSession
 from ..resource_server.authentication import BearerPrincipal
 from . import modern
 from .handlers import methods
 from .jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, Incoming, JsonRpcError
 from .legacy import LATEST_HANDSHAKE_VERSION
-from .sessions import find_session
+from .sessions import afind_session
 from .table import HANDSHAKE_VERSIONS, LEGACY, MODERN, MODERN_VERSIONS, Call, Method
 
 __all__ = [
@@ -63,7 +61,14 @@ def is_modern_header(headers: Mapping[str, str]) -> bool:
     return value is not None and value.strip() in MODERN_VERSIONS
 
 
-async def require_session(headers: Mapping[str, str], principal: BearerPrincipal, request_id: Any = None) -> McpSession:
+async def require_session(
+    headers: Mapping[str, str],
+    principal: BearerPrincipal,
+    request_id: Any = None,
+    prefetched: dict[str, Any] | None = None,
+    *,
+    cached: bool = True,
+) -> McpSession:
     """The live session named by ``Mcp-Session-Id`` and owned by ``principal``.
 
     :raises JsonRpcError: 400 without the header; 404 for any id that is not a live
@@ -74,7 +79,7 @@ async def require_session(headers: Mapping[str, str], principal: BearerPrincipal
         raise JsonRpcError(
             INVALID_REQUEST, f"Bad Request: {SESSION_HEADER} header is required", http_status=400, request_id=request_id
         )
-    session = await sync_to_async(find_session)(session_id.strip(), principal)
+    session = await afind_session(session_id.strip(), principal, prefetched, cached=cached)
     if session is None:
         raise JsonRpcError(
             INVALID_REQUEST, "Not Found: unknown or terminated session", http_status=404, request_id=request_id
@@ -89,12 +94,16 @@ async def route_request(
     registry: Any,
     *,
     http_request: Any = None,
+    prefetched: dict[str, Any] | None = None,
 ) -> tuple[Method, Call]:
     """The table entry and the :class:`~.table.Call` of a JSON-RPC request, in its era.
 
     2026-07-28 (:func:`~.modern.is_modern`): the :mod:`.modern` ladder, the method in that era
     (404 -32601), the client capability it needs (-32021). 2025-11-25 family: the method in that
     era (200 -32601), the version header (-32022), the session (400/404) unless it is ``initialize``.
+
+    :param prefetched: cache entries the front end already read (the session's, see
+        :func:`~.sessions.afind_session`).
 
     :raises JsonRpcError: the first failing check, with its HTTP status; -32600 (HTTP 400) for a
         message without an ``id`` (a notification is not a request).
@@ -136,7 +145,7 @@ async def route_request(
             METHOD_NOT_FOUND, f"Method not found: {method[:100]}", http_status=200, request_id=message_id
         )
     check_protocol_version(headers, message_id)
-    session = await require_session(headers, principal, message_id) if entry.session else None
+    session = await require_session(headers, principal, message_id, prefetched) if entry.session else None
     return entry, Call(
         method=method,
         message_id=message_id,

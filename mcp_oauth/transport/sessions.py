@@ -14,8 +14,16 @@ outbox with :func:`enqueue_session_message`; the session's GET stream delivers
 them in ``id`` order with SSE event id ``"<id>"`` and resumes after
 ``Last-Event-ID`` ("Resumability and Redelivery").
 
-All functions here are synchronous (ORM): call them with ``sync_to_async`` from
-async code.
+All functions here but :func:`afind_session` are synchronous (ORM): call them with
+``sync_to_async`` from async code.
+
+**Session cache.** A live session found by :func:`find_session` is kept in the shared cache
+(``MCP_OAUTH["TOKEN_CACHE"]``, key ``mcp_oauth:session:<id>``) until its next ``last_seen_at``
+touch is due, so :func:`afind_session` answers the requests in between from one cache read on
+the event loop (no thread hop, no query). Ending a session (:func:`end_session`, DELETE),
+:func:`set_log_level`, and saving or deleting the row (admin, cleanup) replace the entry by a
+tombstone at once and again after commit, so every worker stops serving it immediately;
+entries are written with ``cache.add``, which never replaces a tombstone.
 """
 
 from __future__ import annotations
@@ -24,15 +32,21 @@ import re
 from datetime import timedelta
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import transaction
+from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from ..models import McpSession, McpSessionEvent
 from ..resource_server.authentication import BearerPrincipal
+from ..resource_server.cache import TOMBSTONE, aget_many, cache_entry, tombstone
 from ..settings import mcp_oauth_settings
 
 __all__ = [
     "SESSION_ID_RE",
+    "afind_session",
+    "forget_session",
+    "session_cache_key",
     "create_session",
     "end_session",
     "enqueue_session_message",
@@ -97,7 +111,93 @@ def find_session(session_id: str, principal: BearerPrincipal, *, touch: bool = T
         if now - session.last_seen_at >= _touch_interval():
             McpSession.objects.filter(pk=session.pk).update(last_seen_at=now)
             session.last_seen_at = now
+        _remember(session)
     return session
+
+
+SESSION_PREFIX = "mcp_oauth:session:"
+
+#: The fields a cached session carries (everything a request reads from it).
+_CACHED_FIELDS = (
+    "user_id",
+    "application_id",
+    "resource_id",
+    "protocol_version",
+    "client_capabilities",
+    "client_info",
+    "log_level",
+    "created_at",
+    "last_seen_at",
+)
+
+
+def _remember(session: McpSession) -> None:
+    """Cache a live session until its next touch is due."""
+    due = session.last_seen_at + _touch_interval()
+    entry = {name: getattr(session, name) for name in _CACHED_FIELDS}
+    cache_entry(SESSION_PREFIX + session.pk, entry, (due - timezone.now()).total_seconds())
+
+
+def forget_session(session_id: str) -> None:
+    """Invalidate the cached session ``session_id`` on every worker (now and after commit)."""
+    tombstone([SESSION_PREFIX + session_id])
+
+
+def _from_entry(session_id: str, entry: Any, principal: BearerPrincipal) -> McpSession | None:
+    if not isinstance(entry, dict) or entry == TOMBSTONE:
+        return None
+    owner = (
+        principal.user.pk if principal.user is not None else None,
+        principal.application.pk if principal.application is not None else None,
+        principal.resource.pk,
+    )
+    if (entry.get("user_id"), entry.get("application_id"), entry.get("resource_id")) != owner:
+        return None  # another principal: the database path gives the 404
+    now = timezone.now()
+    last_seen = entry["last_seen_at"]
+    idle = timedelta(seconds=float(mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS))
+    if now - last_seen >= _touch_interval() or now - last_seen > idle:
+        return None  # a touch is due (or it idled out): the database path decides
+    session = McpSession(id=session_id, ended_at=None, **entry)
+    session._state.adding = False
+    session._state.db = McpSession.objects.db
+    return session
+
+
+def session_cache_key(session_id: str) -> str:
+    """The session's key in the token cache."""
+    return SESSION_PREFIX + session_id
+
+
+async def afind_session(
+    session_id: str, principal: BearerPrincipal, prefetched: dict[str, Any] | None = None, *, cached: bool = True
+) -> McpSession | None:
+    """:func:`find_session` from async code: from the session cache when there (no thread hop),
+    else :func:`find_session` in a thread.
+
+    :param prefetched: cache entries already read in this request (``{key: value}``), e.g. by
+        :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`.
+    :param cached: False: straight to :func:`find_session` (a GET stream's one lookup).
+    """
+    if cached and isinstance(session_id, str) and SESSION_ID_RE.match(session_id):
+        key = SESSION_PREFIX + session_id
+        values = prefetched if prefetched and key in prefetched else await aget_many([key])
+        if values:
+            session = _from_entry(session_id, values.get(SESSION_PREFIX + session_id), principal)
+            if session is not None:
+                return session
+    return await sync_to_async(find_session)(session_id, principal)
+
+
+def _session_changed(sender: Any, instance: McpSession, created: bool = False, **kwargs: Any) -> None:
+    if not created:
+        forget_session(instance.pk)
+
+
+def connect_receivers() -> None:
+    """Invalidate cached sessions when a row is saved or deleted (called from the app's ``ready``)."""
+    post_save.connect(_session_changed, sender=McpSession, dispatch_uid="mcp_oauth.sessions.cache.save")
+    post_delete.connect(_session_changed, sender=McpSession, dispatch_uid="mcp_oauth.sessions.cache.delete")
 
 
 def touch_session(session_id: str) -> None:
@@ -109,6 +209,7 @@ def end_session(session: McpSession) -> bool:
     """Terminate ``session`` (``ended_at`` = now). :returns: False when it had already ended."""
     now = timezone.now()
     updated = McpSession.objects.filter(pk=session.pk, ended_at__isnull=True).update(ended_at=now)
+    forget_session(session.pk)
     session.ended_at = now
     return bool(updated)
 
@@ -116,6 +217,7 @@ def end_session(session: McpSession) -> bool:
 def set_log_level(session: McpSession, level: str) -> None:
     """Store the minimum log level of ``logging/setLevel``."""
     McpSession.objects.filter(pk=session.pk).update(log_level=level)
+    forget_session(session.pk)
     session.log_level = level
 
 

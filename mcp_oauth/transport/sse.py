@@ -108,6 +108,11 @@ async def request_stream(
                 pass
 
 
+# One pair of sync wrappers for every stream (an idle stream keeps no objects of its own for them).
+_poll_outbox = sync_to_async(wakeup.released(read_outbox), thread_sensitive=True)
+_touch_session = sync_to_async(wakeup.released(touch_session), thread_sensitive=True)
+
+
 async def outbox_stream(
     session_id: str,
     after_id: int,
@@ -120,8 +125,7 @@ async def outbox_stream(
     yield b": stream open\n\n"
     last_id = after_id
     last_sent = last_touch = time.monotonic()
-    poll = sync_to_async(wakeup.released(read_outbox), thread_sensitive=True)
-    touch = sync_to_async(wakeup.released(touch_session), thread_sensitive=True)
+    poll, touch = _poll_outbox, _touch_session
     # Woken by a push (wakeup.py) when one reaches every process; else polled every poll_seconds.
     push = wakeup.hub.shared
     touch_every = max(keepalive_seconds, float(mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS) / 4)

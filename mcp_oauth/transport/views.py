@@ -6,9 +6,11 @@ ASGI lane reuses it), runs the method's entry of :data:`~.handlers.methods` (the
 method is routed), then renders JSON or SSE.
 
 * **POST** one JSON-RPC message. Requests get ``application/json``; ``tools/call`` (and
-  ``subscriptions/listen``) under ASGI get ``text/event-stream`` (legacy: always, so the tool
-  can send notifications and server-to-client requests before its result; 2026-07-28: from
-  the first notification on, or after ``SSE_KEEPALIVE_SECONDS`` of silence). Notifications and
+  ``subscriptions/listen``) under ASGI switch to ``text/event-stream`` from the tool's first
+  notification or server-to-client request on, or after ``SSE_KEEPALIVE_SECONDS`` of silence
+  (both eras; MCP "Sending Messages to the Server": the server MUST answer a request with
+  either content type, and the client MUST support both); a tool that sends nothing is
+  answered with plain JSON. Notifications and
   responses get ``202 Accepted`` with no body.
 * **GET** (2025-11-25 sessions) opens the session's SSE stream for server-initiated messages
   (the outbox), resumable with ``Last-Event-ID``. ASGI only; 405 under WSGI and for 2026-07-28.
@@ -74,7 +76,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ..adapter import get_adapter
 from ..cors import mcp_cors, origin_allowed
 from ..models import McpSession, ProtectedResource
-from ..resource_server.authentication import BearerChallenge, BearerPrincipal
+from ..resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer_cached
 from ..resource_server.cache import resource_by_uri
 from ..resources import InvalidResource
 from ..settings import mcp_oauth_settings
@@ -84,7 +86,7 @@ from .context import pending_requests
 from .handlers import methods
 from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, JsonRpcError, McpError, dumps, error_message, parse_message
 from .routing import SESSION_HEADER, check_protocol_version, is_modern_header, require_session, route_request
-from .sessions import end_session
+from .sessions import SESSION_ID_RE, end_session, session_cache_key
 from .sse import ResponseChannel, outbox_stream
 from .table import Call, InsufficientScope, Method
 from .tool_methods import cancel_request, cancel_session_requests
@@ -111,6 +113,11 @@ def _sse_response(stream) -> StreamingHttpResponse:
     response["Cache-Control"] = "no-cache, no-transform"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+async def _no_events():
+    return
+    yield  # an async generator that yields nothing
 
 
 def _media_ranges(request: HttpRequest) -> set[str]:
@@ -211,23 +218,39 @@ class McpView:
         """Authorize, then route by HTTP method; protocol errors become JSON-RPC error responses."""
         origin = request.headers.get("Origin")
         origin_ok = origin is None or origin_allowed(origin)
-        outcome = await sync_to_async(_authorize)(request, origin_ok)
-        if isinstance(outcome, HttpResponse):
-            return outcome
-        principal = outcome
+        prefetched: dict[str, Any] = {}
+        session_id = (request.headers.get(SESSION_HEADER) or "").strip()
+        also = [session_cache_key(session_id)] if SESSION_ID_RE.match(session_id) else []
+        # A GET stream opens once and then lives for hours: its authorization and session lookup
+        # take the thread path (an event-loop Redis read made every idle stream ~30 KB larger,
+        # measured with bench/prod_topology.py --only idle).
+        principal = (
+            await authenticate_bearer_cached(request, mcp_oauth_settings.absolute(request.path), also, prefetched)
+            if origin_ok and request.method != "GET"
+            else None
+        )
+        if principal is None:  # anything not answered by the caches: the database, in a thread
+            outcome = await sync_to_async(_authorize)(request, origin_ok)
+            if isinstance(outcome, HttpResponse):
+                return outcome
+            principal = outcome
         handler = {"POST": self.post, "GET": self.get, "DELETE": self.delete}.get(request.method or "")
         if handler is None:
             response = json_response(error_message(None, McpError(INVALID_REQUEST, "Method Not Allowed")), status=405)
             response["Allow"] = "GET, POST, DELETE" if is_asgi(request) else "POST, DELETE"
             return response
         try:
+            if handler == self.post:
+                return await self.post(request, principal, prefetched)
             return await handler(request, principal)
         except JsonRpcError as exc:
             return error_response(exc)
 
     # --- POST ----------------------------------------------------------------------------
 
-    async def post(self, request: HttpRequest, principal: BearerPrincipal) -> HttpResponseBase:
+    async def post(
+        self, request: HttpRequest, principal: BearerPrincipal, prefetched: dict[str, Any] | None = None
+    ) -> HttpResponseBase:
         if not accepts_json_and_sse(request):
             raise JsonRpcError(
                 INVALID_REQUEST,
@@ -240,7 +263,9 @@ class McpView:
             )
         incoming = parse_message(read_body(request))
         if incoming.kind == "request":
-            entry, call = await route_request(incoming, request.headers, principal, self.registry, http_request=request)
+            entry, call = await route_request(
+                incoming, request.headers, principal, self.registry, http_request=request, prefetched=prefetched
+            )
             response = await self.run(request, entry, call)
             if call.method == "initialize" and call.session is not None and response.status_code == 200:
                 response[SESSION_HEADER] = call.session.pk
@@ -254,7 +279,7 @@ class McpView:
                 )
             return HttpResponse(status=202)
         check_protocol_version(request.headers)
-        session = await require_session(request.headers, principal)
+        session = await require_session(request.headers, principal, prefetched=prefetched)
         if incoming.kind == "notification":
             if incoming.method == "notifications/cancelled":
                 cancel_request(session.pk, incoming.params.get("requestId"))
@@ -278,10 +303,10 @@ class McpView:
             return json_response(message, status)
         channel = ResponseChannel(event_ids=not call.modern, cancel_on_close=call.modern)
         call.sink = channel.send
-        if not call.modern:
-            call.open_stream = channel.open  # legacy tools/call streams as soon as it runs the tool
         task = channel.start(methods.serve(entry, call))
-        window = float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS) if call.modern else None
+        # Both eras: JSON when the handler finishes before sending anything; SSE from its first
+        # notification or server-to-client request, or after SSE_KEEPALIVE_SECONDS of silence.
+        window = float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS)
         try:
             first = await channel.first(window)
         except asyncio.CancelledError:
@@ -295,9 +320,12 @@ class McpView:
             failure = task.exception() if not task.cancelled() else None
             if isinstance(failure, InsufficientScope):
                 return self.scope_challenge(call.principal, failure)
-            if task.cancelled() or failure is not None:
-                if failure is not None:
-                    logger.error("request %r failed", call.method, exc_info=failure)
+            if task.cancelled():
+                # notifications/cancelled before anything was sent: no response for the request
+                # (MCP "Cancellation"), so an event stream that ends without one.
+                return _sse_response(_no_events())
+            if failure is not None:
+                logger.error("request %r failed", call.method, exc_info=failure)
                 return json_response(error_message(call.message_id, McpError(INTERNAL_ERROR, "Internal error")), 500)
             message, status = task.result()
             return json_response(message, status)
@@ -331,7 +359,7 @@ class McpView:
         if not accepts_sse(request):
             raise JsonRpcError(INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream", http_status=406)
         check_protocol_version(request.headers)
-        session = await require_session(request.headers, principal)
+        session = await require_session(request.headers, principal, cached=False)
         after = 0
         last_event_id = request.headers.get("Last-Event-ID")
         if last_event_id is not None and last_event_id.strip():

@@ -1,0 +1,114 @@
+"""Profile of the MCP endpoint's ``tools/call`` in one process (no network): where the CPU goes.
+
+Drives ``project.asgi.application`` (the lean lane) directly with ASGI messages, C calls at a
+time on one event loop, against PostgreSQL and Redis as ``bench/prod_topology.py`` configures
+them, under cProfile; prints calls per second and the top functions by cumulative and own time.
+
+    .venv/bin/python bench/profile_call.py [--calls 2000] [--concurrency 16] [--top 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.prod_topology import BASE, INIT, call_body, django_setup, fixtures, mcp_headers  # noqa: E402
+
+
+async def asgi_post(app, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        + [(b"host", BASE.split("//", 1)[1].encode()), (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 18100),
+    }
+    sent = False
+    done = asyncio.Event()
+
+    async def receive():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    status, out_headers, chunks = 0, {}, []
+
+    async def send(message):
+        nonlocal status, out_headers
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            out_headers = {k.decode().lower(): v.decode() for k, v in message["headers"]}
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                done.set()
+
+    await app(scope, receive, send)
+    done.set()
+    return status, out_headers, b"".join(chunks)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--top", type=int, default=40)
+    args = parser.parse_args()
+    django_setup()
+    fx = fixtures()
+    token, _ = fx["mint"]()
+    from project.asgi import application
+
+    async def run() -> float:
+        status, headers, _ = await asgi_post(application, mcp_headers(token, version=False), json.dumps(INIT).encode())
+        assert status == 200, status
+        session_headers = mcp_headers(token, headers["mcp-session-id"])
+        for n in range(50):  # warm
+            await asgi_post(application, session_headers, call_body(n))
+        per = args.calls // args.concurrency
+
+        async def worker() -> None:
+            for n in range(per):
+                status, _, _ = await asgi_post(application, session_headers, call_body(n))
+                assert status == 200, status
+
+        profile = cProfile.Profile()
+        started = time.perf_counter()
+        profile.enable()
+        await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+        profile.disable()
+        elapsed = time.perf_counter() - started
+        print(
+            f"{per * args.concurrency / elapsed:.0f} calls/s in one process under cProfile "
+            f"({1000 * elapsed / (per * args.concurrency):.2f} ms per call)"
+        )
+        stats = pstats.Stats(profile)
+        stats.sort_stats("cumulative").print_stats(args.top)
+        stats.sort_stats("tottime").print_stats(args.top)
+        return elapsed
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
