@@ -45,6 +45,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -607,33 +608,9 @@ async def elicit_url(
             await sync_to_async(create_unsent_secret_request)(user, secret_name, message)
             raise _unsupported(SECRET_NEEDED)
         raise _unsupported("This tool needs you to open a page on this site.")
-    if ctx.modern:
-
-        async def create() -> Elicitation:
-            return await sync_to_async(create_url_elicitation)(
-                user=user,
-                session=None,
-                message=message,
-                kind=kind,
-                provider=provider,
-                scopes=scopes,
-                secret_name=secret_name,
-                target_url=target_url,
-                request_id=ctx.request_id,
-                tool_name=ctx.tool_name,
-            )
-
-        row = await _url_round(ctx, user, create)
-        if row.status == Elicitation.Status.DECLINED:
-            return UrlResult("decline", False, row)
-        if row.status == Elicitation.Status.CANCELLED:
-            return UrlResult("cancel", False, row)
-        return UrlResult("accept", row.status == Elicitation.Status.COMPLETED, row)
-    if not ctx.streaming:
-        raise ElicitationUnsupported("This tool needs to show you a link, but this connection cannot carry one.")
-    row = await sync_to_async(create_url_elicitation)(
+    create_row = partial(
+        sync_to_async(create_url_elicitation),
         user=user,
-        session=ctx.session,
         message=message,
         kind=kind,
         provider=provider,
@@ -643,6 +620,16 @@ async def elicit_url(
         request_id=ctx.request_id,
         tool_name=ctx.tool_name,
     )
+    if ctx.modern:
+        row = await _url_round(ctx, user, partial(create_row, session=None))
+        if row.status == Elicitation.Status.DECLINED:
+            return UrlResult("decline", False, row)
+        if row.status == Elicitation.Status.CANCELLED:
+            return UrlResult("cancel", False, row)
+        return UrlResult("accept", row.status == Elicitation.Status.COMPLETED, row)
+    if not ctx.streaming:
+        raise ElicitationUnsupported("This tool needs to show you a link, but this connection cannot carry one.")
+    row = await create_row(session=ctx.session)
     try:
         answer = await ctx.send_request(
             "elicitation/create",
