@@ -22,23 +22,11 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-
-def measure(call, n: int) -> list[float]:
-    for _ in range(min(20, n)):
-        call()
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - start)
-    return samples
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import measure, setup_django  # noqa: E402
 
 
 def main() -> None:
@@ -46,27 +34,17 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=500)
     args = parser.parse_args()
 
-    tmp = tempfile.mkdtemp()
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/bench.sqlite3")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("MCP_BASE_URL", "http://testserver")
-    os.environ.setdefault("MCP_LOG_LEVEL", "WARNING")
     from cryptography.fernet import Fernet
 
     old_key, new_key = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     os.environ["ELICITATION_ENCRYPTION_KEYS"] = old_key
 
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.test.utils import override_settings
-
-    call_command("migrate", verbosity=0, interactive=False)
-
+    setup_django(test_environment=False)
     from datetime import timedelta
 
     from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test.utils import override_settings
     from django.utils import timezone
     from oauth2_provider.models import get_application_model
 
@@ -124,10 +102,12 @@ def main() -> None:
 
     n = args.requests
     results = {
-        "baseline": measure(lambda: ThirdPartyConnection.objects.filter(user=user, provider=provider).first(), n),
-        "decrypt": measure(lambda: crypto.decrypt(ciphertext), n),
-        "fresh_token": measure(lambda: fresh_access_token(connection), n),
-        "complete+notify": measure(complete_one, n),
+        "baseline": measure(
+            lambda: ThirdPartyConnection.objects.filter(user=user, provider=provider).first(), n, warmup=20
+        ),
+        "decrypt": measure(lambda: crypto.decrypt(ciphertext), n, warmup=20),
+        "fresh_token": measure(lambda: fresh_access_token(connection), n, warmup=20),
+        "complete+notify": measure(complete_one, n, warmup=20),
     }
     # rotation: N more users' connections, re-encrypted under a new key
     rows = 200

@@ -20,12 +20,11 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import bench_token, setup_django  # noqa: E402
 
 
 def main() -> None:
@@ -33,47 +32,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=500)
     args = parser.parse_args()
 
-    tmp = tempfile.mkdtemp()
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/bench.sqlite3")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("MCP_BASE_URL", "http://testserver")
-    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver")
-    os.environ.setdefault("MCP_LOG_LEVEL", "WARNING")
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    setup_django()
     from django.test import Client
-    from django.test.utils import setup_test_environment
 
-    setup_test_environment()
-    call_command("migrate", verbosity=0, interactive=False)
-
-    import secrets
-    from datetime import timedelta
-
-    from django.contrib.auth import get_user_model
-    from django.utils import timezone
-    from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
-
-    from mcp_oauth.signals import ensure_default_resource
-
-    resource = ensure_default_resource()
-    user = get_user_model().objects.create_user("bench", password="x")
-    Application = get_application_model()
-    app = Application.objects.create(
-        name="bench",
-        client_type="public",
-        authorization_grant_type="authorization-code",
-        redirect_uris="http://127.0.0.1/cb",
-    )
-    raw = secrets.token_urlsafe(32)
-    token = get_access_token_model()(
-        user=user, application=app, scope="mcp", expires=timezone.now() + timedelta(hours=1), resource=[resource.uri]
-    )
-    set_token_value(token, raw)
-    token.save()
+    user, app, resource, raw = bench_token()
 
     client = Client()
     headers = {

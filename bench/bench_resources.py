@@ -22,26 +22,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-
-def measure(call, n: int) -> list[float]:
-    for _ in range(min(10, n)):
-        call()
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - start)
-    return samples
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import measure, setup_django  # noqa: E402
 
 
 def main() -> None:
@@ -50,20 +36,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
 
-    tmp = tempfile.mkdtemp()
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp}/bench.sqlite3")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("MCP_BASE_URL", "http://testserver")
-    os.environ.setdefault("MCP_LOG_LEVEL", "WARNING")
-
-    import django
-
-    django.setup()
+    setup_django(test_environment=False)
     from django.conf import settings
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
-
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import get_application_model
 
