@@ -8,6 +8,9 @@
   is refused (``invalid_grant``) and, when the replay carries the right PKCE
   verifier, the tokens the code produced are revoked. A replay with a wrong
   verifier revokes nothing, so a guessed code cannot be used to log users out.
+  The code is consumed (grant row deleted, redemption record written with the
+  issued token ids) in the transaction that saves the tokens, so a replay racing
+  the first exchange waits for it and then revokes what it issued.
 * Trust policy (:mod:`mcp_oauth.trust`): a grant to a client that is denied or held
   for review is refused with ``invalid_client`` (RFC 6749 §5.2), whatever the grant
   type, so blocking a client also stops its refresh tokens.
@@ -164,8 +167,27 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 detail={"redirect_host": urlsplit(getattr(request, "redirect_uri", "") or "").hostname},
             )
 
-    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
-        super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
+    def _save_bearer_token(self, token, request, *args, **kwargs):
+        """Save the tokens; for the code grant, consume the code in the same transaction.
+
+        The grant row is deleted and its :class:`RedeemedAuthorizationCode` (with the ids of the
+        tokens just saved) created before the token rows commit. A concurrent exchange of the
+        same code blocks on the grant row's lock until this transaction ends, then deletes
+        nothing: it is the replay (``invalid_grant``), its own tokens roll back, and, once its
+        transaction is gone, it finds the committed redemption record and revokes what the
+        winner issued (:meth:`save_bearer_token`, OAuth 2.1 §4.1.3).
+        """
+        result = super()._save_bearer_token(token, request, *args, **kwargs)
+        if request.grant_type == "authorization_code":
+            deleted, _ = get_grant_model().objects.filter(code=request.code, application=request.client).delete()
+            if not deleted:
+                request._mcp_code_race_lost = True
+                raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
+            self._record_redemption(request.code, request)
+            request._mcp_code_redeemed = True
+        return result
+
+    def _record_redemption(self, code, request) -> None:
         RedeemedAuthorizationCode.objects.create(
             code_checksum=_checksum(code),
             application=request.client,
@@ -173,6 +195,38 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             access_token=getattr(request, "_mcp_access_token", None),
             token_family=getattr(request, "_mcp_token_family", None),
         )
+
+    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
+        if getattr(request, "_mcp_code_redeemed", False):
+            return  # consumed with the token save (_save_bearer_token)
+        super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
+        self._record_redemption(code, request)
+
+    def get_code_challenge(self, code, request):
+        """The grant's PKCE challenge; a grant consumed since :meth:`validate_code` is a racing replay."""
+        challenge = (
+            get_grant_model()
+            .objects.filter(code=code, application=request.client)
+            .values_list("code_challenge", flat=True)
+            .first()
+        )
+        if challenge is None:
+            self._handle_replay(code, request.client, request)
+            raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
+        return challenge or None
+
+    def get_code_challenge_method(self, code, request):
+        """The grant's PKCE method; a grant consumed since :meth:`validate_code` is a racing replay."""
+        method = (
+            get_grant_model()
+            .objects.filter(code=code, application=request.client)
+            .values_list("code_challenge_method", flat=True)
+            .first()
+        )
+        if method is None:
+            self._handle_replay(code, request.client, request)
+            raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
+        return method or None
 
     # --- trust policy -------------------------------------------------------------------
 
@@ -197,6 +251,9 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         try:
             result = super().save_bearer_token(token, request, *args, **kwargs)
         except errors.OAuth2Error:
+            if getattr(request, "_mcp_code_race_lost", False):
+                # Our transaction is rolled back; the winner's has committed its redemption record.
+                self._handle_replay(request.code, request.client, request)
             invalid = getattr(request, "_mcp_invalid_resource", None)
             if invalid is not None:
                 record(
