@@ -28,7 +28,12 @@ import secrets
 from urllib.parse import urlsplit
 
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
@@ -58,6 +63,38 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
     def _check_secret(self, provided_secret, stored_secret) -> bool:
         """Constant-time, fast for machine secrets, legacy hashes upgraded, failures throttled (:mod:`..client_secrets`)."""
         return check_client_secret(provided_secret, stored_secret)
+
+    def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs) -> bool:
+        """Only ``code`` (OAuth 2.1 §4.1.1); anything else, hybrid ``code token`` included, is
+        ``unsupported_response_type`` (RFC 6749 §4.1.2.1), not ``unauthorized_client``.
+
+        :raises UnsupportedResponseTypeError: for any other response type.
+        """
+        if response_type != "code":
+            raise errors.UnsupportedResponseTypeError(request=request)
+        return super().validate_response_type(client_id, response_type, client, request, *args, **kwargs)
+
+    def authenticate_client(self, request, *args, **kwargs) -> bool:
+        """DOT's client authentication; a *public* client asking for ``client_credentials`` without
+        credentials is ``unauthorized_client`` (RFC 6749 §5.2: the grant is not for it), not
+        ``invalid_client``.
+
+        :raises UnauthorizedClientError: that case (HTTP 400).
+        """
+        if super().authenticate_client(request, *args, **kwargs):
+            return True
+        if (
+            request.grant_type == "client_credentials"
+            and not getattr(request, "client_secret", None)
+            and not (request.headers.get("Authorization") or request.headers.get("HTTP_AUTHORIZATION"))
+            and isinstance(request.client_id, str)
+        ):
+            client = get_application_model().objects.filter(client_id=request.client_id).first()
+            if client is not None and client.client_type == client.CLIENT_PUBLIC:
+                raise errors.UnauthorizedClientError(
+                    description="A public client cannot use the client_credentials grant.", request=request
+                )
+        return False
 
     def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs) -> bool:
         """Exact string match with a registered URI, loopback ports aside, and never plain ``http``
