@@ -303,3 +303,29 @@ def test_every_management_put_401_is_no_store(client, resource):
         assert response.status_code == 401
         assert response["WWW-Authenticate"].startswith("Bearer ")
         assert response["Cache-Control"] == "no-store"
+
+
+@pytest.mark.parametrize("name", ["Evil\u202eelgooG", "Goo\u200bgle", "\u2067Google\u2069", "A\u202ab", "Google\u200e"])
+def test_a_client_name_with_bidi_or_zero_width_characters_is_refused(client, resource, name):
+    response = register(client, {**PUBLIC, "client_name": name})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_client_metadata",
+        "error_description": "client_name must not contain bidirectional or zero-width formatting characters.",
+    }
+    assert not get_application_model().objects.exists()
+
+
+def test_the_consent_page_strips_bidi_characters_of_an_older_client(client, user, resource):
+    from .oauth_helpers import authorize_params, pkce_pair
+
+    registered = register(client, PUBLIC).json()
+    get_application_model().objects.filter(client_id=registered["client_id"]).update(name="Evil\u202eelgooG")
+    client.force_login(user)
+    _, challenge = pkce_pair()
+    app = get_application_model().objects.get(client_id=registered["client_id"])
+    response = client.get("/oauth/authorize", authorize_params(app, challenge))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "\u202e" not in page
+    assert "EvilelgooG" in page

@@ -43,7 +43,7 @@ from ..errors import OAuthError, OAuthErrorMixin
 from ..loopback import is_loopback_host
 from ..models import AuditEvent, ClientProfile
 from ..settings import mcp_oauth_settings
-from ..text import storable
+from ..text import has_invisible_format_characters, storable
 
 #: Client metadata (RFC 7591 §2) that is stored and echoed back when accepted.
 ECHOED_STRING_FIELDS = (
@@ -163,6 +163,12 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
                 URLValidator(schemes=["https"])(accepted[name])
             except ValidationError:
                 raise RegistrationError("invalid_client_metadata", f"{name} must be an https URL.") from None
+    if "client_name" in accepted and has_invisible_format_characters(accepted["client_name"]):
+        # Shown on the consent page: a bidi override or zero-width character can make it read as another name.
+        raise RegistrationError(
+            "invalid_client_metadata",
+            "client_name must not contain bidirectional or zero-width formatting characters.",
+        )
     for name, value in accepted.items():
         limit = MAX_LENGTHS.get(name, 2000)
         if isinstance(value, str) and len(value) > limit:
