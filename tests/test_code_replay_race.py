@@ -63,23 +63,37 @@ def _exchange_together(app, code: str, verifier: str, count: int = 2) -> list:
 
 @pytest.mark.parametrize("run", range(3))
 def test_racing_code_replay_revokes_the_winners_tokens(client, user, resource, public_app, run):
-    client.force_login(user)
-    code, verifier, _ = get_code(client, public_app)
+    from mcp_oauth.signals import authorization_code_replayed
 
-    results = _exchange_together(public_app, code, verifier)
+    replays = []
+    authorization_code_replayed.connect(lambda **kw: replays.append(kw), weak=False, dispatch_uid="race-replay")
+    try:
+        client.force_login(user)
+        code, verifier, _ = get_code(client, public_app)
+        results = _exchange_together(public_app, code, verifier)
+    finally:
+        authorization_code_replayed.disconnect(dispatch_uid="race-replay")
 
+    # One exchange wins, the other is the replay: invalid_grant. When the replay revokes the
+    # winner's tokens before the winner's response is written, the winner is refused too
+    # (its tokens are already dead); never two 200s.
     statuses = sorted(status for status, _ in results)
-    assert statuses == [200, 400], results
-    winner = next(body for status, body in results if status == 200)
-    loser = next(body for status, body in results if status == 400)
-    assert loser["error"] == "invalid_grant"
-    # The winner's tokens are revoked, and the loser left no token behind.
-    assert _bearer_status(client, winner["access_token"]) == 401
+    assert statuses in ([200, 400], [400, 400]), results
+    assert all(body["error"] == "invalid_grant" for status, body in results if status == 400), results
+    assert len(replays) == 1
+    # Whatever was issued is revoked, and the loser left no token behind.
     AccessToken, RefreshToken = get_access_token_model(), get_refresh_token_model()
     assert AccessToken.objects.count() == 0
     assert RefreshToken.objects.filter(revoked__isnull=True).count() == 0
-    response = client.post(
-        "/oauth/token",
-        {"grant_type": "refresh_token", "refresh_token": winner["refresh_token"], "client_id": public_app.client_id},
-    )
-    assert response.status_code == 400 and response.json()["error"] == "invalid_grant"
+    for status, body in results:
+        if status == 200:
+            assert _bearer_status(client, body["access_token"]) == 401
+            response = client.post(
+                "/oauth/token",
+                {
+                    "grant_type": "refresh_token",
+                    "refresh_token": body["refresh_token"],
+                    "client_id": public_app.client_id,
+                },
+            )
+            assert response.status_code == 400 and response.json()["error"] == "invalid_grant"
