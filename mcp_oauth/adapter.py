@@ -40,6 +40,7 @@ from django.utils.module_loading import import_string
 from . import trust
 from .loopback import is_loopback_host
 from .settings import mcp_oauth_settings
+from .text import without_invisible_format_characters
 
 
 class DefaultMCPAdapter:
@@ -93,7 +94,8 @@ class DefaultMCPAdapter:
         if application.client_id.startswith("https://"):
             client_id_host = urlsplit(application.client_id).hostname
         return {
-            "name": application.name or application.client_id,
+            # Bidi overrides and zero-width characters dropped (clients registered before they were refused).
+            "name": without_invisible_format_characters(application.name or "") or application.client_id,
             "client_id_host": client_id_host,
             "registration_source": application.registration_source,
             "redirect_hosts": list(dict.fromkeys(hosts)),

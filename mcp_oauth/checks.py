@@ -318,9 +318,10 @@ def check_trust_and_throttling(app_configs, **kwargs):
 
 @register()
 def check_rotation_and_scopes(app_configs, **kwargs):
-    """E040 REFRESH_TOKEN_GRACE_SECONDS outside 0..300; E041 malformed SCOPE_HIERARCHY; E042 bad ADAPTER."""
+    """E040 REFRESH_TOKEN_GRACE_SECONDS outside 0..300; E041 malformed SCOPE_HIERARCHY; E042 bad ADAPTER;
+    E043 REFRESH_TOKEN_GRACE_SIBLINGS outside 0..1000."""
     from .adapter import check_settings as adapter_messages
-    from .authorization_server.rotation import MAX_GRACE_SECONDS
+    from .authorization_server.rotation import MAX_GRACE_SECONDS, MAX_GRACE_SIBLINGS
     from .scopes import check_settings as scope_messages
     from .settings import mcp_oauth_settings
 
@@ -331,6 +332,14 @@ def check_rotation_and_scopes(app_configs, **kwargs):
             Error(
                 f'MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"] must be an integer from 0 to {MAX_GRACE_SECONDS} (seconds).',
                 id="mcp_oauth.E040",
+            )
+        )
+    siblings = mcp_oauth_settings.REFRESH_TOKEN_GRACE_SIBLINGS
+    if not isinstance(siblings, int) or isinstance(siblings, bool) or not 0 <= siblings <= MAX_GRACE_SIBLINGS:
+        messages.append(
+            Error(
+                f'MCP_OAUTH["REFRESH_TOKEN_GRACE_SIBLINGS"] must be an integer from 0 to {MAX_GRACE_SIBLINGS}.',
+                id="mcp_oauth.E043",
             )
         )
     return messages

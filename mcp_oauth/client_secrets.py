@@ -17,10 +17,15 @@ random strings, for which one keyed hash is as strong as any number of iteration
   stored with any other Django hasher (e.g. PBKDF2 from before) is verified once with it and,
   when right, re-hashed with :class:`ClientSecretHasher` in place (upgrade on successful use);
   a secret stored in plain text (``hash_client_secret=False``) is compared in constant time.
-* Failed client authentication is throttled per client: past ``MCP_OAUTH["THROTTLE_RATES"]
-  ["client_auth_failure"]`` (default ``"30/minute"``) failures, further attempts for that client
-  are refused without computing any hash until the window ends (RFC 6749 §5.2
-  ``invalid_client``).
+* Failed client authentication is throttled per caller *and* client: past
+  ``MCP_OAUTH["THROTTLE_RATES"]["client_auth_failure"]`` (default ``"30/minute"``) failures,
+  further attempts by that caller (:func:`mcp_oauth.throttling.caller_key`, i.e.
+  ``THROTTLE_KEY_FUNCTION`` or the remote address) for that client are refused without computing
+  any hash until the window ends, with HTTP 429 ``slow_down`` and ``Retry-After`` (an
+  :class:`~mcp_oauth.errors.OAuthError`). Counting per client alone would let anyone who knows
+  a ``client_id`` lock the real client out; another caller presenting the right secret is
+  never refused. The caller is the HTTP request bound by :func:`authenticating_caller` (the
+  token, revocation and introspection endpoints bind it, :mod:`.authorization_server.guards`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ import hashlib
 import hmac
 import logging
 import secrets as _secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.hashers import BasePasswordHasher, check_password, identify_hasher, mask_hash
@@ -38,9 +46,13 @@ from . import throttling
 from .settings import CLIENT_SECRET_HASHER_PATH
 
 if TYPE_CHECKING:
+    from django.http import HttpRequest
     from django_stubs_ext import StrOrPromise
 
-__all__ = ["ALGORITHM", "ClientSecretHasher", "check_client_secret", "hash_client_secret"]
+__all__ = ["ALGORITHM", "ClientSecretHasher", "authenticating_caller", "check_client_secret", "hash_client_secret"]
+
+#: The HTTP request whose client authentication is being checked (who is calling).
+_caller: ContextVar[HttpRequest | None] = ContextVar("mcp_oauth_client_auth_caller", default=None)
 
 logger = logging.getLogger("mcp_oauth.client_secrets")
 
@@ -94,8 +106,21 @@ def hash_client_secret(secret: str) -> str:
     return _hasher.encode(secret, _hasher.salt())
 
 
+@contextmanager
+def authenticating_caller(request: HttpRequest) -> Iterator[None]:
+    """Bind ``request`` as the caller whose client authentications :func:`check_client_secret` counts."""
+    token = _caller.set(request)
+    try:
+        yield
+    finally:
+        _caller.reset(token)
+
+
 def _throttle_key(stored: str) -> str:
-    return "client_auth_failure:" + hashlib.sha256(stored.encode()).hexdigest()[:32]
+    request = _caller.get()
+    caller = throttling.caller_key(request, "client_auth_failure") if request is not None else "unknown"
+    client = hashlib.sha256(stored.encode()).hexdigest()[:32]
+    return f"client_auth_failure:{client}:{caller}"
 
 
 def _upgrade(stored: str, provided: str) -> None:
@@ -113,14 +138,18 @@ def check_client_secret(provided: str, stored: str) -> bool:
     """Whether ``provided`` is the secret stored as ``stored``.
 
     Constant-time for every storage format; upgrades a legacy hash on success; counts failures
-    per client and refuses without hashing once ``client_auth_failure`` is exceeded.
+    per caller and client, and refuses without hashing once ``client_auth_failure`` is exceeded.
+
+    :raises OAuthError: 429 ``slow_down`` with ``Retry-After`` when this caller is over its
+        ``client_auth_failure`` allowance for this client.
     """
     if not isinstance(provided, str) or not isinstance(stored, str) or not stored:
         return False
     key = _throttle_key(stored)
-    if throttling.is_exhausted("client_auth_failure", key):
-        logger.warning("client authentication refused: too many failures for this client")
-        return False
+    retry_after = throttling.exhausted_for("client_auth_failure", key)
+    if retry_after is not None:
+        logger.warning("client authentication refused: too many failures from this caller for this client")
+        raise throttling.throttle_error(retry_after)
     if stored.startswith(ALGORITHM + "$"):
         ok = _hasher.verify(provided, stored)
     else:

@@ -99,6 +99,10 @@ DEFAULTS: dict[str, Any] = {
     # one client) and gets a working sibling pair instead of a family revocation. 0 switches
     # the grace off; at most 300 (manage.py check: mcp_oauth.E040).
     "REFRESH_TOKEN_GRACE_SECONDS": 60,
+    # At most this many sibling pairs per refresh generation in the grace window; a further
+    # grace request gets invalid_grant without revoking the family (a stolen token replayed in
+    # the window cannot mint pairs without end). 0..1000 (manage.py check: mcp_oauth.E043).
+    "REFRESH_TOKEN_GRACE_SIBLINGS": 10,
     # Scope hierarchy: a scope grants the scopes it lists (transitively), e.g.
     # {"mcp:admin": ["mcp"]}: a token with mcp:admin passes a check that needs "mcp", and a
     # challenge never asks for a scope that another needed scope already implies

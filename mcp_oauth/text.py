@@ -36,6 +36,27 @@ def storable(value: Any) -> bool:
     return True
 
 
+#: Characters that reorder or hide text (Unicode bidirectional embeddings, overrides and isolates,
+#: zero-width and direction marks, the Arabic letter mark, the BOM): a client name holding one
+#: can display as something else (``"Evil\u202eelgooG"`` shows as ``EvilGoogle``).
+INVISIBLE_FORMAT_CHARACTERS = frozenset(
+    [chr(c) for c in range(0x200B, 0x2010)]  # zero-width space / non-joiner / joiner, LRM, RLM
+    + [chr(c) for c in range(0x202A, 0x202F)]  # LRE, RLE, PDF, LRO, RLO
+    + [chr(c) for c in range(0x2066, 0x206A)]  # LRI, RLI, FSI, PDI
+    + ["\u061c", "\u2060", "\ufeff"]  # Arabic letter mark, word joiner, BOM
+)
+
+
+def has_invisible_format_characters(value: str) -> bool:
+    """Whether ``value`` holds a character of :data:`INVISIBLE_FORMAT_CHARACTERS`."""
+    return any(ch in INVISIBLE_FORMAT_CHARACTERS for ch in value)
+
+
+def without_invisible_format_characters(value: str) -> str:
+    """``value`` with every :data:`INVISIBLE_FORMAT_CHARACTERS` character removed."""
+    return "".join(ch for ch in value if ch not in INVISIBLE_FORMAT_CHARACTERS)
+
+
 def request_params_storable(request: HttpRequest) -> bool:
     """Whether the query string and form parameters of ``request`` are :func:`storable`."""
     params = [request.GET.lists()]

@@ -13,9 +13,10 @@ scope           default            endpoint and answer when over the limit (HTTP
                                    endpoint's rate-limit error, RFC 8628 §3.5)
 ``elicitation`` ``60/minute``      the ``elicitation`` app's pages (URL-mode start page, third-party
                                    callback, secure input, connections): its error page, status 429
-``client_auth_  ``30/minute``      failed confidential-client authentications per client
-failure``                          (:mod:`mcp_oauth.client_secrets`): then ``invalid_client`` without
-                                   hashing until the window ends
+``client_auth_  ``30/minute``      failed confidential-client authentications per caller *and* client
+failure``                          (:mod:`mcp_oauth.client_secrets`): then that caller gets 429
+                                   ``slow_down`` for that client, without hashing, until the window
+                                   ends; other callers of the same client are not affected
 ==============  =================  ==============================================================
 
 A rate is ``"<count>/<period>"`` with period ``second``, ``minute``, ``hour`` or ``day`` (or
@@ -137,21 +138,31 @@ def _failure_key(scope: str, ident: str, period: int) -> str:
     return f"{CACHE_PREFIX}{scope}:{hashlib.sha256(ident.encode()).hexdigest()[:32]}:{window}"
 
 
-def is_exhausted(scope: str, ident: str) -> bool:
-    """Whether ``ident`` already used up ``scope``'s allowance in the current window (counts nothing).
+def exhausted_for(scope: str, ident: str) -> int | None:
+    """Seconds until ``ident`` may try again when it already used up ``scope``'s allowance in the
+    current window, else ``None`` (counts nothing).
 
     For limits on *failures* (``client_auth_failure``): check first, then :func:`count_failure`
     only when the attempt failed. A cache outage counts as not exhausted.
     """
     rate = rate_for(scope)
     if rate is None:
-        return False
+        return None
     limit, period = rate
+    now = time.time()
     try:
-        return int(caches[mcp_oauth_settings.THROTTLE_CACHE].get(_failure_key(scope, ident, period)) or 0) >= limit
+        count = int(caches[mcp_oauth_settings.THROTTLE_CACHE].get(_failure_key(scope, ident, period)) or 0)
     except Exception as exc:  # noqa: BLE001 - the cache backend's own errors: never refuse for them
         log.warning("throttle cache unavailable: %s", exc)
-        return False
+        return None
+    if count < limit:
+        return None
+    return max(1, math.ceil((int(now // period) + 1) * period - now))
+
+
+def is_exhausted(scope: str, ident: str) -> bool:
+    """Whether ``ident`` already used up ``scope``'s allowance in the current window (see :func:`exhausted_for`)."""
+    return exhausted_for(scope, ident) is not None
 
 
 def count_failure(scope: str, ident: str) -> None:

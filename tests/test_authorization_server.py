@@ -490,3 +490,25 @@ def test_issued_tokens_are_long_random_and_stored_hashed(logged_in, public_app):
     stored = get_access_token_model().objects.get()
     assert stored.token != body["access_token"]
     assert body["access_token"] not in json.dumps(list(get_access_token_model().objects.values()), default=str)
+
+
+@pytest.mark.parametrize("response_type", ["code token", "token code", "code id_token", "code id_token token"])
+def test_hybrid_response_types_are_unsupported(logged_in, public_app, response_type):
+    _, challenge = pkce_pair()
+    params = authorize_params(public_app, challenge, response_type=response_type)
+    response = logged_in.get("/oauth/authorize?" + urlencode(params))
+    assert response.status_code == 302, response.content
+    query = redirect_query(response)
+    assert query["error"] == "unsupported_response_type"
+    assert query["state"] == params["state"]
+    assert "#" not in response["Location"]
+
+
+def test_public_client_credentials_grant_is_unauthorized_client(client, public_app):
+    response = client.post("/oauth/token", {"grant_type": "client_credentials", "client_id": public_app.client_id})
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "unauthorized_client"
+    assert response["Cache-Control"] == "no-store"
+    # an unknown client stays invalid_client
+    unknown = client.post("/oauth/token", {"grant_type": "client_credentials", "client_id": "nobody"})
+    assert unknown.status_code == 401 and unknown.json()["error"] == "invalid_client"

@@ -371,3 +371,9 @@ def test_unsafe_or_contradictory_vendor_documents_are_refused(members, reason):
     with pytest.raises(InvalidDocument) as info:
         validate_document({**DESKTOP_CLIENT, **members}, CID)
     assert info.value.reason == reason
+
+
+@pytest.mark.parametrize("name", ["Evil\u202eelgooG", "Goo\u200bgle", "\u2066Google\u2069", "Google\u200f"])
+def test_a_client_name_with_bidi_or_zero_width_characters_falls_back_to_the_host(name):
+    accepted = validate_document(doc(client_name=name), CID)
+    assert accepted["client_name"] == "client.example.com"

@@ -1,5 +1,5 @@
 """Client secrets: a fast keyed hash for machine secrets, legacy hashes upgraded on use,
-failures throttled per client (mcp_oauth.client_secrets)."""
+failures throttled per caller and client (mcp_oauth.client_secrets)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,13 @@ def test_a_plain_text_secret_still_compares(service):
     assert check_client_secret(secret + "x", secret) is False
 
 
-def test_failed_authentication_is_throttled_per_client(service, settings):
+def grant_from(address: str, client_id: str, secret: str):
+    return Client(REMOTE_ADDR=address).post(
+        "/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION=basic(client_id, secret)
+    )
+
+
+def test_failed_authentication_is_throttled_per_caller_and_client(service, settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "THROTTLE_RATES": {"client_auth_failure": "3/minute", "token": None}}
     app, secret = service
     Application = get_application_model()
@@ -91,12 +97,52 @@ def test_failed_authentication_is_throttled_per_client(service, settings):
     other_secret = other.client_secret
     other.save()
     for _ in range(3):
-        assert grant(app.client_id, "guess").status_code == 401
-    # over the limit: refused without verifying, even with the right secret
-    response = grant(app.client_id, secret)
+        response = grant_from("203.0.113.9", app.client_id, "guess")
+        assert response.status_code == 401 and response.json()["error"] == "invalid_client"
+    # over the limit: this caller is refused for this client without verifying, with 429 slow_down
+    response = grant_from("203.0.113.9", app.client_id, secret)
+    assert response.status_code == 429
+    assert response.json()["error"] == "slow_down"
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert response["Cache-Control"] == "no-store"
+    # the attacker cannot lock the real client out: another caller with the right secret gets its token
+    assert grant_from("198.51.100.7", app.client_id, secret).status_code == 200
+    # and the throttled caller's other clients are not affected
+    assert grant_from("203.0.113.9", other.client_id, other_secret).status_code == 200
+
+
+def caller_by_header(request, scope):
+    return request.headers.get("X-Caller", "anonymous")
+
+
+def test_client_auth_failures_are_counted_by_the_throttle_key_function(service, settings):
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "THROTTLE_RATES": {"client_auth_failure": "2/minute", "token": None},
+        "THROTTLE_KEY_FUNCTION": "tests.test_client_secrets.caller_by_header",
+    }
+    app, secret = service
+
+    def attempt(caller: str, value: str):
+        return Client().post(
+            "/oauth/token",
+            {"grant_type": "client_credentials"},
+            HTTP_AUTHORIZATION=basic(app.client_id, value),
+            HTTP_X_CALLER=caller,
+        )
+
+    assert attempt("mallory", "guess").status_code == 401
+    assert attempt("mallory", "guess").status_code == 401
+    assert attempt("mallory", secret).status_code == 429
+    assert attempt("alice", secret).status_code == 200
+
+
+def test_invalid_client_after_basic_has_a_basic_challenge(service):
+    app, secret = service
+    response = grant(app.client_id, "not-the-secret")
     assert response.status_code == 401 and response.json()["error"] == "invalid_client"
-    # another client is not affected
-    assert grant(other.client_id, other_secret).status_code == 200
+    assert response["WWW-Authenticate"] == 'Basic realm="http://testserver"'
+    assert response["Cache-Control"] == "no-store"
 
 
 def test_hasher_round_trip_and_salt():

@@ -143,6 +143,39 @@ def test_grace_setting_is_bounded(settings):
     assert grace_seconds() == 0
 
 
+def test_grace_siblings_are_capped_per_generation_without_revoking(logged_in, public_app, settings):
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REFRESH_TOKEN_GRACE_SIBLINGS": 3}
+    first = first_pair(logged_in, public_app)
+    responses = [refresh(logged_in, public_app, first["refresh_token"]) for _ in range(6)]
+    assert [r.status_code for r in responses] == [200, 200, 200, 200, 400, 400]
+    assert [r.json()["error"] for r in responses[4:]] == ["invalid_grant", "invalid_grant"]
+    assert responses[4].json()["error_description"] == (
+        "The refresh token was already used (too many concurrent refreshes)."
+    )
+    newest = RefreshGeneration.objects.get(parent__isnull=False)
+    assert newest.members.filter(sibling=True).count() == 3
+    # nothing was revoked: the winner and its 3 siblings all work and refresh on
+    pairs = [r.json() for r in responses[:4]]
+    assert all(works(logged_in, pair["access_token"]) for pair in pairs)
+    assert get_refresh_token_model().objects.filter(revoked__isnull=True).count() == 4
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
+    assert refresh(logged_in, public_app, pairs[-1]["refresh_token"]).status_code == 200
+
+
+def test_grace_siblings_default_and_bounds(settings):
+    from django.core.checks import Error
+
+    from mcp_oauth.authorization_server.rotation import grace_siblings
+    from mcp_oauth.checks import check_rotation_and_scopes
+
+    assert grace_siblings() == 10
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REFRESH_TOKEN_GRACE_SIBLINGS": 10**6}
+    assert grace_siblings() == 1000
+    assert [m.id for m in check_rotation_and_scopes(None) if isinstance(m, Error)] == ["mcp_oauth.E043"]
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REFRESH_TOKEN_GRACE_SIBLINGS": -1}
+    assert grace_siblings() == 0
+
+
 def test_every_refresh_token_has_a_generation(logged_in, public_app):
     first = first_pair(logged_in, public_app)
     refresh(logged_in, public_app, first["refresh_token"])

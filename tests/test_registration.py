@@ -215,3 +215,117 @@ def test_registration_is_an_api_without_csrf(resource):
     assert register(strict, PUBLIC).status_code == 201
     refused = register(strict, {**PUBLIC, "application_type": "service"})
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_client_metadata"
+
+
+def test_an_oversized_registration_body_is_a_json_413(client, resource):
+    response = register(client, json.dumps({**PUBLIC, "client_name": "x" * 3_000_000}))
+    assert response.status_code == 413
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"] == "invalid_request"
+    assert response["Cache-Control"] == "no-store"
+    assert not get_application_model().objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body, error, description",
+    [
+        (
+            {**PUBLIC, "redirect_uris": ["http://127.0.0.1/cb\u0000x"]},
+            "invalid_redirect_uri",
+            "redirect_uris must be text without NUL characters.",
+        ),
+        (
+            {**PUBLIC, "client_name": "a\u0000b"},
+            "invalid_client_metadata",
+            "client_name must be text without NUL characters.",
+        ),
+        (
+            {**PUBLIC, "contacts": ["ops\u0000@example.com"]},
+            "invalid_client_metadata",
+            "contacts must be text without NUL characters.",
+        ),
+        (
+            {**PUBLIC, "redirect_uris": [f"http://127.0.0.1/cb{i}" for i in range(21)]},
+            "invalid_redirect_uri",
+            "redirect_uris: at most 20 URIs.",
+        ),
+        (
+            {**PUBLIC, "redirect_uris": ["http://127.0.0.1/" + "a" * 2000]},
+            "invalid_redirect_uri",
+            "redirect_uris: each entry must be at most 2000 characters.",
+        ),
+    ],
+)
+def test_registration_refusals_name_the_field_exactly(client, resource, body, error, description):
+    response = register(client, body)
+    assert response.status_code == 400, response.content
+    assert response.json() == {"error": error, "error_description": description}
+    assert not get_application_model().objects.exists()
+
+
+def test_twenty_redirect_uris_of_2000_characters_register(client, resource):
+    uris = [f"http://127.0.0.1/{i:02d}" + "a" * 1981 for i in range(20)]
+    assert len(uris[0]) == 2000
+    response = register(client, {**PUBLIC, "redirect_uris": uris})
+    assert response.status_code == 201, response.content
+
+
+def test_management_put_with_another_client_id_is_refused(client, resource):
+    registered = register(client, PUBLIC).json()
+    other = register(client, PUBLIC).json()
+    path = f"/oauth/register/{registered['client_id']}"
+    response = client.put(
+        path,
+        json.dumps({**PUBLIC, "client_id": other["client_id"], "client_name": "renamed"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {registered['registration_access_token']}",
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_client_metadata",
+        "error_description": "client_id must be the client's own client_id.",
+    }
+    assert get_application_model().objects.get(client_id=registered["client_id"]).name == PUBLIC["client_name"]
+    same = client.put(
+        path,
+        json.dumps({**PUBLIC, "client_id": registered["client_id"], "client_name": "renamed"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {registered['registration_access_token']}",
+    )
+    assert same.status_code == 200, same.content
+
+
+def test_every_management_put_401_is_no_store(client, resource):
+    registered = register(client, PUBLIC).json()
+    path = f"/oauth/register/{registered['client_id']}"
+    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong"}):
+        response = client.put(path, json.dumps(PUBLIC), content_type="application/json", **headers)
+        assert response.status_code == 401
+        assert response["WWW-Authenticate"].startswith("Bearer ")
+        assert response["Cache-Control"] == "no-store"
+
+
+@pytest.mark.parametrize("name", ["Evil\u202eelgooG", "Goo\u200bgle", "\u2067Google\u2069", "A\u202ab", "Google\u200e"])
+def test_a_client_name_with_bidi_or_zero_width_characters_is_refused(client, resource, name):
+    response = register(client, {**PUBLIC, "client_name": name})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_client_metadata",
+        "error_description": "client_name must not contain bidirectional or zero-width formatting characters.",
+    }
+    assert not get_application_model().objects.exists()
+
+
+def test_the_consent_page_strips_bidi_characters_of_an_older_client(client, user, resource):
+    from .oauth_helpers import authorize_params, pkce_pair
+
+    registered = register(client, PUBLIC).json()
+    get_application_model().objects.filter(client_id=registered["client_id"]).update(name="Evil\u202eelgooG")
+    client.force_login(user)
+    _, challenge = pkce_pair()
+    app = get_application_model().objects.get(client_id=registered["client_id"])
+    response = client.get("/oauth/authorize", authorize_params(app, challenge))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "\u202e" not in page
+    assert "EvilelgooG" in page

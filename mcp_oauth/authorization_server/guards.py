@@ -9,7 +9,10 @@ wrong answer or a 500, with the JSON error RFC 6749 §5.2 names and
   defined by this specification MUST NOT be included more than once"; RFC 8707
   ``resource`` may repeat) -> 400 ``invalid_request``;
 * parameters or HTTP Basic credentials that are not storable text (NUL,
-  invalid UTF-8, bad base64) -> 400 ``invalid_request`` / 401 ``invalid_client``.
+  invalid UTF-8, bad base64) -> 400 ``invalid_request`` / 401 ``invalid_client``;
+
+and bind the request as the caller whose failed client authentications are throttled
+(:func:`mcp_oauth.client_secrets.authenticating_caller`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from urllib.parse import unquote_plus
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse
 
+from ..client_secrets import authenticating_caller
 from ..errors import OAuthError, handle_oauth_errors
 from ..text import request_params_storable, storable
 
@@ -70,6 +74,7 @@ def guard_oauth_form(view: Callable) -> Callable:
                     status=401,
                     www_authenticate='Basic realm="oauth"',
                 )
-        return view(request, *args, **kwargs)
+        with authenticating_caller(request):
+            return view(request, *args, **kwargs)
 
     return wrapper

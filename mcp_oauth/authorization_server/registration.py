@@ -22,7 +22,7 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import RequestDataTooBig, ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -43,7 +43,7 @@ from ..errors import OAuthError, OAuthErrorMixin
 from ..loopback import is_loopback_host
 from ..models import AuditEvent, ClientProfile
 from ..settings import mcp_oauth_settings
-from ..text import storable
+from ..text import has_invisible_format_characters, storable
 
 #: Client metadata (RFC 7591 §2) that is stored and echoed back when accepted.
 ECHOED_STRING_FIELDS = (
@@ -63,6 +63,9 @@ AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
 #: Longest accepted values (the columns they are stored in); other strings: 2000.
 MAX_LENGTHS = {"client_name": 255, "client_uri": 500, "logo_uri": 500, "tos_uri": 2000, "policy_uri": 2000}
+#: At most this many ``redirect_uris``, each at most this many characters.
+MAX_REDIRECT_URIS = 20
+MAX_REDIRECT_URI_LENGTH = 2000
 
 
 class RegistrationError(OAuthError):
@@ -76,16 +79,28 @@ class RegistrationError(OAuthError):
 def parse_body(request: HttpRequest) -> dict[str, Any]:
     """The registration request's JSON object.
 
-    :raises RegistrationError: ``invalid_client_metadata`` for a body that is not a JSON object.
+    :raises OAuthError: 413 ``invalid_request`` for a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``.
+    :raises RegistrationError: ``invalid_client_metadata`` for a body that is not a JSON object,
+        or a member (or member name) that is not storable text (NUL, lone surrogate), naming it;
+        ``invalid_redirect_uri`` when that member is ``redirect_uris``.
     """
     try:
-        data = json.loads(request.body or b"")
+        raw = request.body
+    except RequestDataTooBig:
+        raise OAuthError("invalid_request", "The request body is too large.", status=413) from None
+    try:
+        data = json.loads(raw or b"")
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise RegistrationError("invalid_client_metadata", "The request body must be a JSON object.") from None
     if not isinstance(data, dict):
         raise RegistrationError("invalid_client_metadata", "The request body must be a JSON object.")
-    if not storable(data):
-        raise RegistrationError("invalid_client_metadata", "Client metadata must be text without NUL characters.")
+    for name, value in data.items():
+        if not storable(name):
+            raise RegistrationError("invalid_client_metadata", "Member names must be text without NUL characters.")
+        if not storable(value):
+            if name == "redirect_uris":
+                raise RegistrationError("invalid_redirect_uri", "redirect_uris must be text without NUL characters.")
+            raise RegistrationError("invalid_client_metadata", f"{name[:100]} must be text without NUL characters.")
     return data
 
 
@@ -96,6 +111,10 @@ def validate_redirect_uri(uri: Any) -> None:
     """
     if not isinstance(uri, str) or not uri or any(ch.isspace() for ch in uri):
         raise RegistrationError("invalid_redirect_uri", "redirect_uris: each entry must be a URI without spaces.")
+    if len(uri) > MAX_REDIRECT_URI_LENGTH:
+        raise RegistrationError(
+            "invalid_redirect_uri", f"redirect_uris: each entry must be at most {MAX_REDIRECT_URI_LENGTH} characters."
+        )
     try:
         parts = urlsplit(uri)
         parts.port  # noqa: B018 - validates the port
@@ -122,6 +141,8 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
     redirect_uris = data.get("redirect_uris", [])
     if not isinstance(redirect_uris, list):
         raise RegistrationError("invalid_redirect_uri", "redirect_uris must be an array of URIs.")
+    if len(redirect_uris) > MAX_REDIRECT_URIS:
+        raise RegistrationError("invalid_redirect_uri", f"redirect_uris: at most {MAX_REDIRECT_URIS} URIs.")
     for uri in redirect_uris:
         validate_redirect_uri(uri)
     method = data.get("token_endpoint_auth_method", "client_secret_basic")
@@ -142,6 +163,12 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
                 URLValidator(schemes=["https"])(accepted[name])
             except ValidationError:
                 raise RegistrationError("invalid_client_metadata", f"{name} must be an https URL.") from None
+    if "client_name" in accepted and has_invisible_format_characters(accepted["client_name"]):
+        # Shown on the consent page: a bidi override or zero-width character can make it read as another name.
+        raise RegistrationError(
+            "invalid_client_metadata",
+            "client_name must not contain bidirectional or zero-width formatting characters.",
+        )
     for name, value in accepted.items():
         limit = MAX_LENGTHS.get(name, 2000)
         if isinstance(value, str) and len(value) > limit:
@@ -385,6 +412,9 @@ class MCPRegistrationManagementView(OAuthErrorMixin, DynamicClientRegistrationMa
             and "WWW-Authenticate" not in response
         ):
             return as_oauth_error(response).response()
+        if response.status_code >= 400:  # DOT's own 401 challenges too (RFC 6749 §5.1, RFC 6750 §3)
+            response["Cache-Control"] = "no-store"
+            response["Pragma"] = "no-cache"
         return response
 
     def _complete(self, response: HttpResponse, accepted: dict[str, Any] | None = None) -> HttpResponse:
@@ -410,7 +440,8 @@ class MCPRegistrationManagementView(OAuthErrorMixin, DynamicClientRegistrationMa
         return self._complete(super().get(request, client_id, *args, **kwargs))
 
     def put(self, request: HttpRequest, client_id: str, *args, **kwargs) -> HttpResponse:
-        """RFC 7592 §2.2 update; refusals as :meth:`MCPRegistrationView.post` (400 naming the field)."""
+        """RFC 7592 §2.2 update; refusals as :meth:`MCPRegistrationView.post` (400 naming the field),
+        and 400 ``invalid_client_metadata`` when the body's ``client_id`` is not the URL's."""
         data = parse_body(request)
         accepted = validate_metadata(data)
         # The trust policy applies to the new redirect URIs as to a registration,
@@ -418,6 +449,9 @@ class MCPRegistrationManagementView(OAuthErrorMixin, DynamicClientRegistrationMa
         authenticated = self._authenticate_registration_request(request, client_id)
         if isinstance(authenticated, HttpResponse):
             return authenticated
+        if "client_id" in data and data["client_id"] != client_id:
+            # RFC 7592 §2.2: the request's client_id MUST be the one currently issued.
+            raise RegistrationError("invalid_client_metadata", "client_id must be the client's own client_id.")
         verdict = trust.evaluate(
             client_id=client_id,
             redirect_uris=data.get("redirect_uris") or [],

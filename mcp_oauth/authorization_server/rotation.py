@@ -17,7 +17,9 @@ replaces the refresh branch of token saving:
   while the successor generation is still the newest and alive, gets a *sibling*: a new
   access/refresh pair of fresh random values (stored hashed like any token) that belongs to
   the successor generation and dies with it. Nothing is revoked and no plaintext token is
-  kept anywhere.
+  kept anywhere. A generation gets at most ``MCP_OAUTH["REFRESH_TOKEN_GRACE_SIBLINGS"]``
+  (default 10) siblings, counted under the successor's row lock; a grace request past the
+  cap gets ``invalid_grant`` and revokes nothing.
 * **Reuse.** Any other revoked token — presented after the window, two generations back, or
   revoked on purpose (RFC 7009, admin, account lifecycle) — is a reuse: the family is revoked
   (``REFRESH_TOKEN_REUSE_PROTECTION``) and ``token.refresh_reuse`` is audited; the answer is
@@ -44,6 +46,17 @@ from ..settings import mcp_oauth_settings
 
 #: Largest accepted ``REFRESH_TOKEN_GRACE_SECONDS`` (a longer window keeps a stolen token useful longer).
 MAX_GRACE_SECONDS = 300
+#: Largest accepted ``REFRESH_TOKEN_GRACE_SIBLINGS``.
+MAX_GRACE_SIBLINGS = 1000
+
+
+def grace_siblings() -> int:
+    """``REFRESH_TOKEN_GRACE_SIBLINGS`` clamped to ``0..MAX_GRACE_SIBLINGS``: sibling pairs per generation."""
+    try:
+        value = int(mcp_oauth_settings.REFRESH_TOKEN_GRACE_SIBLINGS or 0)
+    except (TypeError, ValueError):
+        return 0
+    return max(0, min(value, MAX_GRACE_SIBLINGS))
 
 
 def grace_seconds() -> int:
@@ -221,6 +234,12 @@ class RefreshRotationMixin(_MixinBase):
             target = RefreshGeneration.objects.select_for_update().get(pk=successor.pk)
             if target.rotated_at is not None:
                 raise errors.InvalidGrantError(description="The refresh token was already used.", request=request)
+            # Counted under the successor's row lock: concurrent grace requests queue on it.
+            if RefreshTokenGeneration.objects.filter(generation=target, sibling=True).count() >= grace_siblings():
+                raise errors.InvalidGrantError(
+                    description="The refresh token was already used (too many concurrent refreshes).",
+                    request=request,
+                )
             source, sibling = None, True
         request._mcp_generation = (target, sibling)
         access_token = self._create_access_token(expires, request, token, source_refresh_token=source)

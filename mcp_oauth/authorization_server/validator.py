@@ -8,6 +8,9 @@
   is refused (``invalid_grant``) and, when the replay carries the right PKCE
   verifier, the tokens the code produced are revoked. A replay with a wrong
   verifier revokes nothing, so a guessed code cannot be used to log users out.
+  The code is consumed (grant row deleted, redemption record written with the
+  issued token ids) in the transaction that saves the tokens, so a replay racing
+  the first exchange waits for it and then revokes what it issued.
   Replays that would change nothing more are refused from a cache marker before any
   database work (:mod:`.redeemed`).
 * Trust policy (:mod:`mcp_oauth.trust`): a grant to a client that is denied or held
@@ -27,7 +30,12 @@ import secrets
 from urllib.parse import urlsplit
 
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
@@ -58,6 +66,38 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
     def _check_secret(self, provided_secret, stored_secret) -> bool:
         """Constant-time, fast for machine secrets, legacy hashes upgraded, failures throttled (:mod:`..client_secrets`)."""
         return check_client_secret(provided_secret, stored_secret)
+
+    def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs) -> bool:
+        """Only ``code`` (OAuth 2.1 §4.1.1); anything else, hybrid ``code token`` included, is
+        ``unsupported_response_type`` (RFC 6749 §4.1.2.1), not ``unauthorized_client``.
+
+        :raises UnsupportedResponseTypeError: for any other response type.
+        """
+        if response_type != "code":
+            raise errors.UnsupportedResponseTypeError(request=request)
+        return super().validate_response_type(client_id, response_type, client, request, *args, **kwargs)
+
+    def authenticate_client(self, request, *args, **kwargs) -> bool:
+        """DOT's client authentication; a *public* client asking for ``client_credentials`` without
+        credentials is ``unauthorized_client`` (RFC 6749 §5.2: the grant is not for it), not
+        ``invalid_client``.
+
+        :raises UnauthorizedClientError: that case (HTTP 400).
+        """
+        if super().authenticate_client(request, *args, **kwargs):
+            return True
+        if (
+            request.grant_type == "client_credentials"
+            and not getattr(request, "client_secret", None)
+            and not (request.headers.get("Authorization") or request.headers.get("HTTP_AUTHORIZATION"))
+            and isinstance(request.client_id, str)
+        ):
+            client = get_application_model().objects.filter(client_id=request.client_id).first()
+            if client is not None and client.client_type == client.CLIENT_PUBLIC:
+                raise errors.UnauthorizedClientError(
+                    description="A public client cannot use the client_credentials grant.", request=request
+                )
+        return False
 
     def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs) -> bool:
         """Exact string match with a registered URI, loopback ports aside, and never plain ``http``
@@ -168,8 +208,27 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 detail={"redirect_host": urlsplit(getattr(request, "redirect_uri", "") or "").hostname},
             )
 
-    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
-        super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
+    def _save_bearer_token(self, token, request, *args, **kwargs):
+        """Save the tokens; for the code grant, consume the code in the same transaction.
+
+        The grant row is deleted and its :class:`RedeemedAuthorizationCode` (with the ids of the
+        tokens just saved) created before the token rows commit. A concurrent exchange of the
+        same code blocks on the grant row's lock until this transaction ends, then deletes
+        nothing: it is the replay (``invalid_grant``), its own tokens roll back, and, once its
+        transaction is gone, it finds the committed redemption record and revokes what the
+        winner issued (:meth:`save_bearer_token`, OAuth 2.1 §4.1.3).
+        """
+        result = super()._save_bearer_token(token, request, *args, **kwargs)
+        if request.grant_type == "authorization_code":
+            deleted, _ = get_grant_model().objects.filter(code=request.code, application=request.client).delete()
+            if not deleted:
+                request._mcp_code_race_lost = True
+                raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
+            self._record_redemption(request.code, request)
+            request._mcp_code_redeemed = True
+        return result
+
+    def _record_redemption(self, code, request) -> None:
         RedeemedAuthorizationCode.objects.create(
             code_checksum=_checksum(code),
             application=request.client,
@@ -178,6 +237,38 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             token_family=getattr(request, "_mcp_token_family", None),
         )
         remember_redeemed(code, request.client.client_id, getattr(request, "_mcp_code_challenge", "") or "")
+
+    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs) -> None:
+        if getattr(request, "_mcp_code_redeemed", False):
+            return  # consumed with the token save (_save_bearer_token)
+        super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
+        self._record_redemption(code, request)
+
+    def get_code_challenge(self, code, request):
+        """The grant's PKCE challenge; a grant consumed since :meth:`validate_code` is a racing replay."""
+        challenge = (
+            get_grant_model()
+            .objects.filter(code=code, application=request.client)
+            .values_list("code_challenge", flat=True)
+            .first()
+        )
+        if challenge is None:
+            self._handle_replay(code, request.client, request)
+            raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
+        return challenge or None
+
+    def get_code_challenge_method(self, code, request):
+        """The grant's PKCE method; a grant consumed since :meth:`validate_code` is a racing replay."""
+        method = (
+            get_grant_model()
+            .objects.filter(code=code, application=request.client)
+            .values_list("code_challenge_method", flat=True)
+            .first()
+        )
+        if method is None:
+            self._handle_replay(code, request.client, request)
+            raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
+        return method or None
 
     # --- trust policy -------------------------------------------------------------------
 
@@ -202,6 +293,9 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         try:
             result = super().save_bearer_token(token, request, *args, **kwargs)
         except errors.OAuth2Error:
+            if getattr(request, "_mcp_code_race_lost", False):
+                # Our transaction is rolled back; the winner's has committed its redemption record.
+                self._handle_replay(request.code, request.client, request)
             invalid = getattr(request, "_mcp_invalid_resource", None)
             if invalid is not None:
                 record(

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -362,6 +363,14 @@ def _no_store(response: HttpResponse) -> HttpResponse:
     return response
 
 
+def _basic_realm() -> str:
+    """The realm of the token endpoint's ``Basic`` challenge: the issuer (quotes dropped)."""
+    try:
+        return str(mcp_oauth_settings.issuer).replace('"', "").replace("\\", "")
+    except Exception:  # noqa: BLE001 - BASE_URL unset: still a valid challenge
+        return "oauth"
+
+
 class MCPTokenView(TokenView):
     """RFC 6749 §3.2 token endpoint; every answer, error or not, is ``Cache-Control: no-store`` (OAuth 2.1 §3.2.3).
 
@@ -371,9 +380,22 @@ class MCPTokenView(TokenView):
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
-            return _no_store(self.token_response(request, *args, **kwargs))
+            response = self.token_response(request, *args, **kwargs)
         except OAuthError as exc:
             return exc.response()
+        if response.status_code == 401 and request.headers.get("Authorization", "")[:6].lower() == "basic ":
+            # RFC 6749 §5.2: after HTTP Basic, the 401 challenge names the Basic scheme (oauthlib says Bearer).
+            try:
+                body = json.loads(response.content)
+            except ValueError:
+                body = {}
+            return OAuthError(
+                body.get("error") or "invalid_client",
+                body.get("error_description") or "Client authentication failed.",
+                status=401,
+                www_authenticate=f'Basic realm="{_basic_realm()}"',
+            ).response()
+        return _no_store(response)
 
     def token_response(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         """DOT's token response, after the checks DOT and oauthlib do not make.

@@ -18,7 +18,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 from oauth2_provider.models import check_redirect_to_uri_allowed
 
-from ..text import storable
+from ..text import has_invisible_format_characters, storable
 from .errors import AddressRefused, InvalidClientIdURL, InvalidDocument
 
 log = logging.getLogger("mcp_oauth.cimd")
@@ -162,7 +162,8 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
     * a JSON object whose every string is storable text (no NUL, valid UTF-8);
     * ``client_id`` equals ``client_id`` exactly (draft §4.1: simple string comparison;
       a trailing slash, ``:443`` or a case difference is a mismatch);
-    * ``client_name`` a non-empty string of at most 255 characters;
+    * ``client_name`` a non-empty string of at most 255 characters; one holding bidirectional or
+      zero-width formatting characters is replaced by the ``client_id`` URL's host;
     * ``redirect_uris`` a non-empty array (at most 20) of https or loopback-http URIs;
     * no ``client_secret`` nor ``client_secret_expires_at`` member, whatever its value;
     * ``token_endpoint_auth_method`` absent or ``"none"`` (shared-secret methods are
@@ -204,6 +205,10 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
         raise InvalidDocument("client_name must be a non-empty string.", reason="client_name")
     if len(name) > MAX_CLIENT_NAME_LENGTH or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
         raise InvalidDocument("client_name is too long or contains control characters.", reason="client_name")
+    if has_invisible_format_characters(name):
+        # A name that could read as another one (bidi override, zero-width characters): dropped,
+        # the client is shown under its client_id URL's host instead.
+        document = {**document, "client_name": urlsplit(client_id).hostname or client_id}
     uris = document["redirect_uris"]
     if not isinstance(uris, list) or not uris:
         raise InvalidDocument("redirect_uris must be a non-empty array.", reason="redirect_uri")

@@ -8,6 +8,11 @@ async. It returns a list of strings, an ``mcp_types.Completion`` or a dict of it
 fields; at most :data:`MAX_VALUES` values are sent, with ``total`` and ``hasMore``
 telling the client there are more. An argument without a completer gets no
 values (the spec's "no suggestions"), an unknown prompt or template ``-32602``.
+``argument.value`` and every ``context.arguments`` value are at most
+:data:`MAX_ARGUMENT_LENGTH` characters (else ``-32602`` naming the field and the limit):
+what a person types into a completion box is short, and an unbounded value
+would reach the completer's database query (SQLite refuses ``LIKE`` patterns over
+50,000 bytes).
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from .context import RequestContext
 from .prompts import PromptRegistry
 from .resources import ResourceRegistry
 
-__all__ = ["MAX_VALUES", "complete", "to_completion"]
+__all__ = ["MAX_ARGUMENT_LENGTH", "MAX_VALUES", "complete", "to_completion"]
+
+#: The longest ``argument.value`` (and ``context.arguments`` value) accepted, in characters.
+MAX_ARGUMENT_LENGTH = 1000
 
 #: The spec's cap on ``completion.values`` ("Must not exceed 100 items").
 MAX_VALUES = 100
@@ -50,6 +58,15 @@ def to_completion(value: Any) -> types.Completion:
     return types.Completion(values=values[:MAX_VALUES], total=len(values), has_more=len(values) > MAX_VALUES)
 
 
+def _check_length(field: str, value: Any) -> None:
+    if isinstance(value, str) and len(value) > MAX_ARGUMENT_LENGTH:
+        raise McpError(
+            INVALID_PARAMS,
+            f"Invalid params for completion/complete: {field} must be at most {MAX_ARGUMENT_LENGTH} characters",
+            {"errors": [{"field": field, "message": f"at most {MAX_ARGUMENT_LENGTH} characters"}]},
+        )
+
+
 async def complete(
     ctx: RequestContext,
     params: types.CompleteRequestParams,
@@ -58,13 +75,16 @@ async def complete(
 ) -> types.CompleteResult:
     """Serve ``completion/complete``.
 
-    :raises McpError: -32602 for an unknown prompt or template, or an argument it
-        does not declare; -32603 when the completer returns something unusable.
+    :raises McpError: -32602 for an unknown prompt or template, an argument it
+        does not declare, or a value over :data:`MAX_ARGUMENT_LENGTH`; -32603 when the completer returns something unusable.
     :raises InsufficientScope: the prompt or template needs scopes the token lacks.
     """
     ref = params.ref
     argument = params.argument
     earlier = dict(params.context.arguments or {}) if params.context is not None else {}
+    _check_length("argument.value", argument.value)
+    for name, earlier_value in earlier.items():
+        _check_length(f"context.arguments.{name[:100]}", earlier_value)
     call_ctx = ctx.with_arguments(earlier)
     if isinstance(ref, types.PromptReference):
         item = prompts.find(ctx, ref.name)

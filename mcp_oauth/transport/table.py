@@ -25,6 +25,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import BaseModel, ValidationError
 
 from ..settings import mcp_oauth_settings
+from ..text import storable
 from .jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -61,6 +62,7 @@ __all__ = [
     "http_status",
     "parse_params",
     "server_info",
+    "unstorable_field",
 ]
 
 logger = logging.getLogger("mcp_oauth.transport")
@@ -239,6 +241,35 @@ def _invalid_params(method: str, exc: ValidationError) -> McpError:
     return McpError(INVALID_PARAMS, f"Invalid params for {method}: {listed}", {"errors": fields})
 
 
+def unstorable_field(params: Any) -> str | None:
+    """The dotted path (``"arguments.note"``, ``"params"`` for the top) of the first string in
+    ``params``, or object key, that is not :func:`~mcp_oauth.text.storable` text (a NUL, a lone
+    surrogate), else None. PostgreSQL refuses NUL in text and jsonb."""
+    stack: list[tuple[Any, str]] = [(params, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                child = f"{path}.{key}" if path else str(key)
+                if not storable(key):
+                    return path or "params"
+                stack.append((value, child))
+        elif isinstance(item, list):
+            stack.extend((value, f"{path}.{index}" if path else str(index)) for index, value in enumerate(item))
+        elif isinstance(item, str) and not storable(item):
+            return path or "params"
+    return None
+
+
+def _unstorable_params(method: str, location: str) -> McpError:
+    message = "must be text without NUL characters"
+    return McpError(
+        INVALID_PARAMS,
+        f"Invalid params for {method}: {location} {message}",
+        {"errors": [{"field": location, "message": message}]},
+    )
+
+
 def parse_params(call: Call, method: str | None = None) -> Any:
     """The ``mcp_types`` request model of the call validated for its protocol version; its ``params``.
 
@@ -353,8 +384,15 @@ class MethodTable:
         """Run ``entry`` for ``call``: the JSON-RPC response message (result or error) and its
         HTTP status (:func:`http_status`).
 
+        Params holding text no database stores (a NUL, a lone surrogate) are refused here for
+        every method: -32602 naming the field.
+
         :raises InsufficientScope: from the handler (the front end answers 403).
         """
+        location = unstorable_field(call.params)
+        if location is not None:
+            exc = _unstorable_params(call.method, location)
+            return error_message(call.message_id, exc), http_status(call.era, exc)
         try:
             result = await entry.handler(call)
         except McpError as exc:
