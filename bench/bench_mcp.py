@@ -18,13 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import bench_token, setup_django  # noqa: E402
+from bench.common import bench_token, run_cases, setup_django  # noqa: E402
 
 
 def main() -> None:
@@ -83,25 +81,7 @@ def main() -> None:
         )
         pstats.Stats("/tmp/bench.prof").sort_stats("cumulative").print_stats(25)
         return
-    results = {}
-    for name, call in cases.items():
-        for _ in range(20):
-            call()  # warm-up
-        samples = []
-        for _ in range(args.requests):
-            start = time.perf_counter()
-            call()
-            samples.append(time.perf_counter() - start)
-        results[name] = samples
-
-    base = statistics.median(results["baseline"])
-    print(f"{'case':<12}{'req/s':>10}{'median ms':>12}{'p95 ms':>10}{'x baseline':>12}")
-    for name, samples in results.items():
-        median = statistics.median(samples)
-        p95 = sorted(samples)[int(len(samples) * 0.95) - 1]
-        print(
-            f"{name:<12}{1 / statistics.mean(samples):>10.0f}{median * 1000:>12.2f}{p95 * 1000:>10.2f}{median / base:>12.2f}"
-        )
+    run_cases(cases, args.requests, warmup=20)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import bench_token, setup_django  # noqa: E402
+from bench.common import bench_token, run_cases, setup_django  # noqa: E402
 
 V = "2026-07-28"
 
@@ -101,25 +100,7 @@ def main() -> None:
         "modern whoami": lambda: modern("tools/call", {"name": "whoami", "arguments": {}}, "whoami"),
         "modern ask_name": ask_name,
     }
-    results = {}
-    for name, call in cases.items():
-        for _ in range(10):
-            call()  # warm-up
-        samples = []
-        for _ in range(args.requests):
-            start = time.perf_counter()
-            call()
-            samples.append(time.perf_counter() - start)
-        results[name] = samples
-
-    base = statistics.median(results["baseline"])
-    print(f"{'case':<20}{'req/s':>10}{'median ms':>12}{'p95 ms':>10}{'x baseline':>12}")
-    for name, samples in results.items():
-        median = statistics.median(samples)
-        p95 = sorted(samples)[int(len(samples) * 0.95) - 1]
-        print(
-            f"{name:<20}{1 / statistics.mean(samples):>10.0f}{median * 1000:>12.2f}{p95 * 1000:>10.2f}{median / base:>12.2f}"
-        )
+    run_cases(cases, args.requests, warmup=10)
 
     binding = {"iss": "x", "cid": "c", "sub": "1", "res": "r", "m": "tools/call", "t": "ask_name", "ad": "0" * 64}
     payload = {"asked": {"input-1": {"kind": "form", "row": 1, "schema": "0" * 32}}, "settled": {}}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import statistics
 import sys
 import tempfile
 import time
@@ -80,3 +81,19 @@ def bench_token(username: str = "bench") -> tuple[Any, Any, Any, str]:
     set_token_value(token, raw)
     token.save()
     return user, app, resource, raw
+
+
+def run_cases(cases: dict[str, Callable[[], Any]], n: int, *, warmup: int = 10, baseline: str = "baseline") -> None:
+    """Time every case (:func:`measure`) and print req/s, median, p95 and the ratio of each
+    median to the ``baseline`` case's, one row per case."""
+    results = {name: measure(call, n, warmup) for name, call in cases.items()}
+    base = statistics.median(results[baseline])
+    width = max(12, max(len(name) for name in results) + 2)
+    print(f"{'case':<{width}}{'req/s':>10}{'median ms':>12}{'p95 ms':>10}{'x baseline':>12}")
+    for name, samples in results.items():
+        median = statistics.median(samples)
+        p95 = sorted(samples)[max(0, int(len(samples) * 0.95) - 1)]
+        print(
+            f"{name:<{width}}{1 / statistics.mean(samples):>10.0f}{median * 1000:>12.2f}"
+            f"{p95 * 1000:>10.2f}{median / base:>12.2f}"
+        )
