@@ -13,19 +13,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx2
 import pytest
-from django.db import connection
 
 from elicitation.models import Elicitation
 from mcp_oauth.models import McpSession
 from mcp_oauth.signals import ensure_default_resource
 
 from .live import free_port, run_asgi_server
+from .topology import database_url, start_uvicorn
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -33,55 +31,16 @@ ROOT = Path(__file__).resolve().parent.parent
 CAPABILITIES = {"elicitation": {"form": {}}}
 
 
-def _database_url() -> str:
-    settings = connection.settings_dict
-    if settings["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{settings['NAME']}"
-    user = settings.get("USER") or "postgres"
-    host = settings.get("HOST") or "127.0.0.1"
-    port = settings.get("PORT") or 5432
-    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
-    return f"postgres://{user}{password}@{host}:{port}/{settings['NAME']}"
-
-
 def _start_worker(port: int, base_url: str) -> subprocess.Popen:
     env = {
         **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(),
         "MCP_BASE_URL": base_url,
         "DJANGO_DEBUG": "1",
         "PYTHONUNBUFFERED": "1",
     }
     env.pop("CELERY_BROKER_URL", None)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "project.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError("worker B exited: " + process.stdout.read().decode(errors="replace"))
-        try:
-            httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", timeout=1)
-            return process
-        except httpx2.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("worker B did not start")
+    return start_uvicorn(port, env)
 
 
 def _sse_messages(lines):

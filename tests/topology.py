@@ -31,7 +31,10 @@ def require_postgres_and_redis() -> None:
 
 
 def database_url() -> str:
+    """The test database as a ``DATABASE_URL`` for a server process of its own (SQLite: the file)."""
     settings = connection.settings_dict
+    if settings["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings['NAME']}"
     user = settings.get("USER") or "postgres"
     host = settings.get("HOST") or "127.0.0.1"
     port = settings.get("PORT") or 5432
@@ -48,6 +51,22 @@ def redis_cache_settings(prefix: str) -> dict:
             "KEY_PREFIX": prefix,
         }
     }
+
+
+def start_uvicorn(port: int, env: dict[str, str]) -> subprocess.Popen:
+    """The reference site under uvicorn on ``127.0.0.1:port`` as its own process (environment
+    ``env``), once it answers; its output is piped. :raises RuntimeError: it exited or did not
+    answer within 30 s (the process is killed)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "project.asgi:application"]
+        + ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    wait_until_serving(process, port)
+    return process
 
 
 def wait_until_serving(process: subprocess.Popen, port: int, timeout: float = 30) -> None:
@@ -80,26 +99,8 @@ def asgi_worker(port: int, base_url: str, cache_prefix: str, **env: str) -> Iter
         **env,
     }
     environment.pop("CELERY_BROKER_URL", None)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "project.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    process = start_uvicorn(port, environment)
     try:
-        wait_until_serving(process, port)
         yield process
     finally:
         process.terminate()
