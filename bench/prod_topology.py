@@ -458,18 +458,21 @@ def scenario_grants(args, fx) -> None:
     import base64
     from urllib.parse import urlencode
 
-    port = free_port()
-    server = gunicorn("ours-grants", 1, port).wait_ready()
-    results = {}
+    sources = [("ours", ROOT)] + ([("before", Path(args.baseline))] if args.baseline else [])
+    servers = {label: gunicorn(f"{label}-grants", 1, free_port(), cwd=cwd) for label, cwd in sources}
+    results: dict[tuple[str, str], list] = {}
     try:
+        for server in servers.values():
+            server.wait_ready()
         service, secret = fx["service"], fx["service_secret"]
         basic = "Basic " + base64.b64encode(f"{service.client_id}:{secret}".encode()).decode()
         cc_body = urlencode({"grant_type": "client_credentials", "resource": BASE + "/mcp"}).encode()
         public = fx["public"]
 
-        def run(label, make_loops):
+        def run(name, label, make_loops):
+            server = servers[name]
             tally = Tally()
-            coroutines = make_loops(tally)  # the ORM work (refresh tokens) happens here, outside the loop
+            coroutines = make_loops(server.port, tally)  # the ORM work (refresh tokens) happens here, outside the loop
 
             async def together():
                 await asyncio.gather(*coroutines)
@@ -478,24 +481,23 @@ def scenario_grants(args, fx) -> None:
             started = time.monotonic()
             asyncio.run(together())
             elapsed, used = time.monotonic() - started, server.cpu() - cpu
-            ok = tally.statuses.get(200, 0)
-            results[label] = (ok, elapsed, used, dict(tally.statuses), tally.errors)
+            total = results.setdefault((name, label), [0, 0.0, 0.0, {}, 0])
+            total[0] += tally.statuses.get(200, 0)
+            total[1] += elapsed
+            total[2] += used
+            for status, count in tally.statuses.items():
+                total[3][status] = total[3].get(status, 0) + count
+            total[4] += tally.errors
 
-        # warm up (the first grant of a worker process costs ~1.5 s of imports and set-up)
-        run(
-            "warm-up",
-            lambda tally: [grant_loop(port, 1.0, tally, lambda: ({"Authorization": basic}, cc_body), lambda _: None)],
-        )
-        results.pop("warm-up")
-        run(
-            "client_credentials",
-            lambda tally: [
-                grant_loop(port, args.seconds, tally, lambda: ({"Authorization": basic}, cc_body), lambda _: None)
-                for _ in range(8)
-            ],
-        )
+        def cc_loops(port, tally, connections=8, seconds=None):
+            return [
+                grant_loop(
+                    port, seconds or args.seconds, tally, lambda: ({"Authorization": basic}, cc_body), lambda _: None
+                )
+                for _ in range(connections)
+            ]
 
-        def refresh_loops(tally):
+        def refresh_loops(port, tally):
             loops = []
             for _ in range(8):
                 state = {"refresh": fx["refresh_token"]()}
@@ -515,16 +517,31 @@ def scenario_grants(args, fx) -> None:
                 loops.append(grant_loop(port, args.seconds, tally, body_for, on_ok))
             return loops
 
-        run("refresh_token (public)", refresh_loops)
+        # warm up (the first grant of a worker process costs ~1.5 s of imports and set-up)
+        for name in servers:
+            run(name, "warm-up", lambda port, tally: cc_loops(port, tally, 1, 1.0))
+        rounds = args.rounds if args.baseline else 1
+        for _ in range(rounds):  # interleaved: the machine's load changes affect both alike
+            for name in servers:
+                run(name, "client_credentials", cc_loops)
+                run(name, "refresh_token (public)", refresh_loops)
     finally:
-        server.stop()
-    print("\n== grants on 1 worker, 8 connections")
-    for label, (ok, elapsed, used, statuses, errors) in results.items():
-        per_core = ok / used if used else float("nan")
+        for server in servers.values():
+            server.stop()
+    print(f"\n== grants on 1 worker, 8 connections ({rounds} round(s) of {args.seconds:g} s each)")
+    per_core: dict[tuple[str, str], float] = {}
+    for (name, label), (ok, elapsed, used, statuses, errors) in results.items():
+        if label == "warm-up":
+            continue
+        per_core[(name, label)] = ok / used if used else float("nan")
         print(
-            f"{label:24} {ok / elapsed:7.0f} grants/s, {1000 * used / max(ok, 1):6.2f} ms CPU/grant, "
-            f"{per_core:6.0f} grants per CPU-second; statuses {statuses}, drops {errors}"
+            f"{name:7} {label:24} {ok / elapsed:7.0f} grants/s, {1000 * used / max(ok, 1):6.2f} ms CPU/grant, "
+            f"{per_core[(name, label)]:6.0f} grants per CPU-second; statuses {statuses}, drops {errors}"
         )
+    if args.baseline:
+        for label in ("client_credentials", "refresh_token (public)"):
+            before = per_core.get(("before", label)) or float("nan")
+            print(f"ours / before, {label}: {per_core.get(('ours', label), float('nan')) / before:.2f} x")
 
 
 def scenario_redeem(args, fx) -> None:

@@ -1,7 +1,9 @@
 """ASGI entry point of the reference site.
 
 The MCP endpoint is served by the lean lane (:func:`mcp_oauth.transport.asgi.mcp_lane`) before
-Django's middleware stack; every other path (pages, admin, OAuth endpoints) by Django.
+Django's middleware stack, the token endpoint by Django's handler in one thread hop
+(:func:`mcp_oauth.authorization_server.asgi.token_lane`); every other path (pages, admin, the
+other OAuth endpoints) by Django.
 """
 
 import os
@@ -11,6 +13,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 django_application = get_asgi_application()
 
-from mcp_oauth.transport.asgi import mcp_lane  # noqa: E402 - after Django is set up
+from mcp_oauth.authorization_server.asgi import token_lane  # noqa: E402 - after Django is set up
+from mcp_oauth.transport.asgi import mcp_lane  # noqa: E402
 
-application = mcp_lane(django_application)
+application = token_lane(mcp_lane(django_application))
