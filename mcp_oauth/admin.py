@@ -26,6 +26,7 @@ from oauth2_provider.settings import oauth2_settings
 
 from . import trust
 from .audit import record
+from .authorization_server.clients import bump_clients_generation
 from .authorization_server.redirects import redirect_scheme_allowed
 from .loopback import is_loopback_host
 from .models import (
@@ -363,11 +364,13 @@ class TrustRuleAdmin(admin.ModelAdmin):
     @admin.action(description=_("Enable the selected rules"), permissions=["change"])
     def enable_rules(self, request, queryset):
         count = queryset.update(enabled=True, updated_at=timezone.now())
+        bump_clients_generation()  # no signal for a bulk update
         self.message_user(request, ngettext("Enabled %d rule.", "Enabled %d rules.", count) % count, messages.SUCCESS)
 
     @admin.action(description=_("Disable the selected rules"), permissions=["change"])
     def disable_rules(self, request, queryset):
         count = queryset.update(enabled=False, updated_at=timezone.now())
+        bump_clients_generation()  # no signal for a bulk update
         self.message_user(request, ngettext("Disabled %d rule.", "Disabled %d rules.", count) % count, messages.SUCCESS)
 
 

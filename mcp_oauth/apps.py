@@ -29,6 +29,7 @@ class MCPOAuthConfig(AppConfig):
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks  # registers the system checks
+        from .authorization_server.clients import connect_receivers as connect_client_receivers
         from .lifecycle import connect as connect_lifecycle
         from .resource_server.cache import connect_receivers
         from .settings import apply_dot_defaults, mcp_oauth_settings
@@ -38,6 +39,7 @@ class MCPOAuthConfig(AppConfig):
         apply_dot_defaults()
         checks.replace_dot_bcp_check()
         connect_receivers()
+        connect_client_receivers()
         wakeup.connect_receivers()
         sessions.connect_receivers()
         connect_lifecycle(get_user_model())

@@ -131,6 +131,9 @@ def _upgrade(stored: str, provided: str) -> None:
     # Keyed by the old hash: the row whose secret was just verified (and not changed since).
     updated = application_model.objects.filter(client_secret=stored).update(client_secret=new)
     if updated:
+        from .authorization_server.clients import bump_clients_generation
+
+        bump_clients_generation()  # no signal for a bulk update
         logger.info("upgraded the client secret hash of %d client(s) to %s", updated, ALGORITHM)
 
 

@@ -144,9 +144,10 @@ def load_rules() -> list[TrustRule]:
 
 
 @contextmanager
-def rules_snapshot():
-    """Within this block :func:`load_rules` answers from one query (e.g. an admin list of many clients)."""
-    token = _snapshot.set(list(TrustRule.objects.filter(enabled=True)))
+def rules_snapshot(rules: Sequence[TrustRule] | None = None):
+    """Within this block :func:`load_rules` answers from one query (e.g. an admin list of many clients),
+    or from ``rules`` when given (the enabled rules, e.g. a cache of them that is known current)."""
+    token = _snapshot.set(list(TrustRule.objects.filter(enabled=True)) if rules is None else list(rules))
     try:
         yield
     finally:

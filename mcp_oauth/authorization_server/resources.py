@@ -17,17 +17,25 @@ def select_resource(values: Iterable[str]) -> ProtectedResource:
 
     :param values: the request's ``resource`` parameters; empty strings count as absent (OAuth 2.1 §3.1).
     :returns: the matching enabled :class:`ProtectedResource`, or the default one when none was given
-        (a token is never unrestricted).
+        (a token is never unrestricted); from the resource registry
+        (:mod:`mcp_oauth.resource_server.cache`): a shared row, not to be modified.
     :raises InvalidTarget: a value that is not a resource URI, a URI we do not serve, more than one
         resource (tokens are bound to one), or no default resource configured.
     """
+    from ..origins import base_spelling
+    from ..resource_server.cache import default_resource, resource_by_uri, resource_from_generation
+    from ..resources import canonicalize_resource
+    from .clients import resource_generation
+
     given = [value for value in values if value != ""]
     if len(given) > 1:
         raise InvalidTarget("Only one resource may be requested; a token is bound to one resource.")
     try:
         if given:
-            return ProtectedResource.objects.get_by_uri(given[0])
-        return ProtectedResource.objects.default()
+            # ProtectedResource.objects.get_by_uri, from the registry (a token request read its generation).
+            uri = base_spelling(canonicalize_resource(given[0]))
+            return resource_from_generation(uri, resource_generation()) or resource_by_uri(uri)
+        return default_resource()
     except InvalidResource as exc:
         raise InvalidTarget(f"The resource is not a valid resource indicator: {exc}.") from None
     except ProtectedResource.DoesNotExist:

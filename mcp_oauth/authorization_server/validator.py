@@ -27,6 +27,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
+import time
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.utils import timezone
@@ -46,10 +48,30 @@ from ..cimd.validator import CIMDValidatorMixin
 from ..client_secrets import check_client_secret
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
+from .clients import cached_application
 from .redeemed import mark_revoked, remember_redeemed
 from .redirects import redirect_scheme_allowed, redirect_uri_registered
 from .resources import InvalidTarget, select_resource
 from .rotation import RefreshRotationMixin
+
+#: ``ClientProfile.last_used_at`` is written at most once per this many seconds per client and worker.
+LAST_USED_RESOLUTION_SECONDS = 60
+_last_used: dict[tuple[Any, str], float] = {}
+
+
+def _mark_used(client) -> None:
+    """Set the client's ``ClientProfile.last_used_at`` (what unused dynamic clients are pruned by),
+    to within :data:`LAST_USED_RESOLUTION_SECONDS`: a busy client costs no write per grant."""
+    key = (client.pk, client.client_id)
+    now = time.monotonic()
+    if now - _last_used.get(key, -LAST_USED_RESOLUTION_SECONDS) < LAST_USED_RESOLUTION_SECONDS:
+        return
+    if len(_last_used) > 10_000:
+        _last_used.clear()
+    at = timezone.now()
+    if not ClientProfile.objects.filter(application=client).update(last_used_at=at):
+        ClientProfile.objects.get_or_create(application=client, defaults={"last_used_at": at})
+    _last_used[key] = now
 
 
 def _checksum(value: str) -> str:
@@ -273,13 +295,20 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
     # --- trust policy -------------------------------------------------------------------
 
     def _load_application(self, client_id, request):
+        if getattr(request, "grant_type", None) and not getattr(request, "client", None):
+            # Token requests: the client from this worker's memory when it is current (.clients);
+            # DOT reuses request.client when it matches client_id.
+            request.client = cached_application(client_id)
         client = super()._load_application(client_id, request)
         # Token requests only: revocation and introspection stay open to a blocked client,
         # and the authorization view applies the policy itself (with an error page).
         if client is None or not getattr(request, "grant_type", None):
             return client
+        if getattr(request, "_mcp_trusted_client", None) is client:
+            return client  # judged already in this request
         verdict = get_adapter().trust_verdict(client)
         if verdict.allowed:
+            request._mcp_trusted_client = client
             return client
         if not getattr(request, "_mcp_trust_recorded", False):
             trust.record_denial(verdict, request=request, client_id=client.client_id, stage="token")
@@ -322,9 +351,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 **({"grace_sibling": True} if getattr(request, "_mcp_generation", (None, False))[1] else {}),
             },
         )
-        now = timezone.now()
-        if not ClientProfile.objects.filter(application=client).update(last_used_at=now):
-            ClientProfile.objects.get_or_create(application=client, defaults={"last_used_at": now})
+        _mark_used(client)
         return result
 
     def revoke_token(self, token, token_type_hint, request, *args, **kwargs):

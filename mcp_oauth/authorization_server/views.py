@@ -28,8 +28,10 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
+from django.views.decorators.debug import sensitive_post_parameters
 from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
+from oauth2_provider.signals import app_authorized
 from oauth2_provider.views import AuthorizationView, IntrospectTokenView, RevokeTokenView, TokenView
 from oauth2_provider.views.mixins import OAuthLibMixin
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
@@ -42,6 +44,7 @@ from ..login import login_url
 from ..models import AuditEvent, Consent, ProtectedResource
 from ..overload import unavailable_response
 from ..settings import mcp_oauth_settings
+from .clients import token_request
 from .consent import ConsentTransactionMixin
 from .redeemed import SlotUnavailable, known_replay, redemption_slot
 from .resources import InvalidTarget, select_resource
@@ -380,7 +383,8 @@ class MCPTokenView(TokenView):
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
-            response = self.token_response(request, *args, **kwargs)
+            with token_request():  # clients and trust rules from memory while current (.clients)
+                response = self.token_response(request, *args, **kwargs)
         except OAuthError as exc:
             return exc.response()
         if response.status_code == 401 and request.headers.get("Authorization", "")[:6].lower() == "basic ":
@@ -423,6 +427,17 @@ class MCPTokenView(TokenView):
             except SlotUnavailable:
                 return unavailable_response()
         return self._grant(request, *args, **kwargs)
+
+    @method_decorator(sensitive_post_parameters("password", "client_secret"))
+    def authorization_flow_token_response(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        """DOT's, without reading the issued token back when nobody listens to ``app_authorized``."""
+        if app_authorized.has_listeners(self):
+            return super().authorization_flow_token_response(request, *args, **kwargs)
+        _url, headers, body, status = self.create_token_response(request)
+        response = HttpResponse(content=body, status=status)
+        for key, value in headers.items():
+            response[key] = value
+        return response
 
     def _grant(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:

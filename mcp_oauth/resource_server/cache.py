@@ -264,6 +264,18 @@ class _ResourceRegistry:
         except KeyError:
             raise ProtectedResource.DoesNotExist(f"no enabled protected resource {canonical!r}") from None
 
+    def default(self) -> ProtectedResource:
+        """The enabled default resource (reloading like :meth:`get`)."""
+        generation = self._current_generation()
+        if generation != self._generation:
+            rows = {row.uri: row for row in ProtectedResource.objects.enabled()}
+            with self._lock:
+                self._by_uri, self._generation = rows, generation
+        defaults = [row for row in self._by_uri.values() if row.is_default]
+        if len(defaults) != 1:
+            return ProtectedResource.objects.default()  # none (DoesNotExist) or, wrongly, several
+        return defaults[0]
+
     def peek(self, uri: str, generation: Any) -> ProtectedResource | None:
         """The resource when ``generation`` is the one loaded (else None: call :meth:`get`)."""
         if generation is None or generation != self._generation:
@@ -292,6 +304,15 @@ def resource_by_uri(uri: str) -> ProtectedResource:
     :raises mcp_oauth.resources.InvalidResource: ``uri`` is not a resource URI.
     """
     return _registry.get(uri)
+
+
+def default_resource() -> ProtectedResource:
+    """The enabled default resource: same contract as ``ProtectedResource.objects.default()``
+    (the returned row is shared: do not modify it), from the registry.
+
+    :raises ProtectedResource.DoesNotExist: no enabled default resource.
+    """
+    return _registry.default()
 
 
 def resource_from_generation(uri: str, generation: Any) -> ProtectedResource | None:

@@ -1,0 +1,187 @@
+"""In-process caches of the token endpoint: clients by ``client_id`` and the enabled trust rules.
+
+Every grant looks its client up by ``client_id`` and evaluates the trust policy on it
+(:mod:`mcp_oauth.trust`), two queries whose answers change only when an administrator (or a
+registration) changes a client or a rule. Each worker keeps them in memory, valid for one
+*generation*: a key in the shared ``MCP_OAUTH["TOKEN_CACHE"]`` (``mcp_oauth:clients:gen``)
+read once per token request (:func:`token_request`), together with the resource registry's
+generation (:mod:`mcp_oauth.resource_server.cache`), in one ``get_many``.
+
+Invalidation: saving or deleting an ``Application`` or a :class:`~mcp_oauth.models.TrustRule`
+changes the generation at once and again after the transaction commits (a worker that read
+the old row in between reloads), so a deleted, changed or denied client is refused by the
+next grant on every worker. Bulk ``QuerySet.update()`` sends no signal: call
+:func:`bump_clients_generation` after one (the admin's enable/disable-rules actions and the
+client-secret hash upgrade do).
+
+Not cached: Client ID Metadata Document clients (URL client_ids: their staleness and
+re-fetching stay with :mod:`mcp_oauth.cimd`), unknown client_ids, and everything when the
+cache is unavailable or cannot keep a generation (a dummy cache): the database then answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from django.core.cache import caches
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from oauth2_provider.models import get_application_model
+
+from ..models import TrustRule
+from ..resource_server.cache import RESOURCE_GENERATION_KEY
+from ..settings import mcp_oauth_settings
+
+__all__ = ["CLIENTS_GENERATION_KEY", "bump_clients_generation", "cached_application", "token_request"]
+
+logger = logging.getLogger("mcp_oauth.authorization_server")
+
+CLIENTS_GENERATION_KEY = "mcp_oauth:clients:gen"
+
+
+def _cache():
+    return caches[mcp_oauth_settings.TOKEN_CACHE]
+
+
+def _cache_errors() -> tuple[type[BaseException], ...]:
+    from ..resource_server.cache import _CACHE_ERRORS
+
+    return _CACHE_ERRORS
+
+
+class _Registry:
+    """Rows of one generation: ``client_id -> (database alias, field names, values)`` and the enabled rules."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.generation: Any = None
+        self.clients: dict[str, tuple[str, tuple[str, ...], tuple[Any, ...]]] = {}
+        self.rules: list[TrustRule] | None = None
+
+    def sync(self, generation: Any) -> None:
+        """Drop what was loaded for another generation."""
+        if generation != self.generation:
+            with self._lock:
+                self.generation, self.clients, self.rules = generation, {}, None
+
+    def clear(self) -> None:
+        with self._lock:
+            self.generation, self.clients, self.rules = None, {}, None
+
+
+_registry = _Registry()
+
+#: The generation read by the current token request (None: no cache in use for it).
+_current: ContextVar[Any] = ContextVar("mcp_oauth_clients_generation", default=None)
+#: The resource registry's generation read with it (see :func:`resource_generation`).
+_resource_generation: ContextVar[Any] = ContextVar("mcp_oauth_resource_generation", default=None)
+
+
+def _read_generations() -> tuple[Any, Any]:
+    """``(clients generation, resource generation)``; (None, None) when the cache cannot tell."""
+    cache = _cache()
+    try:
+        found = cache.get_many([CLIENTS_GENERATION_KEY, RESOURCE_GENERATION_KEY])
+        generation = found.get(CLIENTS_GENERATION_KEY)
+        if generation is None:  # first worker up, or the cache was flushed: start a generation
+            cache.add(CLIENTS_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+            generation = cache.get(CLIENTS_GENERATION_KEY)
+        return generation, found.get(RESOURCE_GENERATION_KEY)
+    except _cache_errors() as exc:
+        logger.warning("client cache unavailable, reading the database: %s", exc)
+        return None, None
+
+
+@contextmanager
+def token_request() -> Iterator[None]:
+    """Within this block (one token request) clients and trust rules come from this worker's
+    memory when the shared generation says they are current; the generation is read once here.
+
+    The trust rules are served through :func:`mcp_oauth.trust.rules_snapshot`, so a site
+    adapter's ``trust_verdict`` sees them as usual.
+    """
+    from .. import trust
+
+    generation, resource_generation = _read_generations()
+    if generation is None:
+        yield
+        return
+    _registry.sync(generation)
+    rules = _registry.rules
+    if rules is None:
+        rules = list(TrustRule.objects.filter(enabled=True))
+        with _registry._lock:
+            if _registry.generation == generation:
+                _registry.rules = rules
+    token = _current.set(generation)
+    resource_token = _resource_generation.set(resource_generation)
+    try:
+        with trust.rules_snapshot(rules):
+            yield
+    finally:
+        _resource_generation.reset(resource_token)
+        _current.reset(token)
+
+
+def resource_generation() -> Any:
+    """The resource registry's generation read by the current :func:`token_request`, or None."""
+    return _resource_generation.get()
+
+
+def cached_application(client_id: Any) -> Any:
+    """A fresh ``Application`` instance for ``client_id`` from this worker's memory, loading it
+    once per generation; None outside :func:`token_request`, for URL (CIMD) client_ids, for
+    unknown clients and for CIMD-registered ones (the caller then asks the database)."""
+    generation = _current.get()
+    if generation is None or not isinstance(client_id, str) or not client_id or "://" in client_id:
+        return None
+    Application = get_application_model()
+    entry = _registry.clients.get(client_id)
+    if entry is None:
+        try:
+            application = Application.objects.filter(client_id=client_id).first()
+        except ValueError:  # text the database cannot hold (a NUL): DOT refuses it
+            return None
+        if application is None or application.registration_source == Application.RegistrationSource.CIMD:
+            return None
+        names = tuple(field.attname for field in Application._meta.concrete_fields)
+        entry = (application._state.db or "default", names, tuple(getattr(application, name) for name in names))
+        with _registry._lock:
+            if _registry.generation == generation:
+                _registry.clients[client_id] = entry
+        return application
+    db, names, values = entry
+    return Application.from_db(db, names, values)
+
+
+def bump_clients_generation() -> None:
+    """Make every worker reload its clients and trust rules (now and after the transaction commits)."""
+
+    def bump() -> None:
+        _registry.clear()
+        try:
+            _cache().set(CLIENTS_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+        except _cache_errors() as exc:
+            logger.error("cache unavailable: could not announce a client change: %s", exc)
+
+    bump()
+    transaction.on_commit(bump)
+
+
+def _changed(sender: Any, **kwargs: Any) -> None:
+    bump_clients_generation()
+
+
+def connect_receivers() -> None:
+    """Connect the invalidation receivers (called once from ``MCPOAuthConfig.ready``)."""
+    application_model = get_application_model()
+    for signal in (post_save, post_delete):
+        uid = "post_save" if signal is post_save else "post_delete"
+        signal.connect(_changed, sender=application_model, dispatch_uid=f"mcp_oauth.clients.app.{uid}")
+        signal.connect(_changed, sender=TrustRule, dispatch_uid=f"mcp_oauth.clients.rule.{uid}")
