@@ -1,0 +1,240 @@
+"""The token endpoint's fast path: the token lane (mcp_oauth.authorization_server.asgi) and the
+in-process client cache (mcp_oauth.authorization_server.clients) with its invalidation."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from urllib.parse import urlencode
+
+import pytest
+from django.core.cache import caches
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from oauth2_provider.models import get_application_model
+
+from mcp_oauth.authorization_server.asgi import TokenLane
+from mcp_oauth.authorization_server.clients import CLIENTS_GENERATION_KEY, bump_clients_generation
+from mcp_oauth.client_secrets import hash_client_secret
+from mcp_oauth.models import TrustRule
+from mcp_oauth.settings import mcp_oauth_settings
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.fixture
+def service(resource):
+    """A confidential client_credentials client: (application, plain secret)."""
+    Application = get_application_model()
+    app = Application(name="svc", client_type="confidential", authorization_grant_type="client-credentials")
+    secret = app.client_secret
+    app.save()
+    return app, secret
+
+
+def basic(client_id: str, secret: str) -> str:
+    return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+
+
+def grant(client_id: str, secret: str):
+    return Client().post(
+        "/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION=basic(client_id, secret)
+    )
+
+
+def asgi_call(app, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, dict, bytes]:
+    """One request through an ASGI app: (status, headers with lower-case names, body)."""
+    sent: list[dict] = []
+
+    async def run():
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        done = asyncio.Event()
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                done.set()
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+            + [(b"host", b"testserver"), (b"content-length", str(len(body)).encode())],
+            "client": ("127.0.0.1", 5000),
+            "server": ("testserver", 80),
+        }
+        await app(scope, receive, send)
+
+    asyncio.run(run())
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    headers_out = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+    return start["status"], headers_out, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+@pytest.fixture
+def django_app():
+    from django.core.asgi import get_asgi_application
+
+    return get_asgi_application()
+
+
+# --- the lane -----------------------------------------------------------------------------------
+
+#: Headers whose values must not differ between the lane and Django's full stack.
+COMPARED = (
+    "content-type",
+    "cache-control",
+    "pragma",
+    "www-authenticate",
+    "retry-after",
+    "x-content-type-options",
+    "referrer-policy",
+    "cross-origin-opener-policy",
+    "x-frame-options",
+    "access-control-allow-origin",
+    "access-control-allow-methods",
+    "access-control-allow-headers",
+    "access-control-expose-headers",
+)
+
+
+def _requests(app_record, secret):
+    cc = urlencode({"grant_type": "client_credentials"}).encode()
+    good = {"Content-Type": FORM, "Authorization": basic(app_record.client_id, secret), "Origin": "https://x.example"}
+    return [
+        ("POST", good, cc),  # 200
+        ("POST", {**good, "Authorization": basic(app_record.client_id, "wrong")}, cc),  # 401 Basic challenge
+        ("POST", {"Content-Type": FORM}, urlencode({"grant_type": "password"}).encode()),  # unsupported_grant_type
+        ("POST", {"Content-Type": FORM}, b""),  # no grant_type
+        ("POST", {"Content-Type": FORM}, b"grant_type=client_credentials&grant_type=client_credentials"),  # repeated
+        ("OPTIONS", {"Origin": "https://x.example", "Access-Control-Request-Method": "POST"}, b""),  # preflight
+        ("GET", {}, b""),  # 405
+    ]
+
+
+def test_the_lane_answers_what_django_answers(service, django_app):
+    app_record, secret = service
+    lane = TokenLane(django_app)
+    for method, headers, body in _requests(app_record, secret):
+        ours = asgi_call(lane, method, "/oauth/token", headers, body)
+        theirs = asgi_call(django_app, method, "/oauth/token", headers, body)
+        assert ours[0] == theirs[0], (method, headers, body, ours, theirs)
+        for name in COMPARED:
+            assert ours[1].get(name) == theirs[1].get(name), (name, method, body, ours[1], theirs[1])
+        if ours[0] == 200 and method == "POST":
+            assert b"access_token" in ours[2] and ours[1]["cache-control"] == "no-store"
+        else:
+            assert ours[2] == theirs[2]
+
+
+def test_the_lane_serves_only_the_token_endpoint(django_app):
+    seen = []
+
+    async def wrapped(scope, receive, send):
+        seen.append(scope["path"])
+        await django_app(scope, receive, send)
+
+    lane = TokenLane(wrapped)
+    assert lane.paths == frozenset({"/oauth/token"})
+    asgi_call(lane, "GET", "/.well-known/oauth-authorization-server", {})
+    asgi_call(lane, "POST", "/oauth/revoke", {"Content-Type": FORM}, b"token=x")
+    asgi_call(lane, "POST", "/oauth/token", {"Content-Type": FORM}, b"grant_type=client_credentials")
+    assert seen == ["/.well-known/oauth-authorization-server", "/oauth/revoke"]
+
+
+def test_the_site_asgi_application_routes_the_token_endpoint_through_the_lane():
+    from project.asgi import application
+
+    assert isinstance(application, TokenLane)
+
+
+def test_the_lane_answers_503_when_the_cache_is_away(settings, resource, django_app):
+    pytest.importorskip("redis")
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "mcp_oauth.redis_cache.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
+            "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
+        }
+    }
+    status, headers, body = asgi_call(
+        TokenLane(django_app), "POST", "/oauth/token", {"Content-Type": FORM}, b"grant_type=client_credentials"
+    )
+    assert status == 503 and headers["retry-after"] == "2"
+    assert b"temporarily_unavailable" in body
+
+
+# --- the client cache ---------------------------------------------------------------------------
+
+
+def test_a_warm_grant_reads_no_client_rule_or_resource_row(service):
+    app, secret = service
+    assert grant(app.client_id, secret).status_code == 200  # loads the worker's cache
+    with CaptureQueriesContext(connection) as queries:
+        assert grant(app.client_id, secret).status_code == 200
+    sql = " ".join(q["sql"] for q in queries.captured_queries)
+    for table in ("oauth2_provider_application", "mcp_oauth_trustrule", "mcp_oauth_protectedresource"):
+        assert f'FROM "{table}"' not in sql, sql
+
+
+def test_a_deleted_client_stops_working_at_once(service):
+    app, secret = service
+    assert grant(app.client_id, secret).status_code == 200
+    get_application_model().objects.get(pk=app.pk).delete()
+    response = grant(app.client_id, secret)
+    assert response.status_code == 401 and response.json()["error"] == "invalid_client"
+
+
+def test_a_changed_secret_applies_at_once(service):
+    app, secret = service
+    assert grant(app.client_id, secret).status_code == 200
+    app.client_secret = "a-new-secret-" + "x" * 30
+    app.save()
+    assert grant(app.client_id, secret).status_code == 401
+    assert grant(app.client_id, "a-new-secret-" + "x" * 30).status_code == 200
+
+
+def test_a_deny_rule_applies_at_once_and_so_does_disabling_it_in_bulk(service):
+    app, secret = service
+    assert grant(app.client_id, secret).status_code == 200
+    rule = TrustRule.objects.create(target=TrustRule.Target.CLIENT, pattern=app.client_id, action=TrustRule.Action.DENY)
+    response = grant(app.client_id, secret)
+    assert response.status_code == 401 and response.json()["error"] == "invalid_client"
+    TrustRule.objects.filter(pk=rule.pk).update(enabled=False)  # no signal: what the admin action does next
+    bump_clients_generation()
+    assert grant(app.client_id, secret).status_code == 200
+
+
+def test_a_change_announced_by_another_worker_applies_here(service):
+    """Another worker's signal only changes the shared generation: this worker reloads on it."""
+    app, secret = service
+    assert grant(app.client_id, secret).status_code == 200
+    new_hash = hash_client_secret("rotated-" + "y" * 40)
+    get_application_model().objects.filter(pk=app.pk).update(client_secret=new_hash)  # no signal here
+    caches[mcp_oauth_settings.TOKEN_CACHE].set(CLIENTS_GENERATION_KEY, "changed-elsewhere", timeout=None)
+    assert grant(app.client_id, secret).status_code == 401
+    assert grant(app.client_id, "rotated-" + "y" * 40).status_code == 200
+
+
+def test_without_a_usable_cache_the_database_answers(service, settings):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
+    app, secret = service
+    assert grant(app.client_id, secret).status_code == 200
+    get_application_model().objects.filter(pk=app.pk).delete()
+    assert grant(app.client_id, secret).status_code == 401
