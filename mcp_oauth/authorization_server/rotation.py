@@ -69,21 +69,39 @@ def grace_seconds() -> int:
 
 
 def _presented_row(refresh_token: str):
-    """The stored row a raw refresh token names: the live one, else the most recently revoked."""
+    """The stored row a raw refresh token names: the live one, else the most recently revoked;
+    with its client, user, access token and generation (one query)."""
     import hashlib
 
     checksum = hashlib.sha256(refresh_token.encode("utf-8")).hexdigest()
     return (
         get_refresh_token_model()
         .objects.filter(token_checksum=checksum)
-        .select_related("application", "user", "access_token")
+        .select_related("application", "user", "access_token", "mcp_generation__generation")
         .order_by(F("revoked").desc(nulls_first=True))
         .first()
     )
 
 
-def generation_id_of(refresh_token) -> uuid.UUID | None:
-    """The id of ``refresh_token``'s generation, or None for a token issued before generations existed."""
+def loaded_generation(refresh_token) -> tuple[bool, RefreshGeneration | None]:
+    """``(True, generation or None)`` when ``refresh_token``'s generation was read with the row
+    (:func:`_presented_row`), else ``(False, None)``. A generation's ``scope`` and family never
+    change; its ``rotated_at`` is read again under the row lock before anything is decided on it."""
+    if not type(refresh_token).mcp_generation.is_cached(refresh_token):
+        return False, None
+    link = getattr(refresh_token, "mcp_generation", None)  # None: cached as absent (no query)
+    return True, (link.generation if link is not None else None)
+
+
+def generation_id_of(refresh_token, *, reread: bool = False) -> uuid.UUID | None:
+    """The id of ``refresh_token``'s generation, or None for a token issued before generations existed.
+
+    From the row's loaded generation unless ``reread`` (or it was not loaded): then one query.
+    """
+    if not reread:
+        loaded, generation = loaded_generation(refresh_token)
+        if loaded:
+            return generation.pk if generation is not None else None
     return (
         RefreshTokenGeneration.objects.filter(refresh_token_id=refresh_token.pk)
         .values_list("generation_id", flat=True)
@@ -157,8 +175,10 @@ class RefreshRotationMixin(_MixinBase):
             request.refresh_token = refresh_token
             request.refresh_token_instance = rt
             return rt.application_id == getattr(client, "pk", None)
-        generation_id = generation_id_of(rt)
-        generation = RefreshGeneration.objects.filter(pk=generation_id).first() if generation_id else None
+        loaded, generation = loaded_generation(rt)
+        if not loaded:
+            generation_id = generation_id_of(rt)
+            generation = RefreshGeneration.objects.filter(pk=generation_id).first() if generation_id else None
         if grace_successor(generation, rt.revoked, timezone.now()) is not None:
             request.user = rt.user
             request.refresh_token = refresh_token
@@ -187,7 +207,10 @@ class RefreshRotationMixin(_MixinBase):
 
     def get_original_scopes(self, refresh_token, request, *args, **kwargs):
         rt = request.refresh_token_instance
-        generation_id = generation_id_of(rt)
+        loaded, generation = loaded_generation(rt)
+        if loaded and generation is not None:
+            return generation.scope  # a generation's scope never changes
+        generation_id = None if loaded else generation_id_of(rt)
         if generation_id is not None:
             return RefreshGeneration.objects.filter(pk=generation_id).values_list("scope", flat=True).first() or ""
         return super().get_original_scopes(refresh_token, request, *args, **kwargs)
@@ -255,7 +278,7 @@ class RefreshRotationMixin(_MixinBase):
                     RefreshTokenGeneration.objects.create(refresh_token_id=refresh_token.pk, generation=generation)
                 generation_id = generation.pk
             except IntegrityError:  # a concurrent request linked it first
-                generation_id = generation_id_of(refresh_token)
+                generation_id = generation_id_of(refresh_token, reread=True)
                 if generation_id is None:  # the link that refused ours is gone again
                     raise RefreshGeneration.DoesNotExist("The refresh token's generation vanished.") from None
         return RefreshGeneration.objects.select_for_update().get(pk=generation_id)
