@@ -32,8 +32,9 @@ import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, router, transaction
 from django.db.models import F
+from django.db.models.deletion import Collector
 from django.utils import timezone
 from oauth2_provider.exceptions import FatalClientError
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model, refresh_token_expire_timedelta
@@ -245,10 +246,21 @@ class RefreshRotationMixin(_MixinBase):
             )
             generation.rotated_at = now
             generation.save(update_fields=["rotated_at"])
-            members = RefreshToken.objects.filter(mcp_generation__generation=generation, revoked__isnull=True)
-            access_ids = [pk for pk in members.values_list("access_token_id", flat=True) if pk is not None]
-            members.update(revoked=now, updated=now)
-            get_access_token_model().objects.filter(pk__in=access_ids).delete()
+            # The members' access tokens, read whole: deleting them needs no second read.
+            AccessToken = get_access_token_model()
+            access_tokens = list(
+                AccessToken.objects.filter(
+                    refresh_token__mcp_generation__generation=generation, refresh_token__revoked__isnull=True
+                )
+            )
+            RefreshToken.objects.filter(mcp_generation__generation=generation, revoked__isnull=True).update(
+                revoked=now, updated=now
+            )
+            if access_tokens:  # what QuerySet.delete() does, on the rows in hand (signals, SET_NULL)
+                origin = AccessToken.objects.filter(pk__in=[token.pk for token in access_tokens])  # not evaluated
+                collector = Collector(using=router.db_for_write(AccessToken), origin=origin)
+                collector.collect(access_tokens)
+                collector.delete()
             source, sibling = presented, False
         else:
             successor = grace_successor(generation, revoked_at, now)
