@@ -36,7 +36,7 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
-from django.http import HttpResponse
+from django.http import HttpResponseBase
 from django.urls import NoReverseMatch, reverse, set_script_prefix
 
 from ..transport.asgi import RequestThread
@@ -105,15 +105,13 @@ class TokenLane(ASGIHandler):
         if response.streaming:  # not closed on the request's thread (see _serve)
             await sync_to_async(response.close)()
 
-    def _serve(self, scope: dict[str, Any], body_file: Any) -> HttpResponse:
+    def _serve(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
         """On the request's thread: what Django's handler does for one request, sync mode."""
         set_script_prefix(get_script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
         request, error_response = self.create_request(scope, body_file)
-        if request is None:
-            response = error_response
-        else:
-            response = self.get_response(request)
+        response = self.get_response(request) if request is not None else error_response
+        assert response is not None  # create_request gives a request or an error response
         if not response.streaming:
             # request_finished (connections back to the pool) before the bytes go out: the
             # response is complete in memory, and the thread is released right after.
