@@ -71,14 +71,15 @@ def grace_seconds() -> int:
 
 def _presented_row(refresh_token: str):
     """The stored row a raw refresh token names: the live one, else the most recently revoked;
-    with its client, user, access token and generation (one query)."""
+    with its user, access token and generation (one query; the client is compared by id, and
+    read only on the rare reuse path)."""
     import hashlib
 
     checksum = hashlib.sha256(refresh_token.encode("utf-8")).hexdigest()
     return (
         get_refresh_token_model()
         .objects.filter(token_checksum=checksum)
-        .select_related("application", "user", "access_token", "mcp_generation__generation")
+        .select_related("user", "access_token", "mcp_generation__generation")
         .order_by(F("revoked").desc(nulls_first=True))
         .first()
     )
