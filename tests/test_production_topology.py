@@ -186,3 +186,43 @@ def test_statement_timeout_answers_503_not_500(shared, user, public_app, mint_to
         assert response.status_code == 503, response.text
         assert response.headers["Retry-After"] == "2"
         assert httpx2.post(f"{base}/mcp", headers=headers(token), json=INIT, timeout=30).status_code == 200
+
+
+def test_a_deleted_or_denied_client_is_refused_by_both_workers_at_once(shared):
+    """Both workers keep the client and the trust rules in memory (token lane, client cache);
+    a change saved here reaches them through the shared generation."""
+    import base64
+
+    from oauth2_provider.models import get_application_model
+
+    from mcp_oauth.models import TrustRule
+
+    port_a, base, prefix = shared
+    port_b = free_port()
+    ensure_default_resource()
+    Application = get_application_model()
+    denied = Application(name="svc-a", client_type="confidential", authorization_grant_type="client-credentials")
+    denied_secret = denied.client_secret
+    denied.save()
+    deleted = Application(name="svc-b", client_type="confidential", authorization_grant_type="client-credentials")
+    deleted_secret = deleted.client_secret
+    deleted.save()
+    urls = [f"{base}/oauth/token", f"http://127.0.0.1:{port_b}/oauth/token"]
+
+    def grants(client_id: str, secret: str) -> list[int]:
+        basic = "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+        return [
+            httpx2.post(
+                url, headers={"Authorization": basic}, data={"grant_type": "client_credentials"}, timeout=10
+            ).status_code
+            for url in urls
+        ]
+
+    plain_http = {"DJANGO_SECURE_SSL_REDIRECT": "0"}  # else the token endpoint redirects to https
+    with asgi_worker(port_a, base, prefix, **plain_http), asgi_worker(port_b, base, prefix, **plain_http):
+        assert grants(denied.client_id, denied_secret) == [200, 200]
+        assert grants(deleted.client_id, deleted_secret) == [200, 200]
+        TrustRule.objects.create(target=TrustRule.Target.CLIENT, pattern=denied.client_id, action=TrustRule.Action.DENY)
+        assert grants(denied.client_id, denied_secret) == [401, 401]
+        Application.objects.get(pk=deleted.pk).delete()
+        assert grants(deleted.client_id, deleted_secret) == [401, 401]
