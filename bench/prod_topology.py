@@ -10,7 +10,9 @@ Scenarios (``--only a,b``; all by default):
 ``compare``   tools/call echo, C keep-alive connections, one interleaved run of R rounds:
               ours (gunicorn, 1 uvicorn worker) vs the ``mcp`` SDK server stateful and stateless
               (uvicorn, 1 process, bearer auth against the same token table) vs a bare async
-              Django JSON view (gunicorn, 1 worker). req/s, p50/p99, server CPU per call, ratios.
+              Django JSON view (gunicorn, 1 worker) vs ours without the bearer check
+              (``bench/noauth_asgi.py``: the auth overhead). req/s, p50/p99, server CPU per call,
+              ratios.
 ``auth``      in-process cost of the bearer check on a warm cache vs the whole request.
 ``grants``    client_credentials and refresh_token (public client, rotation) on 1 worker:
               grants per CPU-second of the server.
@@ -350,7 +352,7 @@ async def run_calls(port: int, token: str, kind: str, seconds: float, connection
 
 def scenario_compare(args, fx) -> None:
     token, _ = fx["mint"]()
-    ports = {name: free_port() for name in ("ours", "sdk-stateful", "sdk-stateless", "bare")}
+    ports = {name: free_port() for name in ("ours", "sdk-stateful", "sdk-stateless", "bare", "ours-noauth")}
     servers = {
         "ours": gunicorn("ours", 1, ports["ours"]),
         "sdk-stateful": sdk("sdk-stateful", ports["sdk-stateful"], stateless=False),
@@ -358,6 +360,7 @@ def scenario_compare(args, fx) -> None:
         "bare": gunicorn(
             "bare", 1, ports["bare"], app="bench.bare_asgi:application", DJANGO_SETTINGS_MODULE="bench.bare_settings"
         ),
+        "ours-noauth": gunicorn("ours-noauth", 1, ports["ours-noauth"], app="bench.noauth_asgi:application"),
     }
     if args.baseline:  # the same scenario served by an earlier source tree, interleaved
         ports["before"] = free_port()
@@ -397,11 +400,15 @@ def scenario_compare(args, fx) -> None:
             f"{1000 * percentile(tally.latencies, 0.99):8.1f} {cpu_ms:12.2f} {total['bad'] + tally.errors:7d}"
         )
     ref_rps, ref_cpu = rows["sdk-stateful"]
-    for name in ("ours", "sdk-stateless", "bare", "before"):
+    for name in ("ours", "sdk-stateless", "bare", "ours-noauth", "before"):
         if name not in rows:
             continue
         rps, cpu_ms = rows[name]
         print(f"{name} / sdk-stateful: {rps / ref_rps:.2f} x req/s, {cpu_ms / ref_cpu:.2f} x CPU per call")
+    print(
+        f"auth overhead, ours / ours-noauth: {rows['ours'][0] / rows['ours-noauth'][0]:.2f} x req/s, "
+        f"{rows['ours'][1] / rows['ours-noauth'][1]:.2f} x CPU per call"
+    )
     if "before" in rows:
         print(
             f"ours / before: {rows['ours'][0] / rows['before'][0]:.2f} x req/s, "

@@ -11,6 +11,14 @@ thread-safe: each command borrows a connection from the shared pool). Use it as:
 
 Same options, same keys, same serialisation as Django's backend.
 
+**One pool per process, not per backend instance.** Django's cache handler keeps its backend
+instances in an ``asgiref.local.Local`` that is not thread-critical: under ASGI every request
+task gets its own ``RedisCache`` object. Django's backend keeps its connection pools on that
+object, so each request would open (and leak until garbage collection) its own Redis
+connection; with redis-py 8 a new connection also reads package metadata for ``CLIENT
+SETINFO``, about 2 ms of CPU. Here the pools (sync) and the async clients (per event loop) are
+kept per process, keyed by server URL and options, and every instance shares them.
+
 Reads also have a native async form (:meth:`RedisCache.aget`, :meth:`RedisCache.aget_many`:
 ``redis.asyncio``, one client per event loop) so that the hot path of an async view reads its
 caches without a sync/async thread hop (Django's default ``aget`` runs ``get`` in a thread).
@@ -20,6 +28,7 @@ caches without a sync/async thread hop (Django's default ``aget`` runs ``get`` i
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from typing import Any
 
@@ -32,19 +41,41 @@ __all__ = ["ASYNC_MAX_CONNECTIONS", "RedisCache", "RedisCacheClient"]
 ASYNC_MAX_CONNECTIONS = 16
 
 
-class RedisCacheClient(DjangoRedisCacheClient):
-    """:class:`DjangoRedisCacheClient` whose ``get_client`` returns one client per pool."""
+#: ``(server URL, options) -> (pool, client)`` of the synchronous clients, per process.
+_sync_clients: dict[tuple[str, str], tuple[Any, Any]] = {}
+#: ``event loop -> {(server URL, options): client}`` of the async clients.
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+_lock = threading.Lock()
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._clients: dict[int, Any] = {}
+
+def _options_key(options: dict[str, Any]) -> str:
+    return repr(sorted(options.items(), key=lambda item: item[0]))
+
+
+class RedisCacheClient(DjangoRedisCacheClient):
+    """:class:`DjangoRedisCacheClient` whose pools and clients are shared by every instance of
+    the process with the same server and options (one ``redis.Redis`` per pool)."""
+
+    def _shared(self, write: bool) -> tuple[Any, Any]:
+        index = self._get_connection_pool_index(write)  # type: ignore[attr-defined]  # Django private, not in django-stubs
+        server = self._servers[index]  # type: ignore[attr-defined]  # Django private, not in django-stubs
+        key = (server, _options_key(self._pool_options))  # type: ignore[attr-defined]  # Django private, not in django-stubs
+        shared = _sync_clients.get(key)
+        if shared is None:
+            with _lock:
+                shared = _sync_clients.get(key)
+                if shared is None:
+                    pool = self._pool_class.from_url(server, **self._pool_options)  # type: ignore[attr-defined]  # Django private, not in django-stubs
+                    shared = _sync_clients[key] = (pool, self._client(connection_pool=pool))  # type: ignore[attr-defined]  # Django private (the redis.Redis class), not in django-stubs
+        return shared
+
+    def _get_connection_pool(self, write: bool) -> Any:
+        return self._shared(write)[0]
 
     def get_client(self, key: Any = None, *, write: bool = False) -> Any:
-        pool = self._get_connection_pool(write)  # type: ignore[attr-defined]  # Django private, not in django-stubs
-        client = self._clients.get(id(pool))
-        if client is None:
-            client = self._clients[id(pool)] = self._client(connection_pool=pool)  # type: ignore[attr-defined]  # Django private (the redis.Redis class), not in django-stubs
-        return client
+        return self._shared(write)[1]
 
 
 class RedisCache(DjangoRedisCache):
@@ -56,12 +87,18 @@ class RedisCache(DjangoRedisCache):
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = RedisCacheClient
-        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._async_key: tuple[str, str] | None = None
 
     def _async_client(self) -> Any:
-        """The ``redis.asyncio`` client of the running loop (reads go to the first server)."""
+        """The ``redis.asyncio`` client of the running loop (reads go to the first server), shared
+        by every instance of the process with the same server and options."""
         loop = asyncio.get_running_loop()
-        client = self._async_clients.get(loop)
+        if self._async_key is None:
+            self._async_key = (self._servers[0], _options_key(self._options))  # type: ignore[attr-defined]  # Django's private cache attributes, absent from django-stubs
+        clients = _async_clients.get(loop)
+        if clients is None:
+            clients = _async_clients[loop] = {}
+        client = clients.get(self._async_key)
         if client is None:
             import redis.asyncio
 
@@ -72,7 +109,7 @@ class RedisCache(DjangoRedisCache):
             options.setdefault("max_connections", ASYNC_MAX_CONNECTIONS)
             options.setdefault("timeout", 1)
             pool = redis.asyncio.BlockingConnectionPool.from_url(self._servers[0], **options)  # type: ignore[attr-defined]  # Django's private cache-client attribute, absent from django-stubs
-            client = self._async_clients[loop] = redis.asyncio.Redis(connection_pool=pool)
+            client = clients[self._async_key] = redis.asyncio.Redis(connection_pool=pool)
         return client
 
     async def aget(self, key: Any, default: Any = None, version: Any = None) -> Any:

@@ -11,6 +11,7 @@ required scopes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,10 @@ class BearerChallenge(Exception):
         )
 
 
+#: RFC 6750 §2.1 b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=" (its characters).
+_B64TOKEN_CHARS = re.compile(r"[A-Za-z0-9\-._~+/=]+")
+
+
 def bearer_token_from_header(value: str | None) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header value (scheme case-insensitive).
 
@@ -96,9 +101,7 @@ def bearer_token_from_header(value: str | None) -> str | None:
     if scheme.lower() != "bearer":
         return None
     token = token.strip()
-    # RFC 6750 §2.1 b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-    allowed = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
-    if not token or len(token) > 4096 or any(ch not in allowed for ch in token):
+    if len(token) > 4096 or not _B64TOKEN_CHARS.fullmatch(token):
         raise ValueError("malformed bearer token")
     return token
 
@@ -218,7 +221,9 @@ async def authenticate_bearer_cached(
     :param also: more token-cache keys to read in the same round trip (e.g. the session's);
         the entries found are put in ``into``.
     """
-    if not _default_authentication(get_adapter()) or "access_token" in request.GET:
+    if not _default_authentication(get_adapter()) or (
+        request.META.get("QUERY_STRING") and "access_token" in request.GET
+    ):
         return None
     try:
         token = bearer_token_from_header(request.headers.get("Authorization"))

@@ -215,6 +215,10 @@ class McpLane(ASGIHandler):
                     content_type="application/json",
                 )
         _security_headers(response)
+        if not response.streaming and "Content-Length" not in response.headers:
+            # Known length: the server frames the body with it instead of chunked encoding
+            # (one write less per response).
+            response.headers["Content-Length"] = str(len(response.content))
         try:
             await self.send_response(response, send)
         except asyncio.CancelledError:
