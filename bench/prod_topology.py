@@ -14,8 +14,10 @@ Scenarios (``--only a,b``; all by default):
 ``auth``      in-process cost of the bearer check on a warm cache vs the whole request.
 ``grants``    client_credentials and refresh_token (public client, rotation) on 1 worker:
               grants per CPU-second of the server.
-``notify``    completion notification across processes: complete_elicitation() here, Celery
-              worker in another process, event on a GET stream served by a third: p50/p99.
+``notify``    completion notification across processes: complete_elicitation() here (it writes
+              the outbox row in its own transaction and publishes the wake-up on commit; a Celery
+              worker runs in another process as the safety net), event on a GET stream served by
+              a third: p50/p99.
 ``idle``      N idle GET streams on one worker: memory per stream, queries/s and DB connections
               while idle.
 ``sessions``  200 concurrent sessions x 60 s of tools/call on the production topology
@@ -770,13 +772,13 @@ def scenario_notify(args, fx) -> None:
         web.stop()
         worker.stop()
     print(
-        f"\n== completion notification across processes (here -> Redis -> Celery worker -> outbox -> Redis wake-up "
-        f"-> GET stream on a gunicorn worker), {len(latencies)} samples: p50 {1000 * percentile(latencies, 0.5):.0f} ms,"
+        f"\n== completion notification across processes (here: completion + outbox row in one transaction -> "
+        f"Redis wake-up on commit -> GET stream on a gunicorn worker), {len(latencies)} samples: p50 {1000 * percentile(latencies, 0.5):.0f} ms,"
         f" p99 {1000 * percentile(latencies, 0.99):.0f} ms"
     )
     if to_row:
         print(
-            f"   of which complete_elicitation -> outbox row committed by the worker: p50 "
+            f"   of which complete_elicitation -> outbox row written: p50 "
             f"{1000 * percentile(to_row, 0.5):.0f} ms, p99 {1000 * percentile(to_row, 0.99):.0f} ms "
             f"(the rest: wake-up, outbox read, SSE write)"
         )
