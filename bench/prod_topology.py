@@ -735,6 +735,7 @@ def scenario_notify(args, fx) -> None:
     modes = {"in transaction": True, "via Celery": False}
     latencies: dict[str, list[float]] = {mode: [] for mode in modes}
     to_row: dict[str, list[float]] = {mode: [] for mode in modes}
+    returned: dict[str, list[float]] = {mode: [] for mode in modes}
     try:
         time.sleep(5)  # the worker connects to the broker
 
@@ -770,6 +771,7 @@ def scenario_notify(args, fx) -> None:
                     await asyncio.sleep(0.05)
                     started, wall = time.monotonic(), time.time()
                     await sync_to_async(complete_elicitation)(elicitation.elicitation_id)
+                    returned[mode].append(time.monotonic() - started)
                     while True:
                         line = await asyncio.wait_for(reader.readline(), 10)
                         if line.startswith(b"data:"):
@@ -790,11 +792,12 @@ def scenario_notify(args, fx) -> None:
         f"complete_elicitation() here -> outbox row -> Redis wake-up on commit -> GET stream on a gunicorn worker"
     )
     for mode in modes:
-        got, rows = latencies[mode], to_row[mode]
+        got, rows, back = latencies[mode], to_row[mode], returned[mode]
         print(
             f"   {mode:>14}: p50 {1000 * percentile(got, 0.5):.0f} ms, p99 {1000 * percentile(got, 0.99):.0f} ms"
-            f"; of which complete_elicitation -> outbox row written: p50 {1000 * percentile(rows, 0.5):.0f} ms,"
-            f" p99 {1000 * percentile(rows, 0.99):.0f} ms"
+            f"; complete_elicitation() returned (committed, wake-up published here): p50 "
+            f"{1000 * percentile(back, 0.5):.0f} ms, p99 {1000 * percentile(back, 0.99):.0f} ms; outbox row "
+            f"written: p50 {1000 * percentile(rows, 0.5):.0f} ms, p99 {1000 * percentile(rows, 0.99):.0f} ms"
         )
     inside, celery = latencies["in transaction"], latencies["via Celery"]
     print(
