@@ -231,17 +231,17 @@ def write_completion_notification(row: Elicitation) -> str:
     return outcome
 
 
-def _put_in_outbox(row: Elicitation) -> str:
+def _put_in_outbox(row: Elicitation, session: McpSession | None = None) -> str:
     """The outbox half of :func:`write_completion_notification`: sets ``row.notified_at`` (unsaved)
-    when the outbox row was written. Its queries run in their own savepoint
-    (:func:`~mcp_oauth.transport.sessions.enqueue_session_message`)."""
+    when the outbox row was written. ``session``: the row's session as the caller loaded it (its
+    liveness is checked on it, no query); None: looked up by id."""
     if row.notified_at is not None:
         return "already-sent"
     if row.session_id is None:
         return "no-session"
     try:
         enqueue_session_message(
-            row.session_id,
+            session if session is not None else row.session_id,
             {"method": "notifications/elicitation/complete", "params": {"elicitationId": row.elicitation_id}},
         )
     except McpSession.DoesNotExist:
@@ -251,11 +251,12 @@ def _put_in_outbox(row: Elicitation) -> str:
 
 
 def _outbox_write_in_transaction(row: Elicitation) -> str:
-    """:func:`_put_in_outbox` from the completing transaction: a database error there (rolled
-    back to its savepoint) must not undo the completion. :returns: its answer, or ``"failed"``
-    (nothing written; the Celery task sends it after the commit)."""
+    """:func:`_put_in_outbox` in a savepoint of the completing transaction (``row`` was loaded
+    with its session): a database error there must not undo the completion. :returns: its
+    answer, or ``"failed"`` (nothing written; the Celery task sends it after the commit)."""
     try:
-        return _put_in_outbox(row)
+        with transaction.atomic():
+            return _put_in_outbox(row, row.session)
     except DatabaseError as exc:
         logger.warning("completion notification of elicitation %s left to the task: %s", row.pk, exc)
         return "failed"
