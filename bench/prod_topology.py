@@ -16,8 +16,10 @@ Scenarios (``--only a,b``; all by default):
 ``auth``      in-process cost of the bearer check on a warm cache vs the whole request.
 ``grants``    client_credentials and refresh_token (public client, rotation) on 1 worker:
               grants per CPU-second of the server.
-``notify``    completion notification across processes: complete_elicitation() here, Celery
-              worker in another process, event on a GET stream served by a third: p50/p99.
+``notify``    completion notification across processes: complete_elicitation() here, event on a
+              GET stream served by a gunicorn worker: p50/p99, interleaved, of the notification
+              written in the completing transaction (wake-up on commit) and of the same one left
+              to a Celery worker in another process (``NOTIFY_IN_TRANSACTION`` off).
 ``idle``      N idle GET streams on one worker: memory per stream, queries/s and DB connections
               while idle.
 ``sessions``  200 concurrent sessions x 60 s of tools/call on the production topology
@@ -752,11 +754,18 @@ def scenario_notify(args, fx) -> None:
 
     current_app.conf.update(broker_url=REDIS_URL, task_always_eager=False)
     token, row = fx["mint"]()
-    latencies, to_row = [], []
+    # Interleaved: the notification written by the completing transaction ("in transaction") and
+    # the same one left to the Celery worker ("via Celery", NOTIFY_IN_TRANSACTION off).
+    modes = {"in transaction": True, "via Celery": False}
+    latencies: dict[str, list[float]] = {mode: [] for mode in modes}
+    to_row: dict[str, list[float]] = {mode: [] for mode in modes}
+    returned: dict[str, list[float]] = {mode: [] for mode in modes}
     try:
         time.sleep(5)  # the worker connects to the broker
 
         from asgiref.sync import sync_to_async
+        from django.conf import settings
+        from django.test import override_settings
 
         def new_elicitation(session):
             return Elicitation.objects.create(
@@ -769,41 +778,56 @@ def scenario_notify(args, fx) -> None:
                 expires_at=timezone.now() + timedelta(minutes=5),
             )
 
+        overrides = {
+            mode: override_settings(ELICITATION={**settings.ELICITATION, "NOTIFY_IN_TRANSACTION": in_transaction})
+            for mode, in_transaction in modes.items()
+        }
+
         async def measure():
             for _ in range(args.notifications):
-                session = await sync_to_async(_session_for)(fx, row)
-                reader, writer = await _open_stream(port, token, session)
-                await reader.readline()  # ": stream open"
-                await reader.readline()
-                elicitation = await sync_to_async(new_elicitation)(session)
-                await asyncio.sleep(0.05)
-                started, wall = time.monotonic(), time.time()
-                await sync_to_async(complete_elicitation)(elicitation.elicitation_id)
-                while True:
-                    line = await asyncio.wait_for(reader.readline(), 10)
-                    if line.startswith(b"data:"):
-                        latencies.append(time.monotonic() - started)
-                        break
-                writer.close()
-                created = await sync_to_async(_outbox_created_at)(session)
-                if created is not None:
-                    to_row.append(created - wall)
+                for mode in modes:
+                    session = await sync_to_async(_session_for)(fx, row)
+                    reader, writer = await _open_stream(port, token, session)
+                    await reader.readline()  # ": stream open"
+                    await reader.readline()
+                    elicitation = await sync_to_async(new_elicitation)(session)
+                    await sync_to_async(overrides[mode].enable)()
+                    await asyncio.sleep(0.05)
+                    started, wall = time.monotonic(), time.time()
+                    await sync_to_async(complete_elicitation)(elicitation.elicitation_id)
+                    returned[mode].append(time.monotonic() - started)
+                    while True:
+                        line = await asyncio.wait_for(reader.readline(), 10)
+                        if line.startswith(b"data:"):
+                            latencies[mode].append(time.monotonic() - started)
+                            break
+                    writer.close()
+                    await sync_to_async(overrides[mode].disable)()
+                    created = await sync_to_async(_outbox_created_at)(session)
+                    if created is not None:
+                        to_row[mode].append(created - wall)
 
         asyncio.run(measure())
     finally:
         web.stop()
         worker.stop()
     print(
-        f"\n== completion notification across processes (here -> Redis -> Celery worker -> outbox -> Redis wake-up "
-        f"-> GET stream on a gunicorn worker), {len(latencies)} samples: p50 {1000 * percentile(latencies, 0.5):.0f} ms,"
-        f" p99 {1000 * percentile(latencies, 0.99):.0f} ms"
+        f"\n== completion notification across processes, {args.notifications} samples each, interleaved: "
+        f"complete_elicitation() here -> outbox row -> Redis wake-up on commit -> GET stream on a gunicorn worker"
     )
-    if to_row:
+    for mode in modes:
+        got, rows, back = latencies[mode], to_row[mode], returned[mode]
         print(
-            f"   of which complete_elicitation -> outbox row committed by the worker: p50 "
-            f"{1000 * percentile(to_row, 0.5):.0f} ms, p99 {1000 * percentile(to_row, 0.99):.0f} ms "
-            f"(the rest: wake-up, outbox read, SSE write)"
+            f"   {mode:>14}: p50 {1000 * percentile(got, 0.5):.0f} ms, p99 {1000 * percentile(got, 0.99):.0f} ms"
+            f"; complete_elicitation() returned (committed, wake-up published here): p50 "
+            f"{1000 * percentile(back, 0.5):.0f} ms, p99 {1000 * percentile(back, 0.99):.0f} ms; outbox row "
+            f"written: p50 {1000 * percentile(rows, 0.5):.0f} ms, p99 {1000 * percentile(rows, 0.99):.0f} ms"
         )
+    inside, celery = latencies["in transaction"], latencies["via Celery"]
+    print(
+        f"   in transaction / via Celery: p50 {percentile(inside, 0.5) / percentile(celery, 0.5):.2f} x, "
+        f"p99 {percentile(inside, 0.99) / percentile(celery, 0.99):.2f} x"
+    )
 
 
 def _outbox_created_at(session: str) -> float | None:

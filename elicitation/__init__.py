@@ -13,8 +13,9 @@ A tool body is written once and works in both protocol eras (:mod:`elicitation.a
   :func:`elicitation.service.complete_elicitation`).
 
 In a 2025-11-25 session the client is asked live (``elicitation/create``, ``-32042``) and told of
-completions with ``notifications/elicitation/complete`` through the session outbox
-(:mod:`elicitation.tasks`); in a 2026-07-28 request the tool's result is ``input_required`` and
+completions with ``notifications/elicitation/complete`` through the session outbox (written by
+the completing transaction, :func:`elicitation.service.finish_elicitation`; :mod:`elicitation.tasks`
+as the safety net); in a 2026-07-28 request the tool's result is ``input_required`` and
 the client's retry carries the answer (:mod:`mcp_oauth.transport.input_required`).
 
 Modules: :mod:`~elicitation.api` (what tools call), :mod:`~elicitation.service` (the rows: create,

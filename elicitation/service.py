@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from mcp_oauth import audit
@@ -54,6 +54,7 @@ __all__ = [
     "pending_url_request",
     "set_status",
     "wait_for_outcome",
+    "write_completion_notification",
 ]
 
 logger = logging.getLogger("elicitation.url")
@@ -164,7 +165,13 @@ def finish_elicitation(
     error: str = "",
 ) -> bool:
     """Mark a pending URL elicitation ``status`` (``completed``, ``cancelled`` or ``declined``) and
-    queue its completion notification (sent after the transaction commits).
+    notify the session that asked.
+
+    The notification (outbox row + ``notified_at``) is written in the same transaction as the
+    status (:func:`write_completion_notification`), and the session's streams are woken when it
+    commits: no broker hop. When that write is off (``ELICITATION["NOTIFY_IN_TRANSACTION"]``) or
+    fails, the Celery task :func:`~elicitation.tasks.notify_elicitation_complete` is queued after
+    the commit, and the beat reconciler sends whatever that task lost; each is sent once.
 
     :returns: False (and nothing changes) for an unknown, expired, finished or form elicitation,
         or one of another user when ``user`` is given.
@@ -175,7 +182,8 @@ def finish_elicitation(
         return False
     with transaction.atomic():
         row = (
-            Elicitation.objects.select_for_update()
+            Elicitation.objects.select_for_update(of=("self",))
+            .select_related("user", "session__application")
             .filter(elicitation_id=elicitation_id, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING)
             .first()
         )
@@ -186,7 +194,9 @@ def finish_elicitation(
         row.status = status
         row.completed_at = timezone.now()
         row.error = error[:500]
-        row.save(update_fields=["status", "completed_at", "error"])
+        outcome = _outbox_write_in_transaction(row) if elicitation_settings.NOTIFY_IN_TRANSACTION else "deferred"
+        fields = ["status", "completed_at", "error"] + (["notified_at"] if outcome == "sent" else [])
+        row.save(update_fields=fields)
         application = row.session.application if row.session and row.session.application_id else None
         audit.record(
             AuditEvent.Kind.ELICITATION_FINISHED,
@@ -195,9 +205,61 @@ def finish_elicitation(
             client_id=application.client_id if application is not None else "",
             detail={"elicitation": row.elicitation_id[:8], "kind": row.kind, "status": status},
         )
-        transaction.on_commit(lambda: _queue_notification(row.pk))
+        if outcome in {"deferred", "failed"}:  # the task (or, were it lost, the reconciler) sends it
+            transaction.on_commit(lambda: _queue_notification(row.pk))
         transaction.on_commit(lambda: elicitation_finished.send(sender=Elicitation, elicitation=row))
     return True
+
+
+def write_completion_notification(row: Elicitation) -> str:
+    """Put ``notifications/elicitation/complete`` ``{elicitationId}`` in the outbox of the session
+    that asked, and mark the row notified, in the caller's transaction: both commit together or not
+    at all. SEP-1036 "Completion notification": only the asking session is told, once.
+
+    The caller holds ``row`` locked (``select_for_update`` inside ``transaction.atomic``), so two
+    writers (the completing request, the Celery task, the reconciler) never both write: the
+    second one finds ``notified_at`` set. The new outbox row wakes the session's streams when
+    the transaction commits (:mod:`mcp_oauth.transport.wakeup`).
+
+    :returns: ``"sent"``, ``"already-sent"`` or ``"no-session"`` (a 2026-07-28 row, bound to no
+        session: its client's retry reads the row; or the session ended: nobody is left to tell).
+    :raises DatabaseError: the outbox row or the mark could not be written.
+    """
+    outcome = _put_in_outbox(row)
+    if outcome == "sent":
+        row.save(update_fields=["notified_at"])
+    return outcome
+
+
+def _put_in_outbox(row: Elicitation, session: McpSession | None = None) -> str:
+    """The outbox half of :func:`write_completion_notification`: sets ``row.notified_at`` (unsaved)
+    when the outbox row was written. ``session``: the row's session as the caller loaded it (its
+    liveness is checked on it, no query); None: looked up by id."""
+    if row.notified_at is not None:
+        return "already-sent"
+    if row.session_id is None:
+        return "no-session"
+    try:
+        enqueue_session_message(
+            session if session is not None else row.session_id,
+            {"method": "notifications/elicitation/complete", "params": {"elicitationId": row.elicitation_id}},
+        )
+    except McpSession.DoesNotExist:
+        return "no-session"
+    row.notified_at = timezone.now()
+    return "sent"
+
+
+def _outbox_write_in_transaction(row: Elicitation) -> str:
+    """:func:`_put_in_outbox` in a savepoint of the completing transaction (``row`` was loaded
+    with its session): a database error there must not undo the completion. :returns: its
+    answer, or ``"failed"`` (nothing written; the Celery task sends it after the commit)."""
+    try:
+        with transaction.atomic():
+            return _put_in_outbox(row, row.session)
+    except DatabaseError as exc:
+        logger.warning("completion notification of elicitation %s left to the task: %s", row.pk, exc)
+        return "failed"
 
 
 def _queue_notification(pk: int) -> None:
@@ -217,7 +279,7 @@ def complete_elicitation(elicitation_id: str, *, user: Any = None, request: Any 
             return HttpResponse(status=204)
 
     Marks the elicitation ``completed``; a 2025-11-25 session that asked gets
-    ``notifications/elicitation/complete`` (Celery task; retried; once), a 2026-07-28 client's
+    ``notifications/elicitation/complete`` (written with the completion; once), a 2026-07-28 client's
     retry finds the row completed. Idempotent.
 
     :returns: False for an unknown, expired or already finished id (nothing happens), True otherwise.

@@ -42,6 +42,11 @@ DEFAULTS: dict[str, Any] = {
     "REFRESH_MARGIN_SECONDS": 60,
     # Longest value accepted by the secure input page (characters).
     "SECRET_MAX_LENGTH": 4096,
+    # A finishing URL elicitation writes its notifications/elicitation/complete (session outbox
+    # row + notified_at) in its own transaction, and the session's streams are woken on commit.
+    # False: the Celery task writes it after the commit (one broker hop later); the beat
+    # reconciler covers both ways. Either way each notification is sent once.
+    "NOTIFY_IN_TRANSACTION": True,
     # Finished and expired elicitations older than this are deleted by the cleanup task (days; None: never).
     "RETENTION_DAYS": 30,
     # Templates of the pages the user opens (override them in the site's own templates/).

@@ -2,11 +2,13 @@
 
 * ``elicitation.tasks.notify_elicitation_complete`` — sends ``notifications/elicitation/complete``
   for one finished URL elicitation to the MCP session that asked, through the session's
-  outbox (:func:`mcp_oauth.transport.sessions.enqueue_session_message`). Queued by
-  :func:`elicitation.url.finish_elicitation` after its transaction commits; retried on
+  outbox (:func:`elicitation.service.write_completion_notification`). Normally
+  :func:`elicitation.url.finish_elicitation` writes it itself, in the completing transaction;
+  this task is queued after the commit only when that write was off or failed. Retried on
   database errors; idempotent (``notified_at`` is set in the same transaction as the
-  outbox row, under a row lock, so a retry or a duplicate delivery never sends twice).
-* ``elicitation.tasks.reconcile_completion_notifications`` — the safety net of the one above
+  outbox row, under a row lock, so a retry, a duplicate delivery or a notification already
+  written by the completing request is never sent twice).
+* ``elicitation.tasks.reconcile_completion_notifications`` — the safety net of the two above
   (beat, every few seconds): completed URL elicitations whose notification was never sent
   (the queued task was lost with the broker's data, or is late) are notified now, through the
   same idempotent task body, so each client gets each notification exactly once.
@@ -56,10 +58,8 @@ def notify_elicitation_complete(elicitation_pk: int) -> str:
     :returns: ``"sent"``, ``"already-sent"``, ``"not-finished"`` (still pending, a form, or unknown)
         or ``"no-session"`` (the session ended: nobody is left to tell).
     """
-    from mcp_oauth.models import McpSession
-    from mcp_oauth.transport.sessions import enqueue_session_message
-
     from .models import Elicitation
+    from .service import write_completion_notification
 
     with transaction.atomic():
         row = (
@@ -70,20 +70,7 @@ def notify_elicitation_complete(elicitation_pk: int) -> str:
         )
         if row is None:
             return "not-finished"
-        if row.notified_at is not None:
-            return "already-sent"
-        if row.session_id is None:
-            return "no-session"
-        try:
-            enqueue_session_message(
-                row.session_id,
-                {"method": "notifications/elicitation/complete", "params": {"elicitationId": row.elicitation_id}},
-            )
-        except McpSession.DoesNotExist:
-            return "no-session"
-        row.notified_at = timezone.now()
-        row.save(update_fields=["notified_at"])
-    return "sent"
+        return write_completion_notification(row)
 
 
 @shared_task(name="elicitation.tasks.reconcile_completion_notifications", ignore_result=True)

@@ -63,9 +63,12 @@ def test_cleanup_runs_on_a_real_worker(worker, resource, user, public_app):
     assert not RedeemedAuthorizationCode.objects.exists()
 
 
-def test_completion_notification_is_sent_by_a_real_worker(worker, settings, resource, user, public_app):
-    """complete_elicitation() queues the notify task after commit; the worker (not this process)
-    puts notifications/elicitation/complete in the asking session's outbox, once."""
+@pytest.mark.parametrize("in_transaction", [True, False], ids=["written-on-completion", "written-by-the-worker"])
+def test_completion_notification_is_sent_by_a_real_worker(in_transaction, worker, settings, resource, user, public_app):
+    """complete_elicitation() writes notifications/elicitation/complete in the asking session's
+    outbox in its own transaction, or (NOTIFY_IN_TRANSACTION off) queues the notify task after
+    commit and the worker (not this process) writes it; once either way, even when the task
+    runs again."""
     import time
 
     from elicitation.models import Elicitation
@@ -73,6 +76,7 @@ def test_completion_notification_is_sent_by_a_real_worker(worker, settings, reso
     from mcp_oauth.models import McpSessionEvent
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
+    settings.ELICITATION = {**settings.ELICITATION, "NOTIFY_IN_TRANSACTION": in_transaction}
     asking = McpSession.objects.create(
         user=user,
         application=public_app,
@@ -119,7 +123,8 @@ def test_completion_notification_is_sent_by_a_real_worker(worker, settings, reso
 
 
 def test_without_a_reachable_broker_the_notification_is_sent_in_process(settings, resource, user, public_app):
-    """A site whose broker is down (or absent) still tells the client: the task runs here instead."""
+    """A site whose broker is down (or absent) still tells the client: the task (queued when the
+    completing transaction does not write the notification itself) runs here instead."""
     from celery import Celery, _state
 
     from elicitation.models import Elicitation
@@ -127,6 +132,7 @@ def test_without_a_reachable_broker_the_notification_is_sent_in_process(settings
     from mcp_oauth.models import McpSessionEvent
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
+    settings.ELICITATION = {**settings.ELICITATION, "NOTIFY_IN_TRANSACTION": False}
     app = Celery("no-broker-test", set_as_current=False)
     app.conf.update(
         broker_url="amqp://guest@127.0.0.1:1//",

@@ -1093,6 +1093,24 @@ def test_enqueue_session_message_validation(client, token):
         enqueue_session_message(session_id, {"method": "notifications/x"})
 
 
+def test_enqueue_session_message_to_a_loaded_session_checks_that_row(client, token):
+    """Given the row the caller loaded, liveness is judged on it (ended, idle) like ``live()``."""
+    session = McpSession.objects.get(pk=initialize(client, token))
+    assert session.is_live
+    event = enqueue_session_message(session, {"method": "notifications/x"})
+    assert event.session_id == session.pk and event.message == {"jsonrpc": "2.0", "method": "notifications/x"}
+    from mcp_oauth.settings import mcp_oauth_settings
+
+    session.last_seen_at = timezone.now() - timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS + 60)
+    assert not session.is_live
+    with pytest.raises(McpSession.DoesNotExist):
+        enqueue_session_message(session, {"method": "notifications/x"})
+    session.last_seen_at, session.ended_at = timezone.now(), timezone.now()
+    with pytest.raises(McpSession.DoesNotExist):
+        enqueue_session_message(session, {"method": "notifications/x"})
+    assert McpSessionEvent.objects.filter(session=session).count() == 1
+
+
 def test_cancelled_notification_stops_a_streaming_tool(token):
     """MCP "Cancellation": the tool is cancelled and no response is sent on its stream."""
     reg = ToolRegistry("cancel")

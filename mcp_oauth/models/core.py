@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -135,12 +135,16 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(32)
 
 
+def _idle_cutoff() -> datetime:
+    from ..settings import mcp_oauth_settings
+
+    return timezone.now() - timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
+
+
 class McpSessionQuerySet(models.QuerySet):
     def live(self) -> McpSessionQuerySet:
-        from ..settings import mcp_oauth_settings
-
-        cutoff = timezone.now() - timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
-        return self.filter(ended_at__isnull=True, last_seen_at__gte=cutoff)
+        """Sessions not ended and not idle longer than ``MCP_OAUTH["SESSION_IDLE_TIMEOUT_SECONDS"]``."""
+        return self.filter(ended_at__isnull=True, last_seen_at__gte=_idle_cutoff())
 
 
 class McpSession(models.Model):
@@ -174,6 +178,11 @@ class McpSession(models.Model):
 
     def __str__(self) -> str:
         return f"session {self.id[:8]}… of {self.user}"
+
+    @property
+    def is_live(self) -> bool:
+        """Whether this row, as loaded, passes :meth:`McpSessionQuerySet.live` (no query)."""
+        return self.ended_at is None and self.last_seen_at >= _idle_cutoff()
 
 
 class McpSessionEvent(models.Model):

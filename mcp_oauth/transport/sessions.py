@@ -226,12 +226,15 @@ def is_session_live(session_id: str) -> bool:
     return McpSession.objects.live().filter(pk=session_id).exists()
 
 
-def enqueue_session_message(session_id: str, message: dict[str, Any]) -> McpSessionEvent:
+def enqueue_session_message(session_id: str | McpSession, message: dict[str, Any]) -> McpSessionEvent:
     """Put a server-to-client JSON-RPC message in the session's outbox; return its row.
 
     Safe to call from any process (a Celery worker, another app, a management
     command): the outbox is a table, and every GET stream of the session reads
     it. Inside a transaction, the message becomes visible when it commits.
+
+    :param session_id: the session's id, or its row as the caller just loaded it (then its
+        liveness is checked on that row, without a query: one INSERT in all).
 
     :param message: a JSON-RPC notification (``{"jsonrpc": "2.0", "method": …,
         "params"?: {…}}``) or request (with an ``id``); ``"jsonrpc"`` is added when
@@ -249,6 +252,10 @@ def enqueue_session_message(session_id: str, message: dict[str, Any]) -> McpSess
     message = {"jsonrpc": "2.0", **message}
     if message["jsonrpc"] != "2.0":
         raise ValueError('"jsonrpc" must be "2.0"')
+    if isinstance(session_id, McpSession):
+        if not session_id.is_live:
+            raise McpSession.DoesNotExist(f"no live MCP session {session_id.pk!r}")
+        return McpSessionEvent.objects.create(session=session_id, message=message)
     with transaction.atomic():
         session = McpSession.objects.live().filter(pk=session_id).only("pk").first()
         if session is None:
