@@ -17,6 +17,9 @@ Two kinds of stream, both async generators of ``bytes`` for a
   (:mod:`~mcp_oauth.transport.wakeup`; without a shared wake-up channel it polls every
   ``SSE_POLL_INTERVAL_SECONDS``), holding no database connection in between, and sends each row as an event with id ``"<row id>"``, in order, starting after
   ``Last-Event-ID``; it ends when the session ends (DELETE, expiry) or the client goes.
+  Under the lean ASGI lane (:mod:`.asgi`) the same stream, same bytes, is served on ASGI
+  messages by :mod:`.stream_lane` instead, which keeps far less per idle stream; the view's
+  response says where it starts (:class:`OutboxCursor`).
 
 Both send a ``: keepalive`` comment after ``SSE_KEEPALIVE_SECONDS`` of silence.
 """
