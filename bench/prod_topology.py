@@ -20,8 +20,8 @@ Scenarios (``--only a,b``; all by default):
               GET stream served by a gunicorn worker: p50/p99, interleaved, of the notification
               written in the completing transaction (wake-up on commit) and of the same one left
               to a Celery worker in another process (``NOTIFY_IN_TRANSACTION`` off).
-``idle``      N idle GET streams on one worker: memory per stream, queries/s and DB connections
-              while idle.
+``idle``      N idle GET streams on one worker (``--streams``, 5,000): memory per stream, queries/s,
+              and the database and Redis connections the server holds while idle.
 ``sessions``  200 concurrent sessions x 60 s of tools/call on the production topology
               (2 workers): errors, statuses, req/s, p99.
 ``redeem``    1,000 concurrent redemptions of one authorization code: successes, 4xx, 5xx, drops.
@@ -44,6 +44,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -114,6 +115,30 @@ class Server:
                 children = []
             pending += [int(child) for child in children]
         return found
+
+    def tcp_connections(self, remote_port: int) -> int:
+        """Established TCP connections of this process tree to ``remote_port`` (e.g. 5432: its
+        database connections, pooled or not; 6379: Redis)."""
+        inodes = set()
+        for pid in self.pids():
+            try:
+                fds = list(Path(f"/proc/{pid}/fd").iterdir())
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        count = 0
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "01" and int(fields[2].rsplit(":", 1)[1], 16) == remote_port and fields[9] in inodes:
+                    count += 1
+        return count
 
     def cpu(self) -> float:
         total = 0
@@ -684,40 +709,63 @@ def scenario_idle(args, fx) -> None:
 
 
 def idle_once(args, fx, label: str, cwd: Path) -> None:
+    """Memory per stream: (RSS with N streams - RSS with 0) / N, once every stream is open and
+    has made its first read. The client side is one asyncio connection per stream."""
+    from django.db import connections
+
     port = free_port()
     server = gunicorn(f"{label}-idle", 1, port, cwd=cwd, MCP_SSE_POLL_INTERVAL_SECONDS="0.25").wait_ready()
     token, row = fx["mint"]()
     sessions = [_session_for(fx, row) for _ in range(args.streams)]
+    for conn in connections.all():  # this process holds no connection while it counts the server's
+        conn.close()
+        if hasattr(conn, "close_pool"):
+            conn.close_pool()
+    db_port, redis_port = urlsplit(DATABASE_URL).port or 5432, urlsplit(REDIS_URL).port or 6379
     streams = []
     try:
         asyncio.run(run_calls(port, token, "ours", 0.5, 2))
 
         async def hold():
             base_rss = server.rss_kb()
+            refused = 0
             for start in range(0, len(sessions), 200):
-                streams.extend(
-                    await asyncio.gather(*(_open_stream(port, token, s) for s in sessions[start : start + 200]))
+                opened = await asyncio.gather(
+                    *(_open_stream(port, token, s) for s in sessions[start : start + 200]), return_exceptions=True
                 )
-            await asyncio.sleep(20)  # settled: every stream made its first read
+                streams.extend(item for item in opened if not isinstance(item, BaseException))
+                refused += sum(isinstance(item, BaseException) for item in opened)
+            # Settled: every stream made its first read (the headers come before it), i.e. the
+            # database saw no more than the safety poll and these probes for 12 s (PostgreSQL
+            # flushes an idle backend's counters after 10 s), 180 s at most.
+            xacts, _ = _pg_counters()
+            for _ in range(15):
+                await asyncio.sleep(12)
+                later, _ = _pg_counters()
+                xacts, settled = later, later - xacts <= 8
+                if settled:
+                    break
             rss = server.rss_kb()
-            xacts, conns = _pg_counters()
             threads = sum(
                 int(Path(f"/proc/{pid}/status").read_text().split("Threads:")[1].split()[0]) for pid in server.pids()
             )
             await asyncio.sleep(args.idle_seconds)
-            xacts_after, conns_after = _pg_counters()
+            xacts_after, _ = _pg_counters()
+            held = server.tcp_connections(db_port), server.tcp_connections(redis_port)
+            alive = sum(not reader.at_eof() for reader, _ in streams)
             for _, writer in streams:
                 writer.close()
-            return base_rss, rss, xacts_after - xacts, conns_after, threads
+            return base_rss, rss, xacts_after - xacts, held, threads, refused, alive
 
-        base_rss, rss, xacts, conns, threads = asyncio.run(hold())
+        base_rss, rss, xacts, (db_conns, redis_conns), threads, refused, alive = asyncio.run(hold())
     finally:
         server.stop()
     print(
-        f"\n== {label}: {args.streams} idle GET streams on 1 worker: {(rss - base_rss) / args.streams:.1f} KB each "
-        f"(RSS {base_rss / 1024:.0f} -> {rss / 1024:.0f} MB), {xacts / args.idle_seconds:.1f} transactions/s on the "
-        f"database while idle ({args.idle_seconds}s, includes this harness's 2 probes), {conns} DB connections of "
-        f"the database open, {threads} threads in the server"
+        f"\n== {label}: {args.streams} idle GET streams on 1 worker ({alive} open at the end, {refused} refused): "
+        f"{(rss - base_rss) / args.streams:.1f} KB each (RSS {base_rss / 1024:.0f} -> {rss / 1024:.0f} MB), "
+        f"{xacts / args.idle_seconds:.1f} transactions/s on the database while idle ({args.idle_seconds}s; includes "
+        f"this harness's 2 probes and the server's safety poll, 1 per WAKEUP_SAFETY_POLL_SECONDS), the server holds "
+        f"{db_conns} database connections (its pool) and {redis_conns} Redis connections, {threads} threads"
     )
 
 
@@ -863,8 +911,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--session-seconds", type=float, default=60)
     parser.add_argument("--redemptions", type=int, default=1000)
-    parser.add_argument("--streams", type=int, default=1000)
-    parser.add_argument("--idle-seconds", type=float, default=10)
+    parser.add_argument("--streams", type=int, default=5000)
+    parser.add_argument("--idle-seconds", type=float, default=30)
     parser.add_argument("--notifications", type=int, default=50)
     args = parser.parse_args()
     django_setup()

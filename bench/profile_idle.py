@@ -38,6 +38,7 @@ def main() -> None:
     fx = fixtures()
     token, row = fx["mint"]()
     from asgiref.sync import sync_to_async
+    from django.db import connection
 
     from project.asgi import application
 
@@ -89,7 +90,11 @@ def main() -> None:
         tasks = [asyncio.create_task(open_stream(s, e, done)) for s, e in zip(sessions[1:], events, strict=True)]
         for event in events:
             await event.wait()
-        await asyncio.sleep(2)
+        for _ in range(120):  # settled: no task but the streams' own (their first reads are done)
+            await asyncio.sleep(0.5)
+            if len(asyncio.all_tasks()) <= len(tasks) + 4:
+                break
+        await asyncio.sleep(1)
         gc.collect()
         after = tracemalloc.take_snapshot()
         stats = after.compare_to(before, "traceback")
@@ -103,6 +108,7 @@ def main() -> None:
         done.set()
         await asyncio.gather(warm, *tasks, return_exceptions=True)
 
+    connection.close()  # this thread's connection goes back: the streams' reads need the pool's
     asyncio.run(run())
 
 

@@ -145,8 +145,11 @@ class McpLane(ASGIHandler):
         if scope.get("method") == "GET":
             # A GET stream lives for hours and is idle nearly all the time: its few short sync
             # steps (authorization, session lookup, outbox reads on a wake-up) share the
-            # process's one thread-sensitive thread instead of parking a thread per stream.
-            await self.handle(scope, receive, send)
+            # process's one thread-sensitive thread instead of parking a thread per stream, and
+            # between events it keeps only a small state object (stream_lane.py).
+            from .stream_lane import serve_get
+
+            await serve_get(self, scope, receive, send)
             return
         thread = RequestThread()
         try:

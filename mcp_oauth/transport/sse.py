@@ -17,6 +17,9 @@ Two kinds of stream, both async generators of ``bytes`` for a
   (:mod:`~mcp_oauth.transport.wakeup`; without a shared wake-up channel it polls every
   ``SSE_POLL_INTERVAL_SECONDS``), holding no database connection in between, and sends each row as an event with id ``"<row id>"``, in order, starting after
   ``Last-Event-ID``; it ends when the session ends (DELETE, expiry) or the client goes.
+  Under the lean ASGI lane (:mod:`.asgi`) the same stream, same bytes, is served on ASGI
+  messages by :mod:`.stream_lane` instead, which keeps far less per idle stream; the view's
+  response says where it starts (:class:`OutboxCursor`).
 
 Both send a ``: keepalive`` comment after ``SSE_KEEPALIVE_SECONDS`` of silence.
 """
@@ -29,7 +32,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 
@@ -108,9 +111,21 @@ async def request_stream(
                 pass
 
 
-# One pair of sync wrappers for every stream (an idle stream keeps no objects of its own for them).
-_poll_outbox = sync_to_async(wakeup.released(read_outbox), thread_sensitive=True)
-_touch_session = sync_to_async(wakeup.released(touch_session), thread_sensitive=True)
+# One pair of sync wrappers for every stream (an idle stream keeps no objects of its own for them):
+# ``await read_outbox_released(session_id, after_id, limit)`` -> ``(rows, live)`` and
+# ``await touch_session_released(session_id)``, each one thread hop that gives the database
+# connection back to the pool before returning.
+read_outbox_released = sync_to_async(wakeup.released(read_outbox), thread_sensitive=True)
+touch_session_released = sync_to_async(wakeup.released(touch_session), thread_sensitive=True)
+
+
+class OutboxCursor(NamedTuple):
+    """Where a session's GET stream starts: its session and the last row id the client has
+    (``Last-Event-ID``, 0 for none). The view's SSE response carries it as ``outbox_cursor`` so
+    that an ASGI lane can serve the stream itself (:mod:`.stream_lane`)."""
+
+    session_id: str
+    after: int
 
 
 async def outbox_stream(
@@ -125,7 +140,7 @@ async def outbox_stream(
     yield b": stream open\n\n"
     last_id = after_id
     last_sent = last_touch = time.monotonic()
-    poll, touch = _poll_outbox, _touch_session
+    poll, touch = read_outbox_released, touch_session_released
     # Woken by a push (wakeup.py) when one reaches every process; else polled every poll_seconds.
     push = wakeup.hub.shared
     touch_every = max(keepalive_seconds, float(mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS) / 4)

@@ -87,7 +87,7 @@ from .handlers import methods
 from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, JsonRpcError, McpError, dumps, error_message, parse_message
 from .routing import SESSION_HEADER, check_protocol_version, is_modern_header, require_session, route_request
 from .sessions import SESSION_ID_RE, end_session, session_cache_key
-from .sse import ResponseChannel, outbox_stream
+from .sse import OutboxCursor, ResponseChannel, outbox_stream
 from .table import Call, InsufficientScope, Method
 from .tool_methods import cancel_request, cancel_session_requests
 
@@ -377,7 +377,9 @@ class McpView:
             poll_seconds=float(mcp_oauth_settings.SSE_POLL_INTERVAL_SECONDS),
             keepalive_seconds=float(mcp_oauth_settings.SSE_KEEPALIVE_SECONDS),
         )
-        return _sse_response(stream)
+        sse = _sse_response(stream)
+        sse.outbox_cursor = OutboxCursor(session.pk, after)  # type: ignore[attr-defined]  # see stream_lane
+        return sse
 
     # --- DELETE --------------------------------------------------------------------------
 

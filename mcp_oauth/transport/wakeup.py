@@ -38,7 +38,7 @@ import logging
 import threading
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import close_old_connections, connection, transaction
 from django.db.models.signals import post_save
@@ -48,6 +48,7 @@ from ..settings import mcp_oauth_settings
 
 __all__ = [
     "Subscription",
+    "Waiter",
     "WakeupHub",
     "answer_topic",
     "hub",
@@ -70,6 +71,15 @@ def session_topic(session_id: str) -> str:
 def answer_topic(session_id: str) -> str:
     """Topic of client answers stored for a session (answers that reached another worker)."""
     return f"answer:{session_id}"
+
+
+class Waiter(Protocol):
+    """What the hub wakes: anything with a ``topic`` and a ``_set_threadsafe()`` that may be
+    called from any thread."""
+
+    topic: str
+
+    def _set_threadsafe(self) -> None: ...
 
 
 class Subscription:
@@ -115,7 +125,7 @@ class WakeupHub:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._subscriptions: dict[str, set[Subscription]] = defaultdict(set)
+        self._subscriptions: dict[str, set[Waiter]] = defaultdict(set)
         self._tasks: dict[asyncio.AbstractEventLoop, list[asyncio.Task]] = {}
         self._redis: Any = None
         self._redis_url: str | None = None
@@ -139,21 +149,29 @@ class WakeupHub:
 
     def subscribe(self, topic: str) -> Subscription:
         """A :class:`Subscription` to ``topic`` for the running event loop (starts the listener)."""
-        loop = asyncio.get_running_loop()
-        subscription = Subscription(self, topic, loop)
-        with self._lock:
-            self._subscriptions[topic].add(subscription)
-        if self.shared:
-            self._ensure_listener(loop)
+        subscription = Subscription(self, topic, asyncio.get_running_loop())
+        self.add_waiter(subscription)
         return subscription
 
-    def _unsubscribe(self, subscription: Subscription) -> None:
+    def add_waiter(self, waiter: Waiter) -> None:
+        """Wake ``waiter`` (its ``_set_threadsafe()``) on every wake-up of ``waiter.topic`` until
+        :meth:`remove_waiter`; starts the running event loop's listener. A :class:`Subscription`
+        is one kind of waiter; a GET stream's state object (:mod:`.stream_lane`) is another."""
         with self._lock:
-            waiting = self._subscriptions.get(subscription.topic)
+            self._subscriptions[waiter.topic].add(waiter)
+        if self.shared:
+            self._ensure_listener(asyncio.get_running_loop())
+
+    def remove_waiter(self, waiter: Waiter) -> None:
+        """Forget ``waiter`` (no error when it is not registered)."""
+        with self._lock:
+            waiting = self._subscriptions.get(waiter.topic)
             if waiting is not None:
-                waiting.discard(subscription)
+                waiting.discard(waiter)
                 if not waiting:
-                    del self._subscriptions[subscription.topic]
+                    del self._subscriptions[waiter.topic]
+
+    _unsubscribe = remove_waiter
 
     def waiting_topics(self) -> list[str]:
         with self._lock:
