@@ -201,6 +201,17 @@ def test_mcp_name_must_equal_the_tool_name(client, token, name):
     assert error_of(response)["code"] == -32020
 
 
+def test_optional_whitespace_around_mcp_header_values_is_not_part_of_them(client, token):
+    """RFC 9110 §5.5: SP/HTAB around a field value are excluded before it is evaluated (the
+    conformance check ServerAcceptsWhitespaceHeaderValue; httptools passes them through)."""
+    message = body("tools/call", {"name": "who", "arguments": {}})
+    padded = headers(
+        token, "tools/call", "  who \t", **{"Mcp-Method": " tools/call ", "MCP-Protocol-Version": f"\t{V} "}
+    )
+    response = client.post("/mcp", json.dumps(message), content_type="application/json", headers=padded)
+    assert result_of(response)["structuredContent"] == {"user": "alice", "session": False, "era": "modern"}
+
+
 def test_mcp_name_in_base64_form_matches(client, token):
     encoded = "=?base64?" + base64.b64encode(b"who").decode() + "?="
     message = body("tools/call", {"name": "who", "arguments": {}})
@@ -859,6 +870,9 @@ REGISTRY.register(
             {"Mcp-Param-Region": "=?base64?" + base64.b64encode("日本".encode()).decode() + "?="},
             200,
         ),
+        ({"region": "eu"}, {"Mcp-Param-Region": " \teu \t"}, 200),  # RFC 9110 §5.5: OWS is not the value
+        ({"region": " eu"}, {"Mcp-Param-Region": "=?base64?" + base64.b64encode(b" eu").decode() + "?="}, 200),
+        ({"region": " eu"}, {"Mcp-Param-Region": " eu"}, 400),  # leading space of a value: base64 form only
         ({"region": "eu"}, {}, 400),
         ({"region": "eu"}, {"Mcp-Param-Region": "us"}, 400),
         ({"region": "eu"}, {"Mcp-Param-Region": "eu", "Mcp-Param-Count": "1"}, 400),

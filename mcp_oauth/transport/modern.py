@@ -83,7 +83,7 @@ def is_modern(method: str | None, params: Mapping[str, Any] | None, version_head
     meta = params.get("_meta") if isinstance(params, Mapping) else None
     if isinstance(meta, Mapping) and types.PROTOCOL_VERSION_META_KEY in meta:
         return True
-    if version_header is not None and version_header.strip() in MODERN_VERSIONS:
+    if version_header is not None and field_value(version_header) in MODERN_VERSIONS:
         return True
     return method in MODERN_ONLY_METHODS
 
@@ -100,8 +100,17 @@ def unsupported_version(requested: Any, request_id: Any = None) -> JsonRpcError:
     )
 
 
+def field_value(value: str | None) -> str | None:
+    """A header field value without its optional whitespace (RFC 9110 §5.5: SP and HTAB around
+    the value are not part of it). HTTP servers differ here (h11 strips it, httptools does not),
+    so every comparison of an MCP header goes through this."""
+    return value.strip(" \t") if value is not None else None
+
+
 def decode_header_value(value: str | None) -> str | None:
-    """A header value, with the ``=?base64?…?=`` form of non-ASCII values decoded (None: malformed)."""
+    """A header value, without its optional whitespace and with the ``=?base64?…?=`` form of
+    non-ASCII values decoded (None: absent or malformed)."""
+    value = field_value(value)
     if value is None:
         return None
     match = _B64_SENTINEL.fullmatch(value)
@@ -141,10 +150,10 @@ def check_envelope(
     if missing:
         raise reject(INVALID_PARAMS, f"Invalid params: params._meta lacks {', '.join(missing)}")
     version = meta[types.PROTOCOL_VERSION_META_KEY]
-    header = headers.get(VERSION_HEADER)
-    if header is None or header.strip() != version:
+    header = field_value(headers.get(VERSION_HEADER))
+    if header is None or header != version:
         raise reject(HEADER_MISMATCH, f"Bad Request: {VERSION_HEADER} header does not match params._meta")
-    if headers.get(METHOD_HEADER) != method:
+    if field_value(headers.get(METHOD_HEADER)) != method:
         raise reject(HEADER_MISMATCH, f"Bad Request: {METHOD_HEADER} header does not match the method")
     if name_param is not None:
         value = params.get(name_param)

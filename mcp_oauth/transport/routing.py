@@ -46,10 +46,9 @@ def check_protocol_version(headers: Mapping[str, str], request_id: Any = None) -
         (MCP 2025-11-25 "Protocol Version Header": "MUST respond with 400 Bad Request");
         ``data`` is ``{"supported": [...], "requested": "..."}``.
     """
-    value = headers.get(VERSION_HEADER)
+    value = modern.field_value(headers.get(VERSION_HEADER))
     if value is None:
         return None
-    value = value.strip()
     if value not in HANDSHAKE_VERSIONS:
         raise modern.unsupported_version(value, request_id)
     return value
@@ -57,8 +56,7 @@ def check_protocol_version(headers: Mapping[str, str], request_id: Any = None) -
 
 def is_modern_header(headers: Mapping[str, str]) -> bool:
     """Whether ``MCP-Protocol-Version`` names a 2026-07-28-era revision."""
-    value = headers.get(VERSION_HEADER)
-    return value is not None and value.strip() in MODERN_VERSIONS
+    return modern.field_value(headers.get(VERSION_HEADER)) in MODERN_VERSIONS
 
 
 async def require_session(
