@@ -97,7 +97,13 @@ class RedisCache(DjangoRedisCache):
             self._async_key = (self._servers[0], _options_key(self._options))  # type: ignore[attr-defined]  # Django's private cache attributes, absent from django-stubs
         clients = _async_clients.get(loop)
         if clients is None:
-            clients = _async_clients[loop] = {}
+            with _lock:
+                # A loop's clients hold it (through their connections): its weak key never
+                # dies by itself. Drop those of closed loops (asyncio.run, async_to_sync from a
+                # thread without a loop: one loop per call), so their sockets are collected.
+                for closed in [other for other in list(_async_clients) if other.is_closed()]:
+                    _async_clients.pop(closed, None)
+                clients = _async_clients.setdefault(loop, {})
         client = clients.get(self._async_key)
         if client is None:
             import redis.asyncio

@@ -181,6 +181,10 @@ DEFAULTS: dict[str, Any] = {
     # How long one token lookup stays cached at most (seconds; never past the token's expiry).
     # Revocation, deletion, user deactivation and client changes delete the entry at once.
     "TOKEN_CACHE_SECONDS": 300,
+    # How long a worker keeps the token endpoint's clients and trust rules in memory at most
+    # (seconds), even when no change is announced through the cache (a change made while the
+    # cache was unreachable, a bulk write without bump_clients_generation()). 0: no memory.
+    "CLIENT_CACHE_SECONDS": 30,
     # Wake-up channel of waiting streams: None (in-process only, the embedded default),
     # "redis://…" (pub/sub; every worker), or "postgres" (LISTEN/NOTIFY on the default database).
     "WAKEUP_URL": None,

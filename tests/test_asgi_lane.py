@@ -9,7 +9,7 @@ import json
 
 import pytest
 from asgiref import sync as asgiref_sync
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 
 from mcp_oauth.transport.asgi import McpLane
 
@@ -361,6 +361,38 @@ def test_an_idle_lane_stream_keeps_no_task_and_reads_nothing(lane, token, sessio
     first, later, keepalives = async_to_sync(run)()
     assert first == later == 1
     assert [message["body"] for message in keepalives] == [b": keepalive\n\n"] * 2
+
+
+def test_a_lane_stream_whose_session_ended_without_a_wake_up_ends_at_its_next_touch(
+    lane, token, session, settings, monkeypatch
+):
+    """The session ended where no wake-up reached this process (the publish was lost, another
+    process ended it without one): the stream ends at its next touch instead of living on."""
+    from django.utils import timezone
+
+    from mcp_oauth.models import McpSession
+    from mcp_oauth.transport import stream_lane
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SSE_KEEPALIVE_SECONDS": 0.3, "SESSION_IDLE_TIMEOUT_SECONDS": 1}
+    monkeypatch.setattr(stream_lane.wakeup.WakeupHub, "shared", property(lambda self: True))
+    monkeypatch.setattr(stream_lane.wakeup.WakeupHub, "_ensure_listener", lambda self, loop: None)
+
+    async def run():
+        async with OpenStream(lane, stream_headers(token, session.pk)) as stream:
+            await stream.start()
+            await stream.body()  # ": stream open"
+            await asyncio.sleep(0.2)  # the first read is done: the stream waits
+            ended = await sync_to_async(McpSession.objects.filter(pk=session.pk).update)(ended_at=timezone.now())
+            bodies = []
+            while (not bodies or bodies[-1]["more_body"]) and len(bodies) < 20:  # 6 s of keepalives at most
+                bodies.append(await stream.body(5))
+            await asyncio.wait_for(stream.task, 5)
+            return ended, bodies
+
+    ended, bodies = async_to_sync(run)()
+    assert ended == 1
+    assert bodies[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    assert {message["body"] for message in bodies[:-1]} <= {b": keepalive\n\n"}
 
 
 def _get_headers(token, session_id):

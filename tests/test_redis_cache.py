@@ -45,3 +45,24 @@ def test_another_server_or_options_get_their_own_pool():
     base = backend()._cache.get_client()
     assert backend("redis://127.0.0.1:2/0")._cache.get_client() is not base
     assert backend(params={"OPTIONS": {"socket_timeout": 0.3}})._cache.get_client() is not base
+
+
+def test_the_async_clients_of_closed_event_loops_are_dropped():
+    """Every asyncio.run (or async_to_sync from a thread without a loop) is a new loop: each
+    one's client and Redis connection must not be kept for the life of the process."""
+    import gc
+
+    from mcp_oauth import redis_cache
+
+    from .topology import REDIS_URL
+
+    redis = pytest.importorskip("redis")
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"no Redis at {REDIS_URL}: {exc}")
+    cache = backend(REDIS_URL)
+    for _ in range(20):
+        assert asyncio.run(cache.aget("mcp-test-absent", "default")) == "default"  # one connection each
+    gc.collect()
+    assert len(redis_cache._async_clients) == 1  # the last loop's, dropped when the next one reads

@@ -238,3 +238,30 @@ def test_without_a_usable_cache_the_database_answers(service, settings):
     assert grant(app.client_id, secret).status_code == 200
     get_application_model().objects.filter(pk=app.pk).delete()
     assert grant(app.client_id, secret).status_code == 401
+
+
+def test_a_change_whose_announcement_was_lost_applies_within_the_memory_limit(service):
+    """A deny rule written where the cache could not be reached (or in bulk, without a signal)
+    leaves the shared generation unchanged: a worker's memory still ends after CLIENT_CACHE_SECONDS."""
+    from mcp_oauth.authorization_server.clients import _registry
+
+    app, secret = service
+    assert grant(app.client_id, secret).status_code == 200  # this worker's memory holds the client and rules
+    TrustRule.objects.bulk_create(  # no signal, no new generation: as if announced to an unreachable cache
+        [TrustRule(target=TrustRule.Target.CLIENT, pattern=app.client_id, action=TrustRule.Action.DENY)]
+    )
+    assert grant(app.client_id, secret).status_code == 200  # within the limit: the memory answers
+    _registry.started_at -= mcp_oauth_settings.CLIENT_CACHE_SECONDS + 1  # the limit has passed
+    response = grant(app.client_id, secret)
+    assert response.status_code == 401 and response.json()["error"] == "invalid_client"
+
+
+def test_no_client_memory_when_the_limit_is_zero(service, settings):
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "CLIENT_CACHE_SECONDS": 0}
+    app, secret = service
+    assert grant(app.client_id, secret).status_code == 200
+    TrustRule.objects.bulk_create(
+        [TrustRule(target=TrustRule.Target.CLIENT, pattern=app.client_id, action=TrustRule.Action.DENY)]
+    )
+    response = grant(app.client_id, secret)
+    assert response.status_code == 401 and response.json()["error"] == "invalid_client"

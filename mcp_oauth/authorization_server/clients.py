@@ -12,7 +12,9 @@ changes the generation at once and again after the transaction commits (a worker
 the old row in between reloads), so a deleted, changed or denied client is refused by the
 next grant on every worker. Bulk ``QuerySet.update()`` sends no signal: call
 :func:`bump_clients_generation` after one (the admin's enable/disable-rules actions and the
-client-secret hash upgrade do).
+client-secret hash upgrade do). A change that could not be announced (the writer could not
+reach the cache, a bulk write without the call) applies within ``MCP_OAUTH["CLIENT_CACHE_SECONDS"]``:
+no worker keeps a generation's rows longer than that.
 
 Not cached: Client ID Metadata Document clients (URL client_ids: their staleness and
 re-fetching stay with :mod:`mcp_oauth.cimd`), unknown client_ids, and everything when the
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,16 +66,19 @@ class _Registry:
         self.generation: Any = None
         self.clients: dict[str, tuple[str, tuple[str, ...], tuple[Any, ...]]] = {}
         self.rules: list[TrustRule] | None = None
+        #: ``time.monotonic()`` when this generation's memory was started (seconds).
+        self.started_at = 0.0
 
     def sync(self, generation: Any) -> None:
-        """Drop what was loaded for another generation."""
-        if generation != self.generation:
+        """Drop what was loaded for another generation, or longer ago than ``CLIENT_CACHE_SECONDS``."""
+        now = time.monotonic()
+        if generation != self.generation or now - self.started_at > mcp_oauth_settings.CLIENT_CACHE_SECONDS:
             with self._lock:
-                self.generation, self.clients, self.rules = generation, {}, None
+                self.generation, self.clients, self.rules, self.started_at = generation, {}, None, now
 
     def clear(self) -> None:
         with self._lock:
-            self.generation, self.clients, self.rules = None, {}, None
+            self.generation, self.clients, self.rules, self.started_at = None, {}, None, 0.0
 
 
 _registry = _Registry()

@@ -200,9 +200,13 @@ def connect_receivers() -> None:
     post_delete.connect(_session_changed, sender=McpSession, dispatch_uid="mcp_oauth.sessions.cache.delete")
 
 
-def touch_session(session_id: str) -> None:
-    """Mark the session as used now (an open GET stream keeps its session alive)."""
-    McpSession.objects.filter(pk=session_id, ended_at__isnull=True).update(last_seen_at=timezone.now())
+def touch_session(session_id: str) -> bool:
+    """Mark the session as used now (an open GET stream keeps its session alive).
+
+    :returns: False when the session has ended or is gone (its streams end: an end whose
+        wake-up was lost is found here, without a query of its own).
+    """
+    return bool(McpSession.objects.filter(pk=session_id, ended_at__isnull=True).update(last_seen_at=timezone.now()))
 
 
 def end_session(session: McpSession) -> bool:

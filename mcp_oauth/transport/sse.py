@@ -161,7 +161,8 @@ async def outbox_stream(
             now = time.monotonic()
             if now - last_sent >= keepalive_seconds:
                 if now - last_touch >= touch_every:
-                    await touch(session_id)
+                    if not await touch(session_id):
+                        return  # ended, and its wake-up did not reach this process
                     last_touch = now
                 last_sent = now
                 yield KEEPALIVE

@@ -284,7 +284,8 @@ class OutboxStreamer:
             if now - self.last_sent >= keepalive:
                 touch_every = max(keepalive, float(mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS) / 4)
                 if now - self.last_touch >= touch_every:
-                    await touch_session_released(self.session_id)
+                    if not await touch_session_released(self.session_id):
+                        return True  # ended, and its wake-up did not reach this process
                     self.last_touch = now
                 self.last_sent = now
                 await self.send(_KEEPALIVE)
