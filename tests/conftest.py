@@ -80,3 +80,13 @@ def mint_token(db):
         return raw
 
     return mint
+
+
+@pytest.fixture
+def service(resource):
+    """A confidential client_credentials client: ``(application, plain secret)``."""
+    Application = get_application_model()
+    app = Application(name="svc", client_type="confidential", authorization_grant_type="client-credentials")
+    secret = app.client_secret
+    app.save()
+    return app, secret

@@ -80,3 +80,8 @@ def token_request(client, app, code: str, verifier: str, **extra):
     data.update(extra)
     data = {k: v for k, v in data.items() if v is not None}
     return client.post("/oauth/token", data)
+
+
+def basic(client_id: str, secret: str) -> str:
+    """An ``Authorization: Basic`` value for client authentication (RFC 6749 §2.3.1)."""
+    return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()

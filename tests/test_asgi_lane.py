@@ -13,6 +13,8 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from mcp_oauth.transport.asgi import McpLane
 
+from .asgi_client import asgi_call
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ACCEPT = "application/json, text/event-stream"
@@ -28,48 +30,6 @@ def lane():
 @pytest.fixture
 def token(resource, user, public_app, mint_token):
     return mint_token(user, public_app, "mcp", resource.uri)
-
-
-def asgi_call(app, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, dict, bytes]:
-    """One request through an ASGI app; returns (status, headers, body)."""
-    sent: list[dict] = []
-
-    async def run():
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-        done = asyncio.Event()
-
-        async def receive():
-            if messages:
-                return messages.pop(0)
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message):
-            sent.append(message)
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                done.set()
-
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(k.lower().encode(), v.encode()) for k, v in {"host": "testserver", **headers}.items()],
-            "client": ("127.0.0.1", 5000),
-            "server": ("testserver", 80),
-        }
-        await app(scope, receive, send)
-
-    async_to_sync(run)()
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    response_headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
-    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], response_headers, data
 
 
 def mcp(token, session=None):

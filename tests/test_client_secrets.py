@@ -3,8 +3,6 @@ failures throttled per caller and client (mcp_oauth.client_secrets)."""
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 from django.contrib.auth.hashers import make_password
 from django.core.checks import Error
@@ -15,21 +13,9 @@ from oauth2_provider.settings import oauth2_settings
 from mcp_oauth.checks import check_client_secret_hasher, check_fast_client_secret_hasher
 from mcp_oauth.client_secrets import ClientSecretHasher, check_client_secret, hash_client_secret
 
+from .oauth_helpers import basic
+
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def service(resource):
-    """A confidential client_credentials client; returns (application, plain secret)."""
-    Application = get_application_model()
-    app = Application(name="svc", client_type="confidential", authorization_grant_type="client-credentials")
-    secret = app.client_secret
-    app.save()
-    return app, secret
-
-
-def basic(client_id: str, secret: str) -> str:
-    return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
 
 
 def grant(client_id: str, secret: str):

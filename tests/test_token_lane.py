@@ -3,8 +3,6 @@ in-process client cache (mcp_oauth.authorization_server.clients) with its invali
 
 from __future__ import annotations
 
-import asyncio
-import base64
 from urllib.parse import urlencode
 
 import pytest
@@ -20,71 +18,18 @@ from mcp_oauth.client_secrets import hash_client_secret
 from mcp_oauth.models import TrustRule
 from mcp_oauth.settings import mcp_oauth_settings
 
+from .asgi_client import asgi_call
+from .oauth_helpers import basic
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FORM = "application/x-www-form-urlencoded"
-
-
-@pytest.fixture
-def service(resource):
-    """A confidential client_credentials client: (application, plain secret)."""
-    Application = get_application_model()
-    app = Application(name="svc", client_type="confidential", authorization_grant_type="client-credentials")
-    secret = app.client_secret
-    app.save()
-    return app, secret
-
-
-def basic(client_id: str, secret: str) -> str:
-    return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
 
 
 def grant(client_id: str, secret: str):
     return Client().post(
         "/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION=basic(client_id, secret)
     )
-
-
-def asgi_call(app, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, dict, bytes]:
-    """One request through an ASGI app: (status, headers with lower-case names, body)."""
-    sent: list[dict] = []
-
-    async def run():
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-        done = asyncio.Event()
-
-        async def receive():
-            if messages:
-                return messages.pop(0)
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message):
-            sent.append(message)
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                done.set()
-
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-            + [(b"host", b"testserver"), (b"content-length", str(len(body)).encode())],
-            "client": ("127.0.0.1", 5000),
-            "server": ("testserver", 80),
-        }
-        await app(scope, receive, send)
-
-    asyncio.run(run())
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    headers_out = {k.decode().lower(): v.decode() for k, v in start["headers"]}
-    return start["status"], headers_out, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
 
 @pytest.fixture

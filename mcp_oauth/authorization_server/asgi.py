@@ -39,7 +39,7 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpResponseBase
 from django.urls import NoReverseMatch, reverse, set_script_prefix
 
-from ..transport.asgi import RequestThread
+from ..transport.asgi import RequestThread, http_path
 
 __all__ = ["TokenLane", "token_lane"]
 
@@ -73,13 +73,8 @@ class TokenLane(ASGIHandler):
         return self._paths
 
     def serves(self, scope: dict[str, Any]) -> bool:
-        if scope.get("type") != "http":
-            return False
-        path = scope.get("path", "")
-        root = scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :]
-        return path in self.paths
+        path = http_path(scope)
+        return path is not None and path in self.paths
 
     def _load(self) -> None:
         if not self._middleware_loaded:

@@ -55,7 +55,7 @@ from django.urls import set_script_prefix
 from ..overload import is_unavailable_error, unavailable_response
 from ..settings import mcp_oauth_settings
 
-__all__ = ["McpLane", "RequestThread", "mcp_lane"]
+__all__ = ["McpLane", "RequestThread", "http_path", "mcp_lane"]
 
 logger = logging.getLogger("mcp_oauth.transport")
 
@@ -113,6 +113,17 @@ class RequestThread(Executor):
             self._executor = None
 
 
+def http_path(scope: dict[str, Any]) -> str | None:
+    """The path of an HTTP scope below its ``root_path`` (the URLconf's view), None for other scopes."""
+    if scope.get("type") != "http":
+        return None
+    path = scope.get("path", "")
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path
+
+
 class McpLane(ASGIHandler):
     """ASGI application: the MCP endpoint served directly, everything else by ``app``."""
 
@@ -130,14 +141,9 @@ class McpLane(ASGIHandler):
         return self._view
 
     def serves(self, scope: dict[str, Any]) -> bool:
-        if scope.get("type") != "http":
-            return False
-        path = scope.get("path", "")
-        root = scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        path = http_path(scope)
         mcp_path = str(mcp_oauth_settings.MCP_PATH).rstrip("/")
-        return path in (mcp_path, mcp_path + "/")
+        return path is not None and path in (mcp_path, mcp_path + "/")
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not self.serves(scope):
