@@ -3,21 +3,31 @@
 The well-known documents, token, revocation, registration and MCP endpoints
 answer preflights and expose the MCP headers; the authorization endpoint never
 gets CORS (RFC 9700 §2.6 / OAuth 2.1 §3.1: it is navigated to, not fetched).
+
+Every answer of such an endpoint carries the CORS headers, the overload answer too: a database
+or cache that is away (:func:`mcp_oauth.overload.is_unavailable_error`) gives the 503 +
+``Retry-After`` of :func:`~mcp_oauth.overload.unavailable_response` here, inside the CORS
+wrapper, so that a browser client can read it (``Retry-After`` is exposed) instead of seeing an
+opaque network error.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
+from .overload import is_unavailable_error, unavailable_response
 from .settings import mcp_oauth_settings
 
+logger = logging.getLogger("mcp_oauth.overload")
+
 ALLOW_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID"
-EXPOSE_HEADERS = "WWW-Authenticate, Mcp-Session-Id, MCP-Protocol-Version"
+EXPOSE_HEADERS = "WWW-Authenticate, Mcp-Session-Id, MCP-Protocol-Version, Retry-After"
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
@@ -82,7 +92,11 @@ def _decorate(view: Callable, methods: str, origin_check: Callable[[str], bool] 
         async def async_wrapper(request: HttpRequest, *args, **kwargs):
             if is_preflight(request):
                 return preflight(request)
-            return add_headers(request, await view(request, *args, **kwargs))
+            try:
+                response = await view(request, *args, **kwargs)
+            except Exception as exc:
+                response = _unavailable(exc)
+            return add_headers(request, response)
 
         return async_wrapper
 
@@ -90,9 +104,21 @@ def _decorate(view: Callable, methods: str, origin_check: Callable[[str], bool] 
     def wrapper(request: HttpRequest, *args, **kwargs):
         if is_preflight(request):
             return preflight(request)
-        return add_headers(request, view(request, *args, **kwargs))
+        try:
+            response = view(request, *args, **kwargs)
+        except Exception as exc:
+            response = _unavailable(exc)
+        return add_headers(request, response)
 
     return wrapper
+
+
+def _unavailable(exc: Exception) -> HttpResponse:
+    """The 503 answer for ``exc`` when the database or cache is away; anything else propagates."""
+    if not is_unavailable_error(exc):
+        raise exc
+    logger.warning("answering 503: %s: %s", type(exc).__name__, exc)
+    return unavailable_response()
 
 
 def public_cors(view: Callable, methods: str = "GET, POST, OPTIONS") -> Callable:

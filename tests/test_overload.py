@@ -77,3 +77,37 @@ def test_which_errors_count_as_unavailable():
     assert not is_unavailable_error(IntegrityError("duplicate"))
     assert not is_unavailable_error(ValueError("bad input"))
     assert unavailable_response().status_code == 503
+
+
+def test_the_overload_answer_of_a_cors_endpoint_carries_cors_headers(settings, resource):
+    """A browser client reads the 503 and its Retry-After (not an opaque network error)."""
+    pytest.importorskip("redis")
+    settings.CACHES = DEAD_REDIS
+    response = Client().post("/oauth/token", {"grant_type": "client_credentials"}, HTTP_ORIGIN="https://app.example")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "2"
+    assert response["Access-Control-Allow-Origin"] == "*"
+    assert "Retry-After" in [h.strip() for h in response["Access-Control-Expose-Headers"].split(",")]
+
+
+def test_the_overload_answer_of_the_mcp_endpoint_carries_cors_headers_for_an_allowed_origin(monkeypatch, resource):
+    from mcp_oauth.settings import mcp_oauth_settings
+    from mcp_oauth.transport import views
+
+    def broken(*args, **kwargs):
+        raise OperationalError("connection pool exhausted")
+
+    monkeypatch.setattr(views, "resource_by_uri", broken)
+    origin = mcp_oauth_settings.base_url
+    response = Client(raise_request_exception=False).post(
+        "/mcp",
+        INIT,
+        content_type="application/json",
+        HTTP_ACCEPT="application/json, text/event-stream",
+        HTTP_ORIGIN=origin,
+    )
+    assert response.status_code == 503
+    assert response["Retry-After"] == "2"
+    assert response.json()["error"] == "temporarily_unavailable"
+    assert response["Access-Control-Allow-Origin"] == origin
+    assert response["Vary"] == "Origin"
