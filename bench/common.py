@@ -8,6 +8,7 @@ another database, then migrates).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import statistics
@@ -97,3 +98,51 @@ def run_cases(cases: dict[str, Callable[[], Any]], n: int, *, warmup: int = 10, 
             f"{name:<{width}}{1 / statistics.mean(samples):>10.0f}{median * 1000:>12.2f}"
             f"{p95 * 1000:>10.2f}{median / base:>12.2f}"
         )
+
+
+async def asgi_post(
+    app: Any, path: str, headers: dict[str, str], body: bytes, host: str = "127.0.0.1:18100"
+) -> tuple[int, dict[str, str], bytes]:
+    """One POST through an ASGI application in process (no server): ``(status, headers with
+    lower-case names, body)``. The client disconnects once the response is complete."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        + [(b"host", host.encode()), (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 18100),
+    }
+    sent = False
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    status, out_headers, chunks = 0, {}, []
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status, out_headers
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            out_headers = {k.decode().lower(): v.decode() for k, v in message["headers"]}
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                done.set()
+
+    await app(scope, receive, send)
+    done.set()
+    return status, out_headers, b"".join(chunks)

@@ -21,51 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.prod_topology import BASE, INIT, call_body, django_setup, fixtures, mcp_headers  # noqa: E402
-
-
-async def asgi_post(app, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-        + [(b"host", BASE.split("//", 1)[1].encode()), (b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 18100),
-    }
-    sent = False
-    done = asyncio.Event()
-
-    async def receive():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    status, out_headers, chunks = 0, {}, []
-
-    async def send(message):
-        nonlocal status, out_headers
-        if message["type"] == "http.response.start":
-            status = message["status"]
-            out_headers = {k.decode().lower(): v.decode() for k, v in message["headers"]}
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                done.set()
-
-    await app(scope, receive, send)
-    done.set()
-    return status, out_headers, b"".join(chunks)
+from bench.common import asgi_post  # noqa: E402
+from bench.prod_topology import INIT, call_body, django_setup, fixtures, mcp_headers  # noqa: E402
 
 
 def main() -> None:
@@ -81,16 +38,18 @@ def main() -> None:
     from project.asgi import application
 
     async def run() -> float:
-        status, headers, _ = await asgi_post(application, mcp_headers(token, version=False), json.dumps(INIT).encode())
+        status, headers, _ = await asgi_post(
+            application, "/mcp", mcp_headers(token, version=False), json.dumps(INIT).encode()
+        )
         assert status == 200, status
         session_headers = mcp_headers(token, headers["mcp-session-id"])
         for n in range(50):  # warm
-            await asgi_post(application, session_headers, call_body(n))
+            await asgi_post(application, "/mcp", session_headers, call_body(n))
         per = args.calls // args.concurrency
 
         async def worker() -> None:
             for n in range(per):
-                status, _, _ = await asgi_post(application, session_headers, call_body(n))
+                status, _, _ = await asgi_post(application, "/mcp", session_headers, call_body(n))
                 assert status == 200, status
 
         if args.no_profile:

@@ -32,53 +32,10 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import asgi_post  # noqa: E402
 from bench.prod_topology import BASE, django_setup, fixtures  # noqa: E402
 
 FORM = "application/x-www-form-urlencoded"
-
-
-async def asgi_post(app, path: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
-    """One POST through an ASGI application: ``(status, body)``."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-        + [(b"host", b"127.0.0.1"), (b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 18100),
-    }
-    sent = False
-    done = asyncio.Event()
-
-    async def receive():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    status, chunks = 0, []
-
-    async def send(message):
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                done.set()
-
-    await app(scope, receive, send)
-    done.set()
-    return status, b"".join(chunks)
 
 
 class Grants:
@@ -146,14 +103,14 @@ def asgi_cpu(grants: Grants, n: int, concurrency: int) -> None:
         async def worker(make, ok) -> int:
             done = 0
             for _ in range(per):
-                status, content = await asgi_post(application, "/oauth/token", *make())
+                status, _, content = await asgi_post(application, "/oauth/token", *make())
                 assert status == 200, (status, content)
                 ok(json.loads(content))
                 done += 1
             return done
 
         for make, ok in pairs:  # warm
-            status, content = await asgi_post(application, "/oauth/token", *make())
+            status, _, content = await asgi_post(application, "/oauth/token", *make())
             assert status == 200, (status, content)
             ok(json.loads(content))
         cpu, wall = time.process_time(), time.perf_counter()
