@@ -46,7 +46,6 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from django.conf import settings
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.http import HttpResponse
@@ -54,6 +53,7 @@ from django.urls import set_script_prefix
 
 from ..overload import is_unavailable_error, unavailable_response
 from ..settings import mcp_oauth_settings
+from .security_headers import add_security_headers
 
 __all__ = ["McpLane", "RequestThread", "http_path", "mcp_lane"]
 
@@ -131,14 +131,24 @@ class McpLane(ASGIHandler):
         # No super().__init__(): the lane loads no middleware.
         self.app = app
         self._view = view
+        self._serve_get: Any = None
 
     @property
     def view(self) -> Any:
         if self._view is None:
-            from .views import mcp_endpoint
+            from .views import mcp_endpoint  # models: not before Django's app loading
 
             self._view = mcp_endpoint
         return self._view
+
+    @property
+    def serve_get(self) -> Any:
+        """:func:`.stream_lane.serve_get`, imported on first use (it needs the models)."""
+        if self._serve_get is None:
+            from .stream_lane import serve_get
+
+            self._serve_get = serve_get
+        return self._serve_get
 
     def serves(self, scope: dict[str, Any]) -> bool:
         path = http_path(scope)
@@ -153,9 +163,7 @@ class McpLane(ASGIHandler):
             # steps (authorization, session lookup, outbox reads on a wake-up) share the
             # process's one thread-sensitive thread instead of parking a thread per stream, and
             # between events it keeps only a small state object (stream_lane.py).
-            from .stream_lane import serve_get
-
-            await serve_get(self, scope, receive, send)
+            await self.serve_get(self, scope, receive, send)
             return
         thread = RequestThread()
         try:
@@ -223,7 +231,7 @@ class McpLane(ASGIHandler):
                     status=500,
                     content_type="application/json",
                 )
-        _security_headers(response)
+        add_security_headers(response)
         if not response.streaming and "Content-Length" not in response.headers:
             # Known length: the server frames the body with it instead of chunked encoding
             # (one write less per response).
@@ -233,19 +241,6 @@ class McpLane(ASGIHandler):
         except asyncio.CancelledError:
             pass  # the client left during the response
         return response
-
-
-def _security_headers(response: HttpResponse) -> None:
-    """What ``SecurityMiddleware`` adds to every response, as far as it concerns an API."""
-    if getattr(settings, "SECURE_CONTENT_TYPE_NOSNIFF", True):
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-    policy = getattr(settings, "SECURE_REFERRER_POLICY", "same-origin")
-    if policy:
-        value = policy if isinstance(policy, str) else ",".join(policy)
-        response.headers.setdefault("Referrer-Policy", value)
-    coop = getattr(settings, "SECURE_CROSS_ORIGIN_OPENER_POLICY", "same-origin")
-    if coop:
-        response.headers.setdefault("Cross-Origin-Opener-Policy", coop)
 
 
 def mcp_lane(app: Any) -> McpLane:

@@ -34,7 +34,7 @@ import asyncio
 import contextvars
 import logging
 import time
-from typing import Any, cast
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core import signals
@@ -47,7 +47,7 @@ from django.urls import set_script_prefix
 from ..overload import is_unavailable_error, unavailable_response
 from ..settings import mcp_oauth_settings
 from . import wakeup
-from .asgi import _security_headers
+from .security_headers import add_security_headers
 from .sse import KEEPALIVE, format_event, read_outbox_released, touch_session_released
 
 __all__ = ["OutboxStreamer", "serve_get"]
@@ -125,7 +125,7 @@ async def _open(lane: Any, scope: dict[str, Any], receive: Any, send: Any) -> Ou
             response: HttpResponseBase = HttpResponse(status=400)
         else:
             response = await _answer(lane.view, request)
-        _security_headers(cast(HttpResponse, response))  # the headers of any response
+        add_security_headers(response)  # the headers of any response
         cursor = getattr(response, "outbox_cursor", None)
         if cursor is None:
             await lane.send_response(response, send)
