@@ -266,31 +266,34 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
         self._record_redemption(code, request)
 
-    def get_code_challenge(self, code, request):
-        """The grant's PKCE challenge; a grant consumed since :meth:`validate_code` is a racing replay."""
-        challenge = (
+    def _grant_pkce(self, code, request) -> tuple[str, str]:
+        """The grant's PKCE challenge and method, read once per request (oauthlib asks for each);
+        a grant consumed since :meth:`validate_code` is a racing replay.
+
+        :raises InvalidGrantError: the grant is gone (the replay is handled first).
+        """
+        cached = getattr(request, "_mcp_grant_pkce", None)
+        if cached is not None and cached[0] == code:
+            return cached[1]
+        row = (
             get_grant_model()
             .objects.filter(code=code, application=request.client)
-            .values_list("code_challenge", flat=True)
+            .values_list("code_challenge", "code_challenge_method")
             .first()
         )
-        if challenge is None:
+        if row is None:
             self._handle_replay(code, request.client, request)
             raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
-        return challenge or None
+        request._mcp_grant_pkce = (code, row)
+        return row
+
+    def get_code_challenge(self, code, request):
+        """The grant's PKCE challenge (None: none was sent)."""
+        return self._grant_pkce(code, request)[0] or None
 
     def get_code_challenge_method(self, code, request):
-        """The grant's PKCE method; a grant consumed since :meth:`validate_code` is a racing replay."""
-        method = (
-            get_grant_model()
-            .objects.filter(code=code, application=request.client)
-            .values_list("code_challenge_method", flat=True)
-            .first()
-        )
-        if method is None:
-            self._handle_replay(code, request.client, request)
-            raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
-        return method or None
+        """The grant's PKCE method (None: none was sent)."""
+        return self._grant_pkce(code, request)[1] or None
 
     # --- trust policy -------------------------------------------------------------------
 
