@@ -1,7 +1,7 @@
 """ASGI entry point of the reference site.
 
 The MCP endpoint is served by the lean lane (:func:`mcp_oauth.transport.asgi.mcp_lane`) before
-Django's middleware stack, the token endpoint by Django's handler in one thread hop
+Django's middleware stack, the token endpoint by the token lane in one thread hop
 (:func:`mcp_oauth.authorization_server.asgi.token_lane`); every other path (pages, admin, the
 other OAuth endpoints) by Django.
 """

@@ -9,11 +9,14 @@ from asgiref.sync import async_to_sync
 __all__ = ["asgi_call"]
 
 
-def asgi_call(app, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, dict, bytes]:
+def asgi_call(
+    app, method: str, path: str, headers: dict[str, str], body: bytes = b"", scheme: str = "http"
+) -> tuple[int, dict, bytes]:
     """Send one request to ``app`` and wait for its whole response.
 
     ``Host: testserver`` and ``Content-Length`` are added unless given. The client disconnects
     once the response is complete (what uvicorn reports after the last body message).
+    ``scheme``: the ASGI scope's (``"https"``: a request that came over TLS).
 
     :returns: ``(status, headers with lower-case names, body)``.
     """
@@ -40,7 +43,7 @@ def asgi_call(app, method: str, path: str, headers: dict[str, str], body: bytes 
             "asgi": {"version": "3.0"},
             "http_version": "1.1",
             "method": method,
-            "scheme": "http",
+            "scheme": scheme,
             "path": path,
             "raw_path": path.encode(),
             "root_path": "",
@@ -50,7 +53,7 @@ def asgi_call(app, method: str, path: str, headers: dict[str, str], body: bytes 
                 for k, v in {"host": "testserver", "content-length": str(len(body)), **given}.items()
             ],
             "client": ("127.0.0.1", 5000),
-            "server": ("testserver", 80),
+            "server": ("testserver", 443 if scheme == "https" else 80),
         }
         await app(scope, receive, send)
 

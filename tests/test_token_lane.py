@@ -88,6 +88,75 @@ def test_the_lane_answers_what_django_answers(service, django_app):
             assert ours[2] == theirs[2]
 
 
+def _same_answer(lane, django_app, method, headers, body=b"", scheme="http"):
+    ours = asgi_call(lane, method, "/oauth/token", headers, body, scheme=scheme)
+    theirs = asgi_call(django_app, method, "/oauth/token", headers, body, scheme=scheme)
+    assert ours[0] == theirs[0], (ours, theirs)
+    for name in (*COMPARED, "location", "strict-transport-security"):
+        assert ours[1].get(name) == theirs[1].get(name), (name, ours[1], theirs[1])
+    return ours
+
+
+def test_a_host_outside_allowed_hosts_gets_400_from_the_lane_as_from_django(service, django_app):
+    app_record, secret = service
+    headers = {"Content-Type": FORM, "Authorization": basic(app_record.client_id, secret), "Host": "evil.example"}
+    status, _, body = _same_answer(TokenLane(django_app), django_app, "POST", headers, b"grant_type=client_credentials")
+    assert status == 400
+    assert b"access_token" not in body
+
+
+def test_the_lane_applies_the_sites_https_redirect_and_hsts(service, settings):
+    from django.core.asgi import get_asgi_application
+
+    app_record, secret = service
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_HSTS_SECONDS = 3600
+    django_app = get_asgi_application()  # its middleware reads these settings when loaded
+    headers = {"Content-Type": FORM, "Authorization": basic(app_record.client_id, secret)}
+    cc = b"grant_type=client_credentials"
+    status, response_headers, _ = _same_answer(TokenLane(django_app), django_app, "POST", headers, cc)
+    assert status == 301 and response_headers["location"] == "https://testserver/oauth/token"
+    status, response_headers, body = _same_answer(TokenLane(django_app), django_app, "POST", headers, cc, "https")
+    assert status == 200 and b"access_token" in body
+    assert response_headers["strict-transport-security"] == "max-age=3600"
+
+
+def test_the_lane_leaves_out_the_middleware_of_pages(service, django_app, settings):
+    """Sessions, CSRF, authentication and messages concern pages: the lane does not run them."""
+    app_record, secret = service
+    lane = TokenLane(django_app)
+    assert [type(instance).__name__ for instance in lane.middleware] == [
+        "SecurityMiddleware",
+        "CommonMiddleware",
+        "XFrameOptionsMiddleware",
+    ]
+    status, headers, _ = asgi_call(
+        lane,
+        "POST",
+        "/oauth/token",
+        {"Content-Type": FORM, "Authorization": basic(app_record.client_id, secret), "Cookie": "sessionid=x"},
+        b"grant_type=client_credentials",
+    )
+    assert status == 200 and "set-cookie" not in headers and "cookie" not in headers.get("vary", "").lower()
+
+
+def test_an_unexpected_failure_gets_djangos_500_not_a_dropped_connection(service, django_app, monkeypatch, caplog):
+    from mcp_oauth.authorization_server.views import MCPTokenView
+
+    def broken(self, request, *args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(MCPTokenView, "post", broken)
+    app_record, secret = service
+    headers = {"Content-Type": FORM, "Authorization": basic(app_record.client_id, secret)}
+    with caplog.at_level("ERROR", logger="django.request"):
+        status, _, body = asgi_call(
+            TokenLane(django_app), "POST", "/oauth/token", headers, b"grant_type=client_credentials"
+        )
+    assert status == 500 and b"boom" not in body
+    assert any("boom" in str(record.exc_info[1]) for record in caplog.records if record.exc_info)
+
+
 def test_the_lane_serves_only_the_token_endpoint(django_app):
     seen = []
 

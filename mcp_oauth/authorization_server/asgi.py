@@ -1,20 +1,25 @@
-"""The token lane: the OAuth token endpoint served under ASGI in one thread hop.
+"""The token lane: the OAuth token endpoint served under ASGI before Django's middleware stack.
 
-The token endpoint is synchronous (DOT, oauthlib, the ORM). Under Django's ASGI handler every
-request crosses the middleware stack in async mode: each ``MiddlewareMixin`` runs its
-``process_request`` / ``process_response`` through ``sync_to_async`` (13 thread hops with the
-reference site's middleware), and ``request_started`` / ``response.close()`` add two more.
-For a grant that is about half of the CPU it costs.
+Under Django's ASGI handler every request crosses the site's whole middleware stack, and each
+``MiddlewareMixin`` runs its ``process_request`` / ``process_response`` through
+``sync_to_async`` (13 thread hops with the reference site's middleware). Sessions, CSRF,
+authentication, messages and static files concern pages, not a form-encoded endpoint that
+authenticates clients itself. :func:`token_lane` wraps a site's ASGI application and serves the
+token endpoint (the path of the URL named ``oauth2_provider:token``, found once through the
+site's URLconf) itself, in **one thread hop**, taken from the MCP lane's pool of request threads
+(:class:`mcp_oauth.transport.asgi.RequestThread`). On that thread it does what Django's handler
+does for one request: ``set_script_prefix``, ``request_started``, the same ``ASGIRequest``, the
+**same view** the URLconf routes to (resolved once: with its CORS, its form guards, throttling
+and the OAuth errors), then ``response.close()`` (``request_finished``: the database connection
+goes back to the pool) before the bytes go out.
 
-:func:`token_lane` wraps a site's ASGI application. Requests to the token endpoint (the path of
-the URL named ``oauth2_provider:token``, found once through the site's URLconf) are served by
-the **same** Django handler, with the **same** ``MIDDLEWARE`` and URLconf, loaded in *sync*
-mode: request start, the whole middleware chain, the view and the response's ``close()``
-(``request_finished``: the database connection goes back to the pool) run in one call on one
-thread, taken from the MCP lane's pool of request threads
-(:class:`mcp_oauth.transport.asgi.RequestThread`). Answers are those of the Django stack by
-construction: security headers, CORS, throttling (``token`` and ``client_auth_failure``),
-overload 503 + ``Retry-After`` (:class:`mcp_oauth.overload.OverloadMiddleware`), OAuth errors.
+Of the site's ``MIDDLEWARE`` the lane applies those that concern an API response, when the site
+lists them (same classes, same settings): ``SecurityMiddleware`` (HTTPS redirect, HSTS,
+``X-Content-Type-Options``, ``Referrer-Policy``, ``Cross-Origin-Opener-Policy``),
+``CommonMiddleware`` (``ALLOWED_HOSTS``, ``DISALLOWED_USER_AGENTS``) and
+``XFrameOptionsMiddleware``. Failures get Django's answers (:func:`response_for_exception`: 400
+for a disallowed host, 500 logged), except that a database or cache that is exhausted or away
+answers 503 + ``Retry-After`` (:mod:`mcp_oauth.overload`), as ``OverloadMiddleware`` would.
 Every other path and every non-HTTP scope goes to the wrapped application unchanged::
 
     # asgi.py
@@ -23,68 +28,101 @@ Every other path and every non-HTTP scope goes to the wrapped application unchan
 
     application = token_lane(get_asgi_application())
 
-A site that keeps its own ``asgi.py`` unchanged (or runs WSGI) serves the token endpoint
-through its URLconf as before, only with more thread hops.
+A site whose own middleware must see token requests leaves the lane out: without it (or under
+WSGI) the token endpoint is served through its URLconf as before, by the same view, only slower.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
-from django.core.handlers.asgi import ASGIHandler, get_script_prefix
-from django.http import HttpResponseBase
-from django.urls import NoReverseMatch, reverse, set_script_prefix
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
+from django.core.handlers.exception import response_for_exception
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http.response import HttpResponseBase
+from django.urls import NoReverseMatch, get_resolver, reverse, set_script_prefix
+from django.utils.module_loading import import_string
 
+from ..overload import is_unavailable_error, unavailable_response
 from ..transport.asgi import RequestThread, http_path
 
-__all__ = ["TokenLane", "token_lane"]
+__all__ = ["API_MIDDLEWARE", "TokenLane", "token_lane"]
 
 logger = logging.getLogger("mcp_oauth.authorization_server")
 
 #: URL names of the endpoints the lane serves (those DOT and the app register in ``oauth2_provider``).
 LANE_URL_NAMES = ("oauth2_provider:token",)
 
+#: The middleware of Django that the lane applies when the site's ``MIDDLEWARE`` lists it, in the
+#: site's order: what concerns an API response (see the module docstring).
+API_MIDDLEWARE = frozenset(
+    {
+        "django.middleware.security.SecurityMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    }
+)
+
+
+def _no_response(request: HttpRequest) -> HttpResponseBase:  # pragma: no cover - never called
+    raise AssertionError("the lane calls process_request/process_response only")
+
 
 class TokenLane(ASGIHandler):
-    """ASGI application: the token endpoint through Django's sync handler in one hop, the rest by ``app``."""
+    """ASGI application: the token endpoint served in one thread hop, everything else by ``app``."""
 
     def __init__(self, app: Any, url_names: tuple[str, ...] = LANE_URL_NAMES) -> None:
-        # No super().__init__(): the middleware is loaded in sync mode on first use.
+        # No super().__init__(): the site's middleware chain is not loaded.
         self.app = app
         self.url_names = url_names
-        self._paths: frozenset[str] | None = None
-        self._middleware_loaded = False
+        self._views: dict[str, Callable[..., HttpResponseBase]] | None = None
+        self._middleware: list[Any] | None = None
+
+    @property
+    def views(self) -> dict[str, Callable[..., HttpResponseBase]]:
+        """``path -> view`` of the endpoints the lane serves (paths without the script prefix)."""
+        if self._views is None:
+            views = {}
+            resolver = get_resolver()
+            for name in self.url_names:
+                try:
+                    path = reverse(name)
+                except NoReverseMatch:
+                    logger.info("token lane: no URL named %s; served by the wrapped application", name)
+                    continue
+                views[path] = resolver.resolve(path).func
+            self._views = views
+        return self._views
 
     @property
     def paths(self) -> frozenset[str]:
         """The paths served by the lane (without the script prefix); empty when none is routed."""
-        if self._paths is None:
-            paths = set()
-            for name in self.url_names:
-                try:
-                    paths.add(reverse(name))
-                except NoReverseMatch:
-                    logger.info("token lane: no URL named %s; served by the wrapped application", name)
-            self._paths = frozenset(paths)
-        return self._paths
+        return frozenset(self.views)
+
+    @property
+    def middleware(self) -> list[Any]:
+        """Instances of the site's :data:`API_MIDDLEWARE`, in ``MIDDLEWARE`` order."""
+        if self._middleware is None:
+            self._middleware = [
+                import_string(path)(_no_response) for path in settings.MIDDLEWARE if path in API_MIDDLEWARE
+            ]
+        return self._middleware
 
     def serves(self, scope: dict[str, Any]) -> bool:
         path = http_path(scope)
-        return path is not None and path in self.paths
-
-    def _load(self) -> None:
-        if not self._middleware_loaded:
-            self.load_middleware(is_async=False)
-            self._middleware_loaded = True
+        return path is not None and path in self.views
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if not self.serves(scope):
+        path = http_path(scope)
+        view = self.views.get(path) if path is not None else None
+        if view is None:
             return await self.app(scope, receive, send)
-        self._load()
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -92,7 +130,7 @@ class TokenLane(ASGIHandler):
         thread = RequestThread()
         try:
             async with ThreadSensitiveContext(executor=thread):
-                response = await sync_to_async(self._serve, thread_sensitive=True)(scope, body_file)
+                response = await sync_to_async(self._serve, thread_sensitive=True)(view, scope, body_file)
         finally:
             thread.release()
             body_file.close()
@@ -100,20 +138,60 @@ class TokenLane(ASGIHandler):
         if response.streaming:  # not closed on the request's thread (see _serve)
             await sync_to_async(response.close)()
 
-    def _serve(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
-        """On the request's thread: what Django's handler does for one request, sync mode."""
+    def _serve(self, view: Callable[..., HttpResponseBase], scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
+        """On the request's thread: one request, as Django's handler would serve it (see the module docstring)."""
         set_script_prefix(get_script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
-        request, error_response = self.create_request(scope, body_file)
-        response = self.get_response(request) if request is not None else error_response
-        assert response is not None  # create_request gives a request or an error response
-        if not response.streaming:
+        try:
+            request = ASGIRequest(scope, body_file)
+        except UnicodeDecodeError:
+            response: HttpResponseBase = HttpResponseBadRequest()
+        else:
+            response = self._respond(view, request)
+        if isinstance(response, HttpResponse):
+            if not response.has_header("Content-Length"):
+                # Known length: the server frames the body with it instead of chunked encoding.
+                response.headers["Content-Length"] = str(len(response.content))
             # request_finished (connections back to the pool) before the bytes go out: the
             # response is complete in memory, and the thread is released right after.
             response.close()
         return response
 
+    def _respond(self, view: Callable[..., HttpResponseBase], request: HttpRequest) -> HttpResponseBase:
+        """Middleware and view as Django's chain runs them: a middleware's ``process_request`` may
+        answer; an exception becomes a response where it happened, and the ``process_response``
+        of every middleware around that point still runs on it."""
+        entered = []
+        response = None
+        try:
+            for instance in self.middleware:
+                if hasattr(instance, "process_request"):
+                    response = instance.process_request(request)
+                entered.append(instance)
+                if response is not None:
+                    break
+            else:
+                response = view(request)
+        except Exception as exc:  # noqa: BLE001 - every failure gets a defined answer
+            response = self._failure(request, exc)
+        for instance in reversed(entered):
+            if hasattr(instance, "process_response"):
+                try:
+                    response = instance.process_response(request, response)
+                except Exception as exc:  # noqa: BLE001
+                    response = self._failure(request, exc)
+        assert response is not None
+        return response
+
+    @staticmethod
+    def _failure(request: HttpRequest, exc: Exception) -> HttpResponseBase:
+        """503 + ``Retry-After`` when the database or cache is exhausted or away, else Django's answer."""
+        if is_unavailable_error(exc):
+            logger.warning("answering 503: %s: %s", type(exc).__name__, exc)
+            return unavailable_response()
+        return response_for_exception(request, exc)
+
 
 def token_lane(app: Any) -> TokenLane:
-    """Wrap a site's ASGI application so that the token endpoint runs in one thread hop."""
+    """Wrap a site's ASGI application so that the token endpoint skips the site's middleware stack."""
     return TokenLane(app)
