@@ -48,6 +48,7 @@ from oauthlib.oauth2.rfc6749 import errors
 
 from ..audit import record
 from ..db import columns, from_row, insert, prep, returning_supported, table
+from ..db import cursor as db_cursor
 from ..models import AuditEvent, RedeemedAuthorizationCode, RefreshGeneration, RefreshTokenGeneration
 from ..settings import mcp_oauth_settings
 
@@ -91,7 +92,7 @@ def _presented_row(refresh_token: str):
             .order_by(F("revoked").desc(nulls_first=True))
             .first()
         )
-    with connections[using].cursor() as cursor:
+    with db_cursor(using) as cursor:
         cursor.execute(_presented_sql(using), [checksum])
         row = cursor.fetchone()
     if row is None:
@@ -321,11 +322,12 @@ class RefreshRotationMixin(_MixinBase):
         using = router.db_for_write(RefreshGeneration)
         if loaded and generation is not None and returning_supported(using):
             now = timezone.now()
-            if _claim_rotation(generation.pk, now, using):
-                # The single winner: the generation row is ours (locked by the UPDATE) until commit.
-                generation.rotated_at = now
-                self._rotate(presented, generation, token, request, expires, now, using)
-                return
+            with db_cursor(using):  # one cursor for every statement of the rotation
+                if _claim_rotation(generation.pk, now, using):
+                    # The single winner: the generation row is ours (locked by the UPDATE) until commit.
+                    generation.rotated_at = now
+                    self._rotate(presented, generation, token, request, expires, now, using)
+                    return
             # Rotated already: the grace / reuse path below reads the generation under its lock.
 
         generation = self._locked_generation(presented, token["scope"])
@@ -494,7 +496,7 @@ def _claim_rotation(generation_id, now, using: str) -> bool:
         prep(RefreshGeneration, "rotated_at", now, using),
         prep(RefreshGeneration, "id", generation_id, using),
     ]
-    with connections[using].cursor() as cursor:
+    with db_cursor(using) as cursor:
         cursor.execute(_statements(using)["claim"], params)
         return cursor.rowcount == 1
 
@@ -508,7 +510,7 @@ def _revoke_members(generation_id, now, using: str) -> set[int]:
         prep(RefreshToken, "updated", now, using),
         prep(RefreshGeneration, "id", generation_id, using),
     ]
-    with connections[using].cursor() as cursor:
+    with db_cursor(using) as cursor:
         cursor.execute(_statements(using)["revoke"], params)
         return {row[0] for row in cursor.fetchall()}
 
@@ -561,7 +563,7 @@ def _delete_member_access_tokens(generation_id, updates: list[tuple[str, str, ty
     Nothing is announced: see :func:`_deleted_access_tokens`. :returns: the deleted access tokens.
     """
     AccessToken = get_access_token_model()
-    with connections[using].cursor() as cursor:
+    with db_cursor(using) as cursor:
         cursor.execute(
             _statements(using)["delete_access_tokens"], [prep(RefreshGeneration, "id", generation_id, using)]
         )

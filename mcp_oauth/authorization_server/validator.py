@@ -31,6 +31,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.db import router
 from django.utils import timezone
 from oauth2_provider.models import (
     get_access_token_model,
@@ -46,6 +47,7 @@ from ..adapter import get_adapter
 from ..audit import announce, record, write_event
 from ..cimd.validator import CIMDValidatorMixin
 from ..client_secrets import check_client_secret
+from ..db import cursor as db_cursor
 from ..db import insert
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
@@ -255,16 +257,19 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         transaction is gone, it finds the committed redemption record and revokes what the
         winner issued (:meth:`save_bearer_token`, OAuth 2.1 §4.1.3).
         """
-        result = super()._save_bearer_token(token, request, *args, **kwargs)
-        if request.grant_type == "authorization_code":
-            deleted, _ = get_grant_model().objects.filter(code=request.code, application=request.client).delete()
-            if not deleted:
-                request._mcp_code_race_lost = True
-                raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
-            self._record_redemption(request.code, request)
-            request._mcp_code_redeemed = True
-        # The grant's audit event commits with its tokens; it is announced once they are committed.
-        request._mcp_grant_event = self._write_grant_event(token, request)
+        with db_cursor(router.db_for_write(get_access_token_model())):  # one cursor for the grant's statements
+            result = super()._save_bearer_token(token, request, *args, **kwargs)
+            if request.grant_type == "authorization_code":
+                deleted, _ = get_grant_model().objects.filter(code=request.code, application=request.client).delete()
+                if not deleted:
+                    request._mcp_code_race_lost = True
+                    raise errors.InvalidGrantError(
+                        description="The authorization code was already used.", request=request
+                    )
+                self._record_redemption(request.code, request)
+                request._mcp_code_redeemed = True
+            # The grant's audit event commits with its tokens; it is announced once they are committed.
+            request._mcp_grant_event = self._write_grant_event(token, request)
         return result
 
     def _write_grant_event(self, token, request) -> AuditEvent:
