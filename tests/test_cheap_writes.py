@@ -252,6 +252,7 @@ def test_post_delete_reaches_receivers_of_the_rotated_away_access_token(logged_i
 
     def on_delete(sender, instance, using, origin, **kwargs):
         deleted.append((instance.token_checksum, instance.pk, using))
+        assert origin.token_checksum == token_checksum(first["refresh_token"])  # the rotated refresh token
 
     post_delete.connect(on_delete, sender=AccessToken, weak=False)
     try:

@@ -396,7 +396,7 @@ class RefreshRotationMixin(_MixinBase):
         if deleted is None:
             _collect_access_tokens(access_tokens)
         else:
-            _deleted_access_tokens(deleted, using)
+            _deleted_access_tokens(deleted, using, origin=presented)
         target = insert(
             RefreshGeneration(token_family=presented.token_family, parent=generation, scope=token["scope"]),
             using=using,
@@ -581,9 +581,10 @@ def _delete_member_access_tokens(generation_id, updates: list[tuple[str, str, ty
     return deleted
 
 
-def _deleted_access_tokens(deleted: list, using: str) -> None:
+def _deleted_access_tokens(deleted: list, using: str, origin) -> None:
     """Announce access tokens :func:`_delete_member_access_tokens` deleted: ``post_delete`` for
-    each when it has receivers, as ``QuerySet.delete()`` sends it.
+    each when it has receivers, as a cascade sends it; ``origin`` is the refresh token whose
+    rotation deleted them.
 
     The token lookup cache forgets each of them: through ``post_delete`` (the receiver of
     :mod:`mcp_oauth.resource_server.cache`), or directly when nothing listens.
@@ -592,7 +593,6 @@ def _deleted_access_tokens(deleted: list, using: str) -> None:
         return
     AccessToken = get_access_token_model()
     if post_delete.has_listeners(AccessToken):
-        origin = AccessToken.objects.using(using).filter(pk__in=[token.pk for token in deleted])  # not evaluated
         for access_token in deleted:
             post_delete.send(sender=AccessToken, instance=access_token, using=using, origin=origin)
     else:
