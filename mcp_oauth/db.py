@@ -29,7 +29,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.db import connections, router, transaction
+from django.db import connections, router
 from django.db.models import Field, Model
 from django.db.models.signals import post_save, pre_save
 
@@ -100,10 +100,10 @@ def column(model: type[Model], name: str, using: str) -> str:
     return connections[using].ops.quote_name(field.column)
 
 
-def prep(model: type[Model], name: str, value: Any, using: str) -> Any:
-    """``value`` as the ORM sends it to the database for field ``name`` of ``model``."""
+def prep(model: type[Model], name: str, value: Any, connection: Any) -> Any:
+    """``value`` as the ORM sends it to ``connection`` (a database connection) for field ``name`` of ``model``."""
     field: Any = model._meta.get_field(name)
-    return field.get_db_prep_save(value, connections[using])
+    return field.get_db_prep_save(value, connection)
 
 
 def _converters(field: Field, connection: Any) -> tuple[Callable[..., Any], ...]:
@@ -170,18 +170,23 @@ def insert(instance: M, *, using: str | None = None) -> M:
     row._prepare_related_fields_for_save(operation_name="save")
     if pre_save.has_listeners(cls):
         pre_save.send(sender=cls, instance=instance, raw=False, using=using, update_fields=None)
-    connection = connections[using]
+    connection: Any = connections[using]
     params = []
     for field in plan.fields:
         value = field.pre_save(instance, True)
         if hasattr(value, "resolve_expression"):
             break  # an expression value (F(), Now(), a database default…): the ORM compiles it
         params.append(field.get_db_prep_save(value, connection))
-    with transaction.mark_for_rollback_on_error(using):
+    try:  # transaction.mark_for_rollback_on_error(), as save() does, without a generator
         if len(params) < len(plan.fields):
             row._save_table(cls=cls, force_insert=True, using=using)
         else:
             _execute_insert(instance, plan, params, connection)
+    except Exception as exc:
+        if connection.in_atomic_block:
+            connection.needs_rollback = True
+            connection.rollback_exc = exc
+        raise
     instance._state.db = using
     instance._state.adding = False
     if post_save.has_listeners(cls):
@@ -190,18 +195,26 @@ def insert(instance: M, *, using: str | None = None) -> M:
 
 
 def _execute_insert(instance: Model, plan: _InsertPlan, params: list[Any], connection: Any) -> None:
+    shared = _shared_cursor.get()
+    if shared is not None and shared[0] == connection.alias:
+        _insert_with(shared[1], instance, plan, params, connection)
+    else:
+        with connection.cursor() as opened:
+            _insert_with(opened, instance, plan, params, connection)
+
+
+def _insert_with(opened: Any, instance: Model, plan: _InsertPlan, params: list[Any], connection: Any) -> None:
     meta: Any = type(instance)._meta
-    with cursor(connection.alias) as opened:
-        opened.execute(plan.sql, params)
-        if plan.returning:
-            field = plan.returning[0]
-            if connection.features.can_return_columns_from_insert:
-                value = opened.fetchone()[0]
-            else:
-                value = connection.ops.last_insert_id(opened, meta.db_table, field.column)
-            for converter in plan.converters[0]:
-                value = converter(value, field.get_col(meta.db_table), connection)
-            setattr(instance, field.attname, value)
+    opened.execute(plan.sql, params)
+    if plan.returning:
+        field = plan.returning[0]
+        if connection.features.can_return_columns_from_insert:
+            value = opened.fetchone()[0]
+        else:
+            value = connection.ops.last_insert_id(opened, meta.db_table, field.column)
+        for converter in plan.converters[0]:
+            value = converter(value, field.get_col(meta.db_table), connection)
+        setattr(instance, field.attname, value)
 
 
 def _read_plan(model: type[Model], using: str) -> _ReadPlan:
@@ -235,15 +248,16 @@ def columns(model: type[Model], using: str, alias: str | None = None) -> str:
     return ", ".join(f"{prefix}{qn(field.column)}" for field in fields)
 
 
-def from_row(model: type[M], row: Sequence[Any], start: int, using: str) -> M | None:
+def from_row(model: type[M], row: Sequence[Any], start: int, using: str, connection: Any = None) -> M | None:
     """The ``model`` instance in ``row[start:start + len(concrete_fields)]`` (selected with
     :func:`columns`), its values converted as the ORM converts them; None when its primary key
-    is NULL (the empty side of a ``LEFT JOIN``)."""
+    is NULL (the empty side of a ``LEFT JOIN``). ``connection``: ``connections[using]``, when at hand."""
     plan = _read_plan(model, using)
     values = list(row[start : start + plan.size])
     if values[plan.pk_index] is None:
         return None
-    connection = connections[using]
+    if connection is None:
+        connection = connections[using]
     for index, col, converters in plan.converters:
         value = values[index]
         for converter in converters:

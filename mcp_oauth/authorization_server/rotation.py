@@ -148,10 +148,11 @@ def _presented_instances(row, using: str):
     """The refresh token of a :func:`_presented_sql` row, its user, access token and generation
     cached on it as ``select_related`` caches them."""
     RefreshToken, User, AccessToken, Link, Generation = _presented_models()
+    connection = connections[using]
     offset = 0
     instances = []
     for model in (RefreshToken, User, AccessToken, Link, Generation):
-        instances.append(from_row(model, row, offset, using))
+        instances.append(from_row(model, row, offset, using, connection))
         offset += len(model._meta.concrete_fields)
     rt, user, access_token, link, generation = instances
     RefreshToken._meta.get_field("user").set_cached_value(rt, user)
@@ -492,9 +493,10 @@ def _claim_rotation(generation_id, now, using: str) -> bool:
     The ``UPDATE`` takes the row lock: a concurrent claim waits for this transaction and then
     finds the generation rotated. :returns: True for the single winner.
     """
+    connection = connections[using]
     params = [
-        prep(RefreshGeneration, "rotated_at", now, using),
-        prep(RefreshGeneration, "id", generation_id, using),
+        prep(RefreshGeneration, "rotated_at", now, connection),
+        prep(RefreshGeneration, "id", generation_id, connection),
     ]
     with db_cursor(using) as cursor:
         cursor.execute(_statements(using)["claim"], params)
@@ -505,10 +507,11 @@ def _revoke_members(generation_id, now, using: str) -> set[int]:
     """Revoke the live refresh tokens of the generation and detach them from their access tokens
     (one ``UPDATE``). :returns: the ids of the refresh tokens revoked."""
     RefreshToken = get_refresh_token_model()
+    connection = connections[using]
     params = [
-        prep(RefreshToken, "revoked", now, using),
-        prep(RefreshToken, "updated", now, using),
-        prep(RefreshGeneration, "id", generation_id, using),
+        prep(RefreshToken, "revoked", now, connection),
+        prep(RefreshToken, "updated", now, connection),
+        prep(RefreshGeneration, "id", generation_id, connection),
     ]
     with db_cursor(using) as cursor:
         cursor.execute(_statements(using)["revoke"], params)
@@ -563,11 +566,12 @@ def _delete_member_access_tokens(generation_id, updates: list[tuple[str, str, ty
     Nothing is announced: see :func:`_deleted_access_tokens`. :returns: the deleted access tokens.
     """
     AccessToken = get_access_token_model()
+    connection = connections[using]
     with db_cursor(using) as cursor:
         cursor.execute(
-            _statements(using)["delete_access_tokens"], [prep(RefreshGeneration, "id", generation_id, using)]
+            _statements(using)["delete_access_tokens"], [prep(RefreshGeneration, "id", generation_id, connection)]
         )
-        deleted: list[Any] = [from_row(AccessToken, row, 0, using) for row in cursor.fetchall()]
+        deleted: list[Any] = [from_row(AccessToken, row, 0, using, connection) for row in cursor.fetchall()]
         # A redemption record points at the access token its code exchange issued, which has no
         # source refresh token: tokens issued by refreshes need no SET NULL there.
         issued_by_refresh = all(access_token.source_refresh_token_id is not None for access_token in deleted)
