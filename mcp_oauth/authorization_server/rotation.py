@@ -7,11 +7,17 @@ once tokens are stored hashed (it would have to hand back the stored value). Thi
 replaces the refresh branch of token saving:
 
 * **Single winner.** Every refresh token belongs to a
-  :class:`~mcp_oauth.models.RefreshGeneration`. Saving a refreshed pair locks the presented
-  token's generation row (``SELECT … FOR UPDATE``) and re-reads its state: the first request
-  creates the successor generation (``parent`` is unique, so the database refuses a second
-  one too), revokes every member of the old generation (refresh tokens marked revoked, their
-  access tokens deleted, as DOT does) and issues the new pair.
+  :class:`~mcp_oauth.models.RefreshGeneration`. Saving a refreshed pair claims the presented
+  token's generation with a compare-and-set (``UPDATE … SET rotated_at = now WHERE id = …
+  AND rotated_at IS NULL``, which takes the row lock; a concurrent claim waits for it and then
+  finds the generation rotated): the first request creates the successor generation (``parent``
+  is unique, so the database refuses a second one too), revokes every member of the old
+  generation (refresh tokens marked revoked, their access tokens deleted, as DOT does) and
+  issues the new pair. A request that loses the claim reads the generation under its row lock
+  (``SELECT … FOR UPDATE``) and takes the grace or reuse path below. The winner's statements
+  are written by hand (:mod:`mcp_oauth.db`): one ``UPDATE`` revokes the members, one
+  ``DELETE … RETURNING`` removes their access tokens (``post_delete`` is sent to its receivers,
+  so the token cache forgets them), and the new rows are single ``INSERT`` statements.
 * **Grace window.** A request that arrives after the rotation, presenting a token the
   rotation revoked, within ``MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"]`` (default 60) of it,
   while the successor generation is still the newest and alive, gets a *sibling*: a new
@@ -220,7 +226,8 @@ def take_write_lock() -> None:
     both read first and then write deadlock, and one fails at once with "database is locked"
     instead of waiting. A first statement that writes (nothing) takes the database's write lock,
     waiting for it under the connection's busy timeout, so concurrent rotations queue up.
-    PostgreSQL and the other backends rely on the row lock of :meth:`RefreshRotationMixin._locked_generation`.
+    PostgreSQL and the other backends rely on the row lock the claim (:func:`_claim_rotation`) or
+    :meth:`RefreshRotationMixin._locked_generation` takes.
     """
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
