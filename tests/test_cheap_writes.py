@@ -321,3 +321,32 @@ def basic(client_id: str, secret: str) -> str:
     import base64
 
     return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+
+
+def test_a_token_from_before_generations_is_rotated_on_the_orm_path(logged_in, public_app):
+    first = first_pair(logged_in, public_app)
+    RefreshToken = get_refresh_token_model()
+    old = RefreshToken.objects.get(token_checksum=token_checksum(first["refresh_token"]))
+    RefreshTokenGeneration.objects.filter(refresh_token=old).delete()  # as issued before generations existed
+    RefreshGeneration.objects.all().delete()
+    second = refresh(logged_in, public_app, first["refresh_token"])
+    assert second.status_code == 200, second.content
+    old.refresh_from_db()
+    assert old.revoked is not None and RefreshTokenGeneration.objects.get(refresh_token=old).generation.rotated_at
+    assert not works(logged_in, first["access_token"]) and works(logged_in, second.json()["access_token"])
+
+
+def test_a_token_revoked_between_validation_and_saving_changes_nothing(logged_in, public_app, monkeypatch):
+    from mcp_oauth.authorization_server import rotation
+
+    first = first_pair(logged_in, public_app)
+    RefreshToken = get_refresh_token_model()
+    stale = rotation._presented_row(first["refresh_token"])
+    monkeypatch.setattr(rotation, "_presented_row", lambda raw: stale)
+    RefreshToken.objects.filter(pk=stale.pk).update(revoked=FIXED)  # RFC 7009, admin… after the read
+    response = refresh(logged_in, public_app, first["refresh_token"])
+    assert response.status_code == 400 and response.json()["error"] == "invalid_grant"
+    generation = RefreshGeneration.objects.get()
+    assert generation.rotated_at is None  # the claim rolled back with the rest
+    assert get_access_token_model().objects.filter(token_checksum=token_checksum(first["access_token"])).exists()
+    assert RefreshToken.objects.count() == 1

@@ -134,17 +134,22 @@ def _presented_sql(using: str) -> str:
             return qn(model._meta.get_field(name).column)
 
         user_fk = RefreshToken._meta.get_field("user")
+        rt, u, at, link, gen = (qn(alias) for alias in ("rt", "u", "tok", "link", "gen"))
         sql = (
             f"SELECT {columns(RefreshToken, using, 'rt')}, {columns(User, using, 'u')}, "
-            f"{columns(AccessToken, using, 'at')}, {columns(Link, using, 'l')}, {columns(Generation, using, 'g')} "
-            f"FROM {table(RefreshToken, using)} rt "
-            f"INNER JOIN {table(User, using)} u ON u.{qn(user_fk.target_field.column)} = rt.{qn(user_fk.column)} "
-            f"LEFT OUTER JOIN {table(AccessToken, using)} at ON at.{col(AccessToken, 'id')} = rt.{col(RefreshToken, 'access_token')} "
-            f"LEFT OUTER JOIN {table(Link, using)} l ON l.{col(Link, 'refresh_token')} = rt.{col(RefreshToken, 'id')} "
-            f"LEFT OUTER JOIN {table(Generation, using)} g ON g.{col(Generation, 'id')} = l.{col(Link, 'generation')} "
-            f"WHERE rt.{col(RefreshToken, 'token_checksum')} = %s "
-            f"ORDER BY CASE WHEN rt.{col(RefreshToken, 'revoked')} IS NULL THEN 0 ELSE 1 END, "
-            f"rt.{col(RefreshToken, 'revoked')} DESC LIMIT 1"
+            f"{columns(AccessToken, using, 'tok')}, {columns(Link, using, 'link')}, "
+            f"{columns(Generation, using, 'gen')} "
+            f"FROM {table(RefreshToken, using)} {rt} "
+            f"INNER JOIN {table(User, using)} {u} ON {u}.{qn(user_fk.target_field.column)} = {rt}.{qn(user_fk.column)} "
+            f"LEFT OUTER JOIN {table(AccessToken, using)} {at} "
+            f"ON {at}.{col(AccessToken, 'id')} = {rt}.{col(RefreshToken, 'access_token')} "
+            f"LEFT OUTER JOIN {table(Link, using)} {link} "
+            f"ON {link}.{col(Link, 'refresh_token')} = {rt}.{col(RefreshToken, 'id')} "
+            f"LEFT OUTER JOIN {table(Generation, using)} {gen} "
+            f"ON {gen}.{col(Generation, 'id')} = {link}.{col(Link, 'generation')} "
+            f"WHERE {rt}.{col(RefreshToken, 'token_checksum')} = %s "
+            f"ORDER BY CASE WHEN {rt}.{col(RefreshToken, 'revoked')} IS NULL THEN 0 ELSE 1 END, "
+            f"{rt}.{col(RefreshToken, 'revoked')} DESC LIMIT 1"
         )
         _PRESENTED_SQL[using] = sql
     return sql
