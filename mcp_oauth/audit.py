@@ -35,6 +35,7 @@ Where each kind is written:
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from typing import Any
 
@@ -109,6 +110,13 @@ def _clean(value: Any, depth: int = 0) -> Any:
     return _clean_text(str(value))
 
 
+@functools.cache
+def _kinds() -> frozenset[str]:
+    from .models import AuditEvent
+
+    return frozenset(AuditEvent.Kind.values)
+
+
 def record(
     kind: str,
     *,
@@ -127,24 +135,47 @@ def record(
     :returns: the saved :class:`~mcp_oauth.models.AuditEvent`.
     :raises ValueError: an unknown ``kind``.
     """
+    event = write_event(kind, request=request, user=user, client_id=client_id, detail=detail)
+    announce(event)
+    return event
+
+
+def write_event(
+    kind: str,
+    *,
+    request: HttpRequest | Any | None = None,
+    user: Any = None,
+    client_id: str = "",
+    detail: dict[str, Any] | None = None,
+):
+    """The writing half of :func:`record` (same parameters): the event is stored, not announced;
+    call :func:`announce` with it once the transaction that wrote it has committed."""
+    from .db import insert
     from .models import AuditEvent
 
-    if kind not in AuditEvent.Kind.values:
+    if kind not in _kinds():
         raise ValueError(f"unknown audit event kind {kind!r}")
     if user is None and request is not None:
         candidate = getattr(request, "user", None)
         if candidate is not None and getattr(candidate, "is_authenticated", False):
             user = candidate
     clean = _clean(dict(detail or {}))
-    event = AuditEvent.objects.create(
-        kind=kind,
-        user=user if getattr(user, "pk", None) else None,
-        client_id=_clean_text(str(client_id or ""))[:255],
-        ip_address=_client_ip(request),
-        detail=clean,
+    return insert(
+        AuditEvent(
+            kind=kind,
+            user=user if getattr(user, "pk", None) else None,
+            client_id=_clean_text(str(client_id or ""))[:255],
+            ip_address=_client_ip(request),
+            detail=clean,
+        )
     )
+
+
+def announce(event) -> None:
+    """Send :data:`audit_event` for an event :func:`write_event` stored."""
+    from .models import AuditEvent
+
     audit_event.send(sender=AuditEvent, event=event)
-    return event
 
 
 @receiver(authorization_code_replayed, dispatch_uid="mcp_oauth.audit.code_replayed")

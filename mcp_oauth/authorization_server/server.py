@@ -6,9 +6,14 @@ request for them is answered ``unsupported_response_type`` /
 ``unsupported_grant_type`` (RFC 6749 §4.1.2.1, §5.2; OAuth 2.1 §1.6, §10;
 RFC 9700 §2.1.2, §2.4) instead of being routed to a handler and refused later.
 Installed as DOT's ``OAUTH2_SERVER_CLASS`` by default.
+
+Tokens are drawn by :func:`random_token` unless the site sets DOT's ``ACCESS_TOKEN_GENERATOR`` /
+``REFRESH_TOKEN_GENERATOR``.
 """
 
 from __future__ import annotations
+
+import secrets
 
 from oauthlib.oauth2.rfc6749.endpoints import (
     AuthorizationEndpoint,
@@ -19,6 +24,15 @@ from oauthlib.oauth2.rfc6749.endpoints import (
 )
 from oauthlib.oauth2.rfc6749.grant_types import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant
 from oauthlib.oauth2.rfc6749.tokens import BearerToken
+
+
+def random_token(request=None, refresh_token: bool = False) -> str:
+    """An access or refresh token: 256 random bits from the OS generator, URL-safe base64 (43 characters).
+
+    oauthlib's default draws each of its 30 characters with a separate ``SystemRandom`` call,
+    about ten times the CPU for less entropy (~181 bits).
+    """
+    return secrets.token_urlsafe(32)
 
 
 class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, ResourceEndpoint, RevocationEndpoint):
@@ -36,7 +50,9 @@ class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, Resour
         self.auth_grant = AuthorizationCodeGrant(request_validator)
         self.credentials_grant = ClientCredentialsGrant(request_validator)
         self.refresh_grant = RefreshTokenGrant(request_validator)
-        self.bearer = BearerToken(request_validator, token_generator, token_expires_in, refresh_token_generator)
+        self.bearer = BearerToken(
+            request_validator, token_generator or random_token, token_expires_in, refresh_token_generator
+        )
         AuthorizationEndpoint.__init__(
             self, default_response_type="code", response_types={"code": self.auth_grant}, default_token_type=self.bearer
         )

@@ -31,6 +31,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.db import router
 from django.utils import timezone
 from oauth2_provider.models import (
     get_access_token_model,
@@ -43,9 +44,11 @@ from oauthlib.oauth2.rfc6749 import errors
 
 from .. import trust
 from ..adapter import get_adapter
-from ..audit import record
+from ..audit import announce, record, write_event
 from ..cimd.validator import CIMDValidatorMixin
 from ..client_secrets import check_client_secret
+from ..db import cursor as db_cursor
+from ..db import insert
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..signals import authorization_code_replayed
 from .clients import cached_application
@@ -199,7 +202,21 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         )
 
     def _create_access_token(self, expires, request, token, source_refresh_token=None):
-        access_token = super()._create_access_token(expires, request, token, source_refresh_token=source_refresh_token)
+        """DOT's access token (same fields), inserted with :func:`mcp_oauth.db.insert`."""
+        id_token = token.get("id_token", None)
+        if id_token:
+            id_token = self._load_id_token(id_token)
+        access_token = get_access_token_model()(
+            user=request.user,
+            scope=token["scope"],
+            expires=expires,
+            id_token=id_token,
+            application=request.client,
+            source_refresh_token=source_refresh_token,
+            resource=getattr(request, "resource", []),  # RFC 8707
+        )
+        self._set_token_value(access_token, token["access_token"])
+        insert(access_token)
         request._mcp_access_token = access_token
         return access_token
 
@@ -240,15 +257,38 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         transaction is gone, it finds the committed redemption record and revokes what the
         winner issued (:meth:`save_bearer_token`, OAuth 2.1 §4.1.3).
         """
-        result = super()._save_bearer_token(token, request, *args, **kwargs)
-        if request.grant_type == "authorization_code":
-            deleted, _ = get_grant_model().objects.filter(code=request.code, application=request.client).delete()
-            if not deleted:
-                request._mcp_code_race_lost = True
-                raise errors.InvalidGrantError(description="The authorization code was already used.", request=request)
-            self._record_redemption(request.code, request)
-            request._mcp_code_redeemed = True
+        with db_cursor(router.db_for_write(get_access_token_model())):  # one cursor for the grant's statements
+            result = super()._save_bearer_token(token, request, *args, **kwargs)
+            if request.grant_type == "authorization_code":
+                deleted, _ = get_grant_model().objects.filter(code=request.code, application=request.client).delete()
+                if not deleted:
+                    request._mcp_code_race_lost = True
+                    raise errors.InvalidGrantError(
+                        description="The authorization code was already used.", request=request
+                    )
+                self._record_redemption(request.code, request)
+                request._mcp_code_redeemed = True
+            # The grant's audit event commits with its tokens; it is announced once they are committed.
+            request._mcp_grant_event = self._write_grant_event(token, request)
         return result
+
+    def _write_grant_event(self, token, request) -> AuditEvent:
+        """Write the ``token.issued`` / ``token.refreshed`` event of a saved grant (not announced)."""
+        refreshed = request.grant_type == "refresh_token"
+        return write_event(
+            AuditEvent.Kind.TOKEN_REFRESHED if refreshed else AuditEvent.Kind.TOKEN_ISSUED,
+            request=request,
+            user=request.user if getattr(request.user, "pk", None) else None,
+            client_id=request.client.client_id,
+            detail={
+                "grant_type": request.grant_type,
+                "scope": token.get("scope", ""),
+                "resource": list(getattr(request, "resource", None) or []),
+                "expires_in": token.get("expires_in"),
+                "refresh_token_issued": "refresh_token" in token,
+                **({"grace_sibling": True} if getattr(request, "_mcp_generation", (None, False))[1] else {}),
+            },
+        )
 
     def _record_redemption(self, code, request) -> None:
         RedeemedAuthorizationCode.objects.create(
@@ -338,22 +378,10 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 )
             raise
         client = request.client
-        refreshed = request.grant_type == "refresh_token"
-        user = request.user if getattr(request.user, "pk", None) else None
-        record(
-            AuditEvent.Kind.TOKEN_REFRESHED if refreshed else AuditEvent.Kind.TOKEN_ISSUED,
-            request=request,
-            user=user,
-            client_id=client.client_id,
-            detail={
-                "grant_type": request.grant_type,
-                "scope": token.get("scope", ""),
-                "resource": list(getattr(request, "resource", None) or []),
-                "expires_in": token.get("expires_in"),
-                "refresh_token_issued": "refresh_token" in token,
-                **({"grace_sibling": True} if getattr(request, "_mcp_generation", (None, False))[1] else {}),
-            },
-        )
+        event = getattr(request, "_mcp_grant_event", None)
+        if event is None:  # a subclass saved the tokens without this class's _save_bearer_token
+            event = self._write_grant_event(token, request)
+        announce(event)
         _mark_used(client)
         return result
 

@@ -197,7 +197,10 @@ def _tombstone(checksums: list[str]) -> None:
     if not checksums:
         return
     try:
-        _cache().set_many({TOKEN_PREFIX + checksum: TOMBSTONE for checksum in checksums}, timeout=TOMBSTONE_SECONDS)
+        if len(checksums) == 1:  # one SET instead of a MULTI/EXEC pipeline
+            _cache().set(TOKEN_PREFIX + checksums[0], TOMBSTONE, timeout=TOMBSTONE_SECONDS)
+        else:
+            _cache().set_many({TOKEN_PREFIX + checksum: TOMBSTONE for checksum in checksums}, timeout=TOMBSTONE_SECONDS)
     except _CACHE_ERRORS as exc:
         logger.error("token cache unavailable: could not invalidate %d token(s): %s", len(checksums), exc)
 
