@@ -136,3 +136,64 @@ def test_many_two_way_races(client, user, resource, public_app):
         assert [status for status, _ in results] == [200, 200], results
         assert all(_bearer_works(client, body["access_token"]) for _, body in results)
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
+
+
+def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(client, user, resource, public_app, monkeypatch):
+    """A replay outside the window while the family's current token is being rotated: the family is
+    revoked with the pair that rotation issues (a rotated-in refresh token must not stay live and
+    give grace siblings to the token it replaced)."""
+    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
+
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    [(status, second)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
+    assert status == 200
+    long_ago = timezone.now() - timedelta(seconds=120)
+    RefreshGeneration.objects.filter(rotated_at__isnull=False).update(rotated_at=long_ago)
+    get_refresh_token_model().objects.filter(revoked__isnull=False).update(revoked=long_ago)
+
+    rotating, release = threading.Event(), threading.Event()
+    write_grant_event = MCPOAuth2Validator._write_grant_event
+
+    def paused(self, token, request):  # inside the rotation's transaction, the new pair written
+        rotating.set()
+        assert release.wait(timeout=30)
+        return write_grant_event(self, token, request)
+
+    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
+
+    def refresh(refresh_token):
+        try:
+            response = Client().post(
+                "/oauth/token",
+                {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": public_app.client_id},
+            )
+            return response.status_code, response.json()
+        finally:
+            connections.close_all()
+
+    def replay_waits_for_rotation() -> bool:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            return cursor.fetchone()[0] > 0
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        rotation = pool.submit(refresh, second["refresh_token"])
+        assert rotating.wait(timeout=30)
+        replay = pool.submit(refresh, first["refresh_token"])
+        deadline = timezone.now() + timedelta(seconds=10)
+        while not replay.done() and not replay_waits_for_rotation() and timezone.now() < deadline:
+            threading.Event().wait(0.05)
+        release.set()
+        rotated, replayed = rotation.result(timeout=30), replay.result(timeout=30)
+
+    assert replayed == (400, {"error": "invalid_grant"})
+    assert rotated[0] in (200, 400)
+    # The token the rotation replaced, within its window: nothing left to give a sibling in.
+    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
+    again = refresh(second["refresh_token"])
+    assert again == (400, {"error": "invalid_grant"})
+    assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
+    if rotated[0] == 200:
+        assert not _bearer_works(client, rotated[1]["access_token"])
