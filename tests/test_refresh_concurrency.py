@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import get_refresh_token_model
@@ -197,3 +197,45 @@ def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(client, user, re
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     if rotated[0] == 200:
         assert not _bearer_works(client, rotated[1]["access_token"])
+
+
+def test_a_revocation_racing_a_rotation_is_no_deadlock(client, user, resource, public_app):
+    """RFC 7009 revocation (DOT's ``RefreshToken.revoke()``: the refresh token's row, then its access
+    token) while the same token is rotated: the rotation waits for it and answers ``invalid_grant``;
+    neither side fails with a deadlock."""
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    RefreshToken = get_refresh_token_model()
+    presented = RefreshToken.objects.get(revoked__isnull=True)
+    locked, proceed = threading.Event(), threading.Event()
+
+    def revoke():
+        try:
+            with transaction.atomic():
+                row = RefreshToken.objects.select_for_update().get(pk=presented.pk)
+                locked.set()
+                assert proceed.wait(timeout=30)
+                row.revoke()
+        finally:
+            connections.close_all()
+
+    def rotation_waits() -> bool:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            return cursor.fetchone()[0] > 0
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        revocation = pool.submit(revoke)
+        assert locked.wait(timeout=30)
+        rotation = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
+        deadline = timezone.now() + timedelta(seconds=10)
+        while not rotation.done() and not rotation_waits() and timezone.now() < deadline:
+            threading.Event().wait(0.05)
+        proceed.set()
+        revocation.result(timeout=30)
+        [(status, body)] = rotation.result(timeout=30)
+
+    assert (status, body["error"]) == (400, "invalid_grant")
+    assert not RefreshToken.objects.filter(revoked__isnull=True).exists()
+    assert not _bearer_works(client, first["access_token"])

@@ -15,9 +15,11 @@ replaces the refresh branch of token saving:
   generation (refresh tokens marked revoked, their access tokens deleted, as DOT does) and
   issues the new pair. A request that loses the claim reads the generation under its row lock
   (``SELECT … FOR UPDATE``) and takes the grace or reuse path below. The winner's statements
-  are written by hand (:mod:`mcp_oauth.db`): one ``UPDATE`` revokes the members, one
-  ``DELETE … RETURNING`` removes their access tokens (``post_delete`` is sent to its receivers,
-  so the token cache forgets them), and the new rows are single ``INSERT`` statements.
+  are written by hand (:mod:`mcp_oauth.db`): one ``DELETE … RETURNING`` removes the members'
+  access tokens (``post_delete`` is sent to its receivers, so the token cache forgets them),
+  having locked the members' rows first where the database has row locks (refresh token before
+  access token, the order of DOT's ``revoke()``: a concurrent revocation is waited for, not a
+  deadlock), one ``UPDATE`` revokes the members, and the new rows are single ``INSERT`` statements.
 * **Grace window.** A request that arrives after the rotation, presenting a token the
   rotation revoked, within ``MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"]`` (default 60) of it,
   while the successor generation is still the newest and alive, gets a *sibling*: a new
@@ -490,6 +492,11 @@ def _statements(using: str) -> dict[str, str]:
             f"SELECT {col(RefreshTokenGeneration, 'refresh_token')} FROM {table(RefreshTokenGeneration, using)} "
             f"WHERE {col(RefreshTokenGeneration, 'generation')} = %s"
         )
+        # The members' rows are locked (as the UPDATE that revokes them would) before their access
+        # tokens are deleted: the order of DOT's RefreshToken.revoke() (refresh token, then access
+        # token), so a concurrent revocation is waited for instead of deadlocking with the rotation.
+        # PostgreSQL; SQLite, the other database served here, has one writer at a time.
+        lock = " FOR NO KEY UPDATE" if connections[using].features.has_select_for_no_key_update else ""
         statements = {
             "claim": (
                 f"UPDATE {generations} SET {col(RefreshGeneration, 'rotated_at')} = %s "
@@ -504,7 +511,7 @@ def _statements(using: str) -> dict[str, str]:
             "delete_access_tokens": (
                 f"DELETE FROM {table(AccessToken, using)} WHERE {col(AccessToken, 'id')} IN "
                 f"(SELECT {col(RefreshToken, 'access_token')} FROM {refresh_tokens} "
-                f"WHERE {col(RefreshToken, 'id')} IN ({member_ids}) AND {col(RefreshToken, 'revoked')} IS NULL) "
+                f"WHERE {col(RefreshToken, 'id')} IN ({member_ids}) AND {col(RefreshToken, 'revoked')} IS NULL{lock}) "
                 f"RETURNING {columns(AccessToken, using)}"
             ),
         }
