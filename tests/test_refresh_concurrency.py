@@ -239,3 +239,57 @@ def test_a_revocation_racing_a_rotation_is_no_deadlock(client, user, resource, p
     assert (status, body["error"]) == (400, "invalid_grant")
     assert not RefreshToken.objects.filter(revoked__isnull=True).exists()
     assert not _bearer_works(client, first["access_token"])
+
+
+def test_a_password_change_racing_a_rotation_leaves_no_grace_to_the_replaced_token(
+    client, user, resource, public_app, monkeypatch
+):
+    """The user's grants are revoked (password change) while a refresh rotates their token: the pair
+    the rotation issues loses its access token, and the token it replaced gets no grace sibling."""
+    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
+
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    rotating, release = threading.Event(), threading.Event()
+    write_grant_event = MCPOAuth2Validator._write_grant_event
+
+    def paused(self, token, request):  # inside the rotation's transaction, the new pair written
+        rotating.set()
+        assert release.wait(timeout=30)
+        return write_grant_event(self, token, request)
+
+    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
+
+    def change_password():
+        try:
+            user.set_password("a new password")
+            user.save()
+        finally:
+            connections.close_all()
+
+    def waits() -> bool:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            return cursor.fetchone()[0] > 0
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        rotation = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
+        assert rotating.wait(timeout=30)
+        revocation = pool.submit(change_password)
+        deadline = timezone.now() + timedelta(seconds=10)
+        while not revocation.done() and not waits() and timezone.now() < deadline:
+            threading.Event().wait(0.05)
+        release.set()
+        revocation.result(timeout=30)
+        [(status, rotated)] = rotation.result(timeout=30)
+
+    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
+    assert status in (200, 400)
+    if status == 200:
+        assert not _bearer_works(client, rotated["access_token"])
+        [(status, body)] = concurrent_refreshes(public_app, rotated["refresh_token"], 1)
+        assert (status, body["error"]) == (400, "invalid_grant")
+    # The replaced token, within its window: nothing live left to give a sibling in.
+    [(status, body)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
+    assert (status, body["error"]) == (400, "invalid_grant"), body

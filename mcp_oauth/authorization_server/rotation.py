@@ -212,7 +212,10 @@ def grace_successor(generation: RefreshGeneration | None, revoked_at, now) -> Re
 
     Conditions: ``generation`` was rotated (not revoked on purpose: the token was revoked by
     that rotation, ``revoked_at >= rotated_at``) less than :func:`grace_seconds` ago, and its
-    successor is the newest generation of the family and still has a live member.
+    successor is the newest generation of the family and still has a live member. A member whose
+    access token is gone is not live: a revocation that raced the rotation (the user's grants,
+    the family) deleted the access token of the pair it did not see yet, and such a refresh token
+    is refused (:meth:`RefreshRotationMixin.validate_refresh_token`), as DOT refuses it.
     """
     window = grace_seconds()
     if generation is None or generation.rotated_at is None or revoked_at is None or not window:
@@ -222,7 +225,11 @@ def grace_successor(generation: RefreshGeneration | None, revoked_at, now) -> Re
     successor = RefreshGeneration.objects.filter(parent=generation).first()
     if successor is None or successor.rotated_at is not None:
         return None
-    live = get_refresh_token_model().objects.filter(mcp_generation__generation=successor, revoked__isnull=True).exists()
+    live = (
+        get_refresh_token_model()
+        .objects.filter(mcp_generation__generation=successor, revoked__isnull=True, access_token__isnull=False)
+        .exists()
+    )
     return successor if live else None
 
 
