@@ -22,7 +22,7 @@ from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 
 from .audit import record
-from .models import AuditEvent, Consent
+from .models import AuditEvent, Consent, RefreshGeneration, RefreshTokenGeneration
 from .signals import user_grants_revoked
 
 #: How each ``Application.registration_source`` is named to users.
@@ -108,6 +108,18 @@ def revoke_user_grants(user, application=None, *, reason: str) -> int:
     if application is not None:
         filters["application"] = application
     with transaction.atomic():
+        # The newest generation of each of the user's families first: a rotation or a grace
+        # sibling in flight holds it until it commits, and the pair it issues is then read and
+        # revoked below instead of escaping (mcp_oauth.authorization_server.rotation).
+        members = RefreshTokenGeneration.objects.filter(
+            **{f"refresh_token__{name}": value for name, value in filters.items()}
+        )
+        list(
+            RefreshGeneration.objects.select_for_update()
+            .filter(pk__in=members.values("generation"), rotated_at__isnull=True)
+            .order_by("created_at", "pk")
+            .values_list("pk", flat=True)
+        )
         live_refresh = list(RefreshToken.objects.select_for_update().filter(revoked__isnull=True, **filters))
         access = AccessToken.objects.filter(**filters).exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
         access_ids = list(access.values_list("pk", flat=True))

@@ -293,3 +293,53 @@ def test_a_password_change_racing_a_rotation_leaves_no_grace_to_the_replaced_tok
     # The replaced token, within its window: nothing live left to give a sibling in.
     [(status, body)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
     assert (status, body["error"]) == (400, "invalid_grant"), body
+
+
+def test_a_password_change_racing_a_grace_sibling_revokes_it(client, user, resource, public_app, monkeypatch):
+    """The user's grants are revoked while a grace request issues a sibling pair: the sibling is revoked too."""
+    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
+
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
+    assert status == 200
+    issuing, release = threading.Event(), threading.Event()
+    write_grant_event = MCPOAuth2Validator._write_grant_event
+
+    def paused(self, token, request):  # inside the sibling's transaction, the pair written
+        issuing.set()
+        assert release.wait(timeout=30)
+        return write_grant_event(self, token, request)
+
+    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
+
+    def change_password():
+        try:
+            user.set_password("a new password")
+            user.save()
+        finally:
+            connections.close_all()
+
+    def waits() -> bool:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            return cursor.fetchone()[0] > 0
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        grace = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
+        assert issuing.wait(timeout=30)
+        revocation = pool.submit(change_password)
+        deadline = timezone.now() + timedelta(seconds=10)
+        while not revocation.done() and not waits() and timezone.now() < deadline:
+            threading.Event().wait(0.05)
+        release.set()
+        revocation.result(timeout=30)
+        [(status, sibling)] = grace.result(timeout=30)
+
+    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
+    assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
+    if status == 200:
+        assert not _bearer_works(client, sibling["access_token"])
+        [(status, body)] = concurrent_refreshes(public_app, sibling["refresh_token"], 1)
+        assert (status, body["error"]) == (400, "invalid_grant")
