@@ -44,6 +44,13 @@ def _bearer_works(client: Client, access_token: str) -> bool:
     return response.status_code != 401
 
 
+def _json(response) -> tuple:
+    try:
+        return response.status_code, response.json()
+    finally:
+        connections.close_all()
+
+
 def concurrent_refreshes(app, refresh_token: str, count: int) -> list:
     """``count`` refreshes of ``refresh_token`` released together (in batches of MAX_THREADS); their responses."""
     barrier = threading.Barrier(min(count, MAX_THREADS))
@@ -138,10 +145,13 @@ def test_many_two_way_races(client, user, resource, public_app):
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
 
 
-def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(client, user, resource, public_app, monkeypatch):
-    """A replay outside the window while the family's current token is being rotated: the family is
-    revoked with the pair that rotation issues (a rotated-in refresh token must not stay live and
-    give grace siblings to the token it replaced)."""
+@pytest.mark.parametrize("replayed", ["refresh_token", "code"])
+def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(
+    client, user, resource, public_app, monkeypatch, replayed
+):
+    """A replay (a refresh token outside the window, or the authorization code) while the family's
+    current token is being rotated: the family is revoked with the pair that rotation issues (a
+    rotated-in refresh token must not stay live and give grace siblings to the token it replaced)."""
     from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
 
     client.force_login(user)
@@ -181,20 +191,23 @@ def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(client, user, re
     with ThreadPoolExecutor(max_workers=2) as pool:
         rotation = pool.submit(refresh, second["refresh_token"])
         assert rotating.wait(timeout=30)
-        replay = pool.submit(refresh, first["refresh_token"])
+        if replayed == "code":
+            replay = pool.submit(lambda: _json(token_request(Client(), public_app, code, verifier)))
+        else:
+            replay = pool.submit(refresh, first["refresh_token"])
         deadline = timezone.now() + timedelta(seconds=10)
         while not replay.done() and not replay_waits_for_rotation() and timezone.now() < deadline:
             threading.Event().wait(0.05)
         release.set()
-        rotated, replayed = rotation.result(timeout=30), replay.result(timeout=30)
+        rotated, replay_status = rotation.result(timeout=30), replay.result(timeout=30)
 
-    assert replayed == (400, {"error": "invalid_grant"})
+    assert (replay_status[0], replay_status[1]["error"]) == (400, "invalid_grant")
     assert rotated[0] in (200, 400)
+    assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     # The token the rotation replaced, within its window: nothing left to give a sibling in.
     monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
     again = refresh(second["refresh_token"])
     assert again == (400, {"error": "invalid_grant"})
-    assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     if rotated[0] == 200:
         assert not _bearer_works(client, rotated[1]["access_token"])
 

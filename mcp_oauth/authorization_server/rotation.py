@@ -248,6 +248,26 @@ def take_write_lock() -> None:
             cursor.execute(f"UPDATE {RefreshGeneration._meta.db_table} SET rotated_at = rotated_at WHERE 1 = 0")
 
 
+def revoke_family(token_family) -> None:
+    """DOT's ``RefreshToken.revoke_family()`` once the family's generations are locked.
+
+    They are locked oldest first (the order a grace request takes them in): a rotation or a
+    grace request in flight in the family holds one of them until it commits, so the family is
+    revoked after it, the pair it issued included. Without the locks that pair, inserted after
+    the revocation read the family, would stay live.
+    """
+    RefreshToken = get_refresh_token_model()
+    with transaction.atomic(using=router.db_for_write(RefreshToken)):
+        take_write_lock()
+        list(
+            RefreshGeneration.objects.select_for_update()
+            .filter(token_family=token_family)
+            .order_by("created_at", "pk")
+            .values_list("pk", flat=True)
+        )
+        RefreshToken.revoke_family(token_family)
+
+
 if TYPE_CHECKING:
     from oauth2_provider.oauth2_validators import OAuth2Validator as _MixinBase
 else:
@@ -294,26 +314,10 @@ class RefreshRotationMixin(_MixinBase):
         return False
 
     def _refresh_reuse(self, rt, client, request) -> None:
-        """A revoked refresh token came back outside the grace: revoke its family, audit it.
-
-        The family's generations are locked first (oldest first, the order a grace request
-        takes them in): a rotation or a grace request in flight in the family holds one of them
-        until it commits, so the family is revoked after it, the pair it issued included. Without
-        the locks that pair, inserted after the revocation read the family, would stay live and
-        give grace siblings to the token it replaced.
-        """
+        """A revoked refresh token came back outside the grace: revoke its family (:func:`revoke_family`), audit it."""
         family_revoked = bool(oauth2_settings.REFRESH_TOKEN_REUSE_PROTECTION and rt.token_family)
         if family_revoked:
-            RefreshToken = get_refresh_token_model()
-            with transaction.atomic(using=router.db_for_write(RefreshToken)):
-                take_write_lock()
-                list(
-                    RefreshGeneration.objects.select_for_update()
-                    .filter(token_family=rt.token_family)
-                    .order_by("created_at", "pk")
-                    .values_list("pk", flat=True)
-                )
-                RefreshToken.revoke_family(rt.token_family)
+            revoke_family(rt.token_family)
         record(
             AuditEvent.Kind.REFRESH_TOKEN_REUSE,
             request=request,

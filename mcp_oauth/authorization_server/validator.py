@@ -55,7 +55,7 @@ from .clients import cached_application
 from .redeemed import mark_revoked, remember_redeemed
 from .redirects import redirect_scheme_allowed, redirect_uri_registered
 from .resources import InvalidTarget, select_resource
-from .rotation import RefreshRotationMixin
+from .rotation import RefreshRotationMixin, revoke_family
 
 #: ``ClientProfile.last_used_at`` is written at most once per this many seconds per client and worker.
 LAST_USED_RESOLUTION_SECONDS = 60
@@ -195,7 +195,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             if access_token is not None:
                 access_token.revoke()
         if redeemed.token_family is not None:
-            get_refresh_token_model().revoke_family(redeemed.token_family)
+            revoke_family(redeemed.token_family)
         mark_revoked(code, client.client_id, redeemed.code_challenge)
         authorization_code_replayed.send(
             sender=RedeemedAuthorizationCode, redeemed=redeemed, application=client, request=request
