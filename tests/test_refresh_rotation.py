@@ -216,3 +216,43 @@ def test_generations_without_tokens_are_pruned(logged_in, public_app, settings):
     assert "mcp_oauth.tasks.prune_refresh_generations" in {
         entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_revocation_waits_for_a_rotation_in_flight(logged_in, public_app, monkeypatch):
+    """RFC 7009 revocation of the token being rotated answers 200 once the rotation commits (on
+    SQLite too: it queues for the write lock instead of failing with "database is locked")."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connections
+    from django.test import Client
+
+    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
+
+    first = first_pair(logged_in, public_app)
+    rotating, release = threading.Event(), threading.Event()
+    write_grant_event = MCPOAuth2Validator._write_grant_event
+
+    def paused(self, token, request):  # inside the rotation's transaction, the new pair written
+        rotating.set()
+        assert release.wait(timeout=30)
+        return write_grant_event(self, token, request)
+
+    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
+
+    def post(path, data):
+        try:
+            return Client().post(path, {**data, "client_id": public_app.client_id}).status_code
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        rotation = pool.submit(
+            post, "/oauth/token", {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
+        )
+        assert rotating.wait(timeout=30)
+        revocation = pool.submit(post, "/oauth/revoke", {"token": first["refresh_token"]})
+        threading.Event().wait(0.5)  # the revocation is under way (waiting for the rotation)
+        release.set()
+        assert (rotation.result(timeout=60), revocation.result(timeout=60)) == (200, 200)

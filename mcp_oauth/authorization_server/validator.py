@@ -31,7 +31,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db import router
+from django.db import router, transaction
 from django.utils import timezone
 from oauth2_provider.models import (
     get_access_token_model,
@@ -55,7 +55,7 @@ from .clients import cached_application
 from .redeemed import mark_revoked, remember_redeemed
 from .redirects import redirect_scheme_allowed, redirect_uri_registered
 from .resources import InvalidTarget, select_resource
-from .rotation import RefreshRotationMixin, revoke_family
+from .rotation import RefreshRotationMixin, revoke_family, take_write_lock
 
 #: ``ClientProfile.last_used_at`` is written at most once per this many seconds per client and worker.
 LAST_USED_RESOLUTION_SECONDS = 60
@@ -398,7 +398,11 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 if row is not None and (kind == "access_token" or row.revoked is None):
                     found = (row, kind)
                     break
-        super().revoke_token(token, token_type_hint, request, *args, **kwargs)
+        with transaction.atomic(using=router.db_for_write(get_refresh_token_model())):
+            # SQLite: queue for the write lock behind a rotation in flight; DOT's revoke() reads
+            # first and would fail at once with "database is locked" (rotation.take_write_lock).
+            take_write_lock()
+            super().revoke_token(token, token_type_hint, request, *args, **kwargs)
         if found is not None:
             row, kind = found
             record(
