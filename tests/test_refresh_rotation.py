@@ -256,3 +256,53 @@ def test_a_revocation_waits_for_a_rotation_in_flight(logged_in, public_app, monk
         threading.Event().wait(0.5)  # the revocation is under way (waiting for the rotation)
         release.set()
         assert (rotation.result(timeout=60), revocation.result(timeout=60)) == (200, 200)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_password_change_waits_for_a_rotation_in_flight(logged_in, user, public_app, monkeypatch):
+    """Revoking the user's grants while their token is rotated succeeds once the rotation commits
+    (on SQLite too: it queues for the write lock instead of failing with "database is locked"),
+    and the pair the rotation issued is revoked with the rest."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connections
+    from django.test import Client
+
+    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
+
+    first = first_pair(logged_in, public_app)
+    rotating, release = threading.Event(), threading.Event()
+    write_grant_event = MCPOAuth2Validator._write_grant_event
+
+    def paused(self, token, request):  # inside the rotation's transaction, the new pair written
+        rotating.set()
+        assert release.wait(timeout=30)
+        return write_grant_event(self, token, request)
+
+    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
+
+    def rotate():
+        try:
+            data = {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
+            return Client().post("/oauth/token", {**data, "client_id": public_app.client_id}).status_code
+        finally:
+            connections.close_all()
+
+    def change_password():
+        try:
+            user.set_password("a new password")
+            user.save()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        rotation = pool.submit(rotate)
+        assert rotating.wait(timeout=30)
+        revocation = pool.submit(change_password)
+        threading.Event().wait(0.5)  # the revocation is under way (waiting for the rotation)
+        release.set()
+        assert rotation.result(timeout=60) == 200
+        revocation.result(timeout=60)
+    assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
+    assert not get_access_token_model().objects.exists()
