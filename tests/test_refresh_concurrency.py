@@ -51,6 +51,16 @@ def _json(response) -> tuple:
         connections.close_all()
 
 
+def _someone_waits() -> bool:
+    """Whether a session of the test database waits for a lock."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE NOT l.granted AND a.datname = current_database()"
+        )
+        return cursor.fetchone()[0] > 0
+
+
 def concurrent_refreshes(app, refresh_token: str, count: int) -> list:
     """``count`` refreshes of ``refresh_token`` released together (in batches of MAX_THREADS); their responses."""
     barrier = threading.Barrier(min(count, MAX_THREADS))
@@ -183,11 +193,6 @@ def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(
         finally:
             connections.close_all()
 
-    def replay_waits_for_rotation() -> bool:
-        with connections["default"].cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
-            return cursor.fetchone()[0] > 0
-
     with ThreadPoolExecutor(max_workers=2) as pool:
         rotation = pool.submit(refresh, second["refresh_token"])
         assert rotating.wait(timeout=30)
@@ -196,7 +201,7 @@ def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(
         else:
             replay = pool.submit(refresh, first["refresh_token"])
         deadline = timezone.now() + timedelta(seconds=10)
-        while not replay.done() and not replay_waits_for_rotation() and timezone.now() < deadline:
+        while not replay.done() and not _someone_waits() and timezone.now() < deadline:
             threading.Event().wait(0.05)
         release.set()
         rotated, replay_status = rotation.result(timeout=30), replay.result(timeout=30)
@@ -233,17 +238,12 @@ def test_a_revocation_racing_a_rotation_is_no_deadlock(client, user, resource, p
         finally:
             connections.close_all()
 
-    def rotation_waits() -> bool:
-        with connections["default"].cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
-            return cursor.fetchone()[0] > 0
-
     with ThreadPoolExecutor(max_workers=2) as pool:
         revocation = pool.submit(revoke)
         assert locked.wait(timeout=30)
         rotation = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
         deadline = timezone.now() + timedelta(seconds=10)
-        while not rotation.done() and not rotation_waits() and timezone.now() < deadline:
+        while not rotation.done() and not _someone_waits() and timezone.now() < deadline:
             threading.Event().wait(0.05)
         proceed.set()
         revocation.result(timeout=30)
@@ -281,17 +281,12 @@ def test_a_password_change_racing_a_rotation_leaves_no_grace_to_the_replaced_tok
         finally:
             connections.close_all()
 
-    def waits() -> bool:
-        with connections["default"].cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
-            return cursor.fetchone()[0] > 0
-
     with ThreadPoolExecutor(max_workers=2) as pool:
         rotation = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
         assert rotating.wait(timeout=30)
         revocation = pool.submit(change_password)
         deadline = timezone.now() + timedelta(seconds=10)
-        while not revocation.done() and not waits() and timezone.now() < deadline:
+        while not revocation.done() and not _someone_waits() and timezone.now() < deadline:
             threading.Event().wait(0.05)
         release.set()
         revocation.result(timeout=30)
@@ -334,17 +329,12 @@ def test_a_password_change_racing_a_grace_sibling_revokes_it(client, user, resou
         finally:
             connections.close_all()
 
-    def waits() -> bool:
-        with connections["default"].cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
-            return cursor.fetchone()[0] > 0
-
     with ThreadPoolExecutor(max_workers=2) as pool:
         grace = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
         assert issuing.wait(timeout=30)
         revocation = pool.submit(change_password)
         deadline = timezone.now() + timedelta(seconds=10)
-        while not revocation.done() and not waits() and timezone.now() < deadline:
+        while not revocation.done() and not _someone_waits() and timezone.now() < deadline:
             threading.Event().wait(0.05)
         release.set()
         revocation.result(timeout=30)
