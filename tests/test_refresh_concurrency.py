@@ -23,6 +23,7 @@ from oauth2_provider.models import get_refresh_token_model
 from mcp_oauth.models import AuditEvent, RefreshGeneration
 
 from .oauth_helpers import get_code, token_request
+from .races import race_inside_grant, someone_waits
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -49,16 +50,6 @@ def _json(response) -> tuple:
         return response.status_code, response.json()
     finally:
         connections.close_all()
-
-
-def _someone_waits() -> bool:
-    """Whether a session of the test database waits for a lock."""
-    with connections["default"].cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-            "WHERE NOT l.granted AND a.datname = current_database()"
-        )
-        return cursor.fetchone()[0] > 0
 
 
 def concurrent_refreshes(app, refresh_token: str, count: int) -> list:
@@ -162,8 +153,6 @@ def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(
     """A replay (a refresh token outside the window, or the authorization code) while the family's
     current token is being rotated: the family is revoked with the pair that rotation issues (a
     rotated-in refresh token must not stay live and give grace siblings to the token it replaced)."""
-    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
-
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)
     first = token_request(client, public_app, code, verifier).json()
@@ -172,16 +161,6 @@ def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(
     long_ago = timezone.now() - timedelta(seconds=120)
     RefreshGeneration.objects.filter(rotated_at__isnull=False).update(rotated_at=long_ago)
     get_refresh_token_model().objects.filter(revoked__isnull=False).update(revoked=long_ago)
-
-    rotating, release = threading.Event(), threading.Event()
-    write_grant_event = MCPOAuth2Validator._write_grant_event
-
-    def paused(self, token, request):  # inside the rotation's transaction, the new pair written
-        rotating.set()
-        assert release.wait(timeout=30)
-        return write_grant_event(self, token, request)
-
-    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
 
     def refresh(refresh_token):
         try:
@@ -193,24 +172,17 @@ def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(
         finally:
             connections.close_all()
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        rotation = pool.submit(refresh, second["refresh_token"])
-        assert rotating.wait(timeout=30)
+    def replay():
         if replayed == "code":
-            replay = pool.submit(lambda: _json(token_request(Client(), public_app, code, verifier)))
-        else:
-            replay = pool.submit(refresh, first["refresh_token"])
-        deadline = timezone.now() + timedelta(seconds=10)
-        while not replay.done() and not _someone_waits() and timezone.now() < deadline:
-            threading.Event().wait(0.05)
-        release.set()
-        rotated, replay_status = rotation.result(timeout=30), replay.result(timeout=30)
+            return _json(token_request(Client(), public_app, code, verifier))
+        return refresh(first["refresh_token"])
+
+    rotated, replay_status = race_inside_grant(monkeypatch, lambda: refresh(second["refresh_token"]), replay)
 
     assert (replay_status[0], replay_status[1]["error"]) == (400, "invalid_grant")
     assert rotated[0] in (200, 400)
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     # The token the rotation replaced, within its window: nothing left to give a sibling in.
-    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
     again = refresh(second["refresh_token"])
     assert again == (400, {"error": "invalid_grant"})
     if rotated[0] == 200:
@@ -243,7 +215,7 @@ def test_a_revocation_racing_a_rotation_is_no_deadlock(client, user, resource, p
         assert locked.wait(timeout=30)
         rotation = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
         deadline = timezone.now() + timedelta(seconds=10)
-        while not rotation.done() and not _someone_waits() and timezone.now() < deadline:
+        while not rotation.done() and not someone_waits() and timezone.now() < deadline:
             threading.Event().wait(0.05)
         proceed.set()
         revocation.result(timeout=30)
@@ -259,20 +231,9 @@ def test_a_password_change_racing_a_rotation_leaves_no_grace_to_the_replaced_tok
 ):
     """The user's grants are revoked (password change) while a refresh rotates their token: the pair
     the rotation issues loses its access token, and the token it replaced gets no grace sibling."""
-    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
-
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)
     first = token_request(client, public_app, code, verifier).json()
-    rotating, release = threading.Event(), threading.Event()
-    write_grant_event = MCPOAuth2Validator._write_grant_event
-
-    def paused(self, token, request):  # inside the rotation's transaction, the new pair written
-        rotating.set()
-        assert release.wait(timeout=30)
-        return write_grant_event(self, token, request)
-
-    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
 
     def change_password():
         try:
@@ -281,18 +242,9 @@ def test_a_password_change_racing_a_rotation_leaves_no_grace_to_the_replaced_tok
         finally:
             connections.close_all()
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        rotation = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
-        assert rotating.wait(timeout=30)
-        revocation = pool.submit(change_password)
-        deadline = timezone.now() + timedelta(seconds=10)
-        while not revocation.done() and not _someone_waits() and timezone.now() < deadline:
-            threading.Event().wait(0.05)
-        release.set()
-        revocation.result(timeout=30)
-        [(status, rotated)] = rotation.result(timeout=30)
-
-    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
+    [(status, rotated)], _ = race_inside_grant(
+        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), change_password
+    )
     assert status in (200, 400)
     if status == 200:
         assert not _bearer_works(client, rotated["access_token"])
@@ -305,22 +257,11 @@ def test_a_password_change_racing_a_rotation_leaves_no_grace_to_the_replaced_tok
 
 def test_a_password_change_racing_a_grace_sibling_revokes_it(client, user, resource, public_app, monkeypatch):
     """The user's grants are revoked while a grace request issues a sibling pair: the sibling is revoked too."""
-    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
-
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)
     first = token_request(client, public_app, code, verifier).json()
     [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
     assert status == 200
-    issuing, release = threading.Event(), threading.Event()
-    write_grant_event = MCPOAuth2Validator._write_grant_event
-
-    def paused(self, token, request):  # inside the sibling's transaction, the pair written
-        issuing.set()
-        assert release.wait(timeout=30)
-        return write_grant_event(self, token, request)
-
-    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
 
     def change_password():
         try:
@@ -329,18 +270,9 @@ def test_a_password_change_racing_a_grace_sibling_revokes_it(client, user, resou
         finally:
             connections.close_all()
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        grace = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
-        assert issuing.wait(timeout=30)
-        revocation = pool.submit(change_password)
-        deadline = timezone.now() + timedelta(seconds=10)
-        while not revocation.done() and not _someone_waits() and timezone.now() < deadline:
-            threading.Event().wait(0.05)
-        release.set()
-        revocation.result(timeout=30)
-        [(status, sibling)] = grace.result(timeout=30)
-
-    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
+    [(status, sibling)], _ = race_inside_grant(
+        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), change_password
+    )
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     if status == 200:
         assert not _bearer_works(client, sibling["access_token"])

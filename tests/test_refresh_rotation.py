@@ -9,12 +9,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connections
+from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
 from mcp_oauth.models import AuditEvent, RefreshGeneration, RefreshTokenGeneration
 
 from .oauth_helpers import get_code, token_request
+from .races import race_inside_grant
 
 pytestmark = pytest.mark.django_db
 
@@ -222,24 +225,7 @@ def test_generations_without_tokens_are_pruned(logged_in, public_app, settings):
 def test_a_revocation_waits_for_a_rotation_in_flight(logged_in, public_app, monkeypatch):
     """RFC 7009 revocation of the token being rotated answers 200 once the rotation commits (on
     SQLite too: it queues for the write lock instead of failing with "database is locked")."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    from django.db import connections
-    from django.test import Client
-
-    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
-
     first = first_pair(logged_in, public_app)
-    rotating, release = threading.Event(), threading.Event()
-    write_grant_event = MCPOAuth2Validator._write_grant_event
-
-    def paused(self, token, request):  # inside the rotation's transaction, the new pair written
-        rotating.set()
-        assert release.wait(timeout=30)
-        return write_grant_event(self, token, request)
-
-    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
 
     def post(path, data):
         try:
@@ -247,15 +233,13 @@ def test_a_revocation_waits_for_a_rotation_in_flight(logged_in, public_app, monk
         finally:
             connections.close_all()
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        rotation = pool.submit(
-            post, "/oauth/token", {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
-        )
-        assert rotating.wait(timeout=30)
-        revocation = pool.submit(post, "/oauth/revoke", {"token": first["refresh_token"]})
-        threading.Event().wait(0.5)  # the revocation is under way (waiting for the rotation)
-        release.set()
-        assert (rotation.result(timeout=60), revocation.result(timeout=60)) == (200, 200)
+    rotation, revocation = race_inside_grant(
+        monkeypatch,
+        lambda: post("/oauth/token", {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}),
+        lambda: post("/oauth/revoke", {"token": first["refresh_token"]}),
+        settle_seconds=0.5,
+    )
+    assert (rotation, revocation) == (200, 200)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -263,24 +247,7 @@ def test_a_password_change_waits_for_a_rotation_in_flight(logged_in, user, publi
     """Revoking the user's grants while their token is rotated succeeds once the rotation commits
     (on SQLite too: it queues for the write lock instead of failing with "database is locked"),
     and the pair the rotation issued is revoked with the rest."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    from django.db import connections
-    from django.test import Client
-
-    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
-
     first = first_pair(logged_in, public_app)
-    rotating, release = threading.Event(), threading.Event()
-    write_grant_event = MCPOAuth2Validator._write_grant_event
-
-    def paused(self, token, request):  # inside the rotation's transaction, the new pair written
-        rotating.set()
-        assert release.wait(timeout=30)
-        return write_grant_event(self, token, request)
-
-    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", paused)
 
     def rotate():
         try:
@@ -296,13 +263,7 @@ def test_a_password_change_waits_for_a_rotation_in_flight(logged_in, user, publi
         finally:
             connections.close_all()
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        rotation = pool.submit(rotate)
-        assert rotating.wait(timeout=30)
-        revocation = pool.submit(change_password)
-        threading.Event().wait(0.5)  # the revocation is under way (waiting for the rotation)
-        release.set()
-        assert rotation.result(timeout=60) == 200
-        revocation.result(timeout=60)
+    rotation, _ = race_inside_grant(monkeypatch, rotate, change_password, settle_seconds=0.5)
+    assert rotation == 200
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     assert not get_access_token_model().objects.exists()

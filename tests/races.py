@@ -1,0 +1,62 @@
+"""A grant paused inside its transaction while a competing request runs: the rotation races' tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.db import connection
+
+__all__ = ["race_inside_grant", "someone_waits"]
+
+
+def someone_waits() -> bool:
+    """Whether a session of the test database waits for a lock (PostgreSQL; False elsewhere)."""
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE NOT l.granted AND a.datname = current_database()"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def race_inside_grant(
+    monkeypatch: Any, grant: Callable[[], Any], competitor: Callable[[], Any], settle_seconds: float = 10.0
+) -> tuple[Any, Any]:
+    """Run ``grant()`` on a thread and hold it inside its transaction, its tokens written and its
+    audit row not yet (``MCPOAuth2Validator._write_grant_event``); then run ``competitor()`` on
+    another thread and release the grant once the competitor waits for a lock on PostgreSQL
+    (:func:`someone_waits`), has finished, or ``settle_seconds`` have passed (on SQLite, which
+    shows no lock waits, pass a short time: the competitor is under way by then).
+
+    Both callables close their own database connections. :returns: ``(grant(), competitor())``.
+    """
+    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
+
+    paused, release = threading.Event(), threading.Event()
+    write_grant_event = MCPOAuth2Validator._write_grant_event
+
+    def held(self, token, request):
+        paused.set()
+        assert release.wait(timeout=30)
+        return write_grant_event(self, token, request)
+
+    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", held)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            granting = pool.submit(grant)
+            assert paused.wait(timeout=30)
+            competing = pool.submit(competitor)
+            deadline = time.monotonic() + settle_seconds
+            while not competing.done() and not someone_waits() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            release.set()
+            return granting.result(timeout=60), competing.result(timeout=60)
+    finally:
+        release.set()
+        monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
