@@ -85,3 +85,28 @@ def token_request(client, app, code: str, verifier: str, **extra):
 def basic(client_id: str, secret: str) -> str:
     """An ``Authorization: Basic`` value for client authentication (RFC 6749 §2.3.1)."""
     return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+
+
+def first_pair(client, app) -> dict:
+    """The token response of a fresh authorization code exchange by ``app`` (``client`` logged in)."""
+    code, verifier, _ = get_code(client, app)
+    response = token_request(client, app, code, verifier)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def bearer_status(client, access_token: str) -> int:
+    """The HTTP status of an MCP ``ping`` with ``access_token`` (401: the bearer check refused it)."""
+    return client.post(
+        "/mcp",
+        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {access_token}",
+        HTTP_ACCEPT="application/json, text/event-stream",
+        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
+    ).status_code
+
+
+def bearer_works(client, access_token: str) -> bool:
+    """Whether the resource server accepts ``access_token``."""
+    return bearer_status(client, access_token) != 401

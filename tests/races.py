@@ -8,9 +8,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.db import connection
+from django.db import connection, connections
 
-__all__ = ["race_inside_grant", "someone_waits"]
+__all__ = ["password_change", "race_inside_grant", "someone_waits"]
 
 
 def someone_waits() -> bool:
@@ -60,3 +60,17 @@ def race_inside_grant(
     finally:
         release.set()
         monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
+
+
+def password_change(user: Any) -> Callable[[], None]:
+    """A competitor for :func:`race_inside_grant`: ``user`` changes their password (their grants are
+    revoked, :mod:`mcp_oauth.lifecycle`), then the thread's connections are closed."""
+
+    def change() -> None:
+        try:
+            user.set_password("a new password")
+            user.save()
+        finally:
+            connections.close_all()
+
+    return change

@@ -25,7 +25,7 @@ from mcp_oauth import db
 from mcp_oauth.models import AuditEvent, RedeemedAuthorizationCode, RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.resource_server.cache import TOKEN_PREFIX, TOMBSTONE, token_checksum
 
-from .oauth_helpers import get_code, token_request
+from .oauth_helpers import bearer_works, first_pair
 
 pytestmark = pytest.mark.django_db
 
@@ -205,25 +205,6 @@ def refresh(client, app, refresh_token):
     )
 
 
-def works(client, access_token) -> bool:
-    response = client.post(
-        "/mcp",
-        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {access_token}",
-        HTTP_ACCEPT="application/json, text/event-stream",
-        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
-    )
-    return response.status_code != 401
-
-
-def first_pair(client, app):
-    code, verifier, _ = get_code(client, app)
-    response = token_request(client, app, code, verifier)
-    assert response.status_code == 200, response.content
-    return response.json()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_rotated_away_access_token_is_refused_at_once_on_a_warm_cache(logged_in, public_app):
     from django.core.cache import caches
@@ -232,17 +213,17 @@ def test_a_rotated_away_access_token_is_refused_at_once_on_a_warm_cache(logged_i
 
     token_cache = caches[mcp_oauth_settings.TOKEN_CACHE]
     first = first_pair(logged_in, public_app)
-    assert works(logged_in, first["access_token"]) and works(logged_in, first["access_token"])
+    assert bearer_works(logged_in, first["access_token"]) and bearer_works(logged_in, first["access_token"])
     key = TOKEN_PREFIX + token_checksum(first["access_token"])
     assert token_cache.get(key) not in (None, TOMBSTONE)  # warm: served from the cache
     second = refresh(logged_in, public_app, first["refresh_token"]).json()
     assert token_cache.get(key) == TOMBSTONE
-    assert not works(logged_in, first["access_token"])
-    assert works(logged_in, second["access_token"]) and works(logged_in, second["access_token"])
+    assert not bearer_works(logged_in, first["access_token"])
+    assert bearer_works(logged_in, second["access_token"]) and bearer_works(logged_in, second["access_token"])
     # and again one generation later (a token issued by a refresh, not by the code exchange)
     key = TOKEN_PREFIX + token_checksum(second["access_token"])
     refresh(logged_in, public_app, second["refresh_token"])
-    assert token_cache.get(key) == TOMBSTONE and not works(logged_in, second["access_token"])
+    assert token_cache.get(key) == TOMBSTONE and not bearer_works(logged_in, second["access_token"])
 
 
 def test_post_delete_reaches_receivers_of_the_rotated_away_access_token(logged_in, public_app):
@@ -280,7 +261,7 @@ def test_a_pre_delete_receiver_gets_the_orm_deletion(logged_in, public_app):
     finally:
         pre_delete.disconnect(on_pre_delete, sender=AccessToken)
     assert second.status_code == 200 and seen == [True]
-    assert not works(logged_in, first["access_token"]) and works(logged_in, second.json()["access_token"])
+    assert not bearer_works(logged_in, first["access_token"]) and bearer_works(logged_in, second.json()["access_token"])
     assert get_refresh_token_model().objects.filter(revoked__isnull=True).count() == 1
 
 
@@ -333,7 +314,7 @@ def test_a_token_from_before_generations_is_rotated_on_the_orm_path(logged_in, p
     assert second.status_code == 200, second.content
     old.refresh_from_db()
     assert old.revoked is not None and RefreshTokenGeneration.objects.get(refresh_token=old).generation.rotated_at
-    assert not works(logged_in, first["access_token"]) and works(logged_in, second.json()["access_token"])
+    assert not bearer_works(logged_in, first["access_token"]) and bearer_works(logged_in, second.json()["access_token"])
 
 
 def test_a_token_revoked_between_validation_and_saving_changes_nothing(logged_in, public_app, monkeypatch):

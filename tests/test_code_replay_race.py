@@ -17,23 +17,12 @@ from django.db import connection, connections
 from django.test import Client
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
-from .oauth_helpers import REDIRECT_URI, get_code
+from .oauth_helpers import REDIRECT_URI, bearer_status, get_code
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="needs PostgreSQL (DATABASE_URL=postgres://…)"),
 ]
-
-
-def _bearer_status(client: Client, access_token: str) -> int:
-    return client.post(
-        "/mcp",
-        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {access_token}",
-        HTTP_ACCEPT="application/json, text/event-stream",
-        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
-    ).status_code
 
 
 def _exchange_together(app, code: str, verifier: str, count: int = 2) -> list:
@@ -87,7 +76,7 @@ def test_racing_code_replay_revokes_the_winners_tokens(client, user, resource, p
     assert RefreshToken.objects.filter(revoked__isnull=True).count() == 0
     for status, body in results:
         if status == 200:
-            assert _bearer_status(client, body["access_token"]) == 401
+            assert bearer_status(client, body["access_token"]) == 401
             response = client.post(
                 "/oauth/token",
                 {

@@ -13,7 +13,16 @@ from mcp_oauth.grants import revoke_user_grants
 from mcp_oauth.models import AuditEvent, Consent
 from mcp_oauth.signals import user_grants_revoked
 
-from .oauth_helpers import authorize_params, consent, get_code, hidden_fields, pkce_pair, redirect_query, token_request
+from .oauth_helpers import (
+    authorize_params,
+    bearer_works,
+    consent,
+    get_code,
+    hidden_fields,
+    pkce_pair,
+    redirect_query,
+    token_request,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -31,17 +40,6 @@ def connected(client, app):
     return response.json()
 
 
-def works(client, access_token) -> bool:
-    response = client.post(
-        "/mcp",
-        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {access_token}",
-        HTTP_ACCEPT="application/json, text/event-stream",
-    )
-    return response.status_code != 401
-
-
 def refresh_status(client, app, tokens) -> int:
     return client.post(
         "/oauth/token",
@@ -50,7 +48,7 @@ def refresh_status(client, app, tokens) -> int:
 
 
 def assert_revoked(client, app, tokens, user, reason):
-    assert not works(client, tokens["access_token"])
+    assert not bearer_works(client, tokens["access_token"])
     assert refresh_status(client, app, tokens) == 400
     assert Consent.objects.get(user=user, application=app).revoked_at is not None
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.GRANTS_REVOKED)
@@ -59,7 +57,7 @@ def assert_revoked(client, app, tokens, user, reason):
 
 def test_password_change_revokes_tokens_and_consents(logged_in, user, public_app, django_capture_on_commit_callbacks):
     tokens = connected(logged_in, public_app)
-    assert works(logged_in, tokens["access_token"])
+    assert bearer_works(logged_in, tokens["access_token"])
     received = []
     user_grants_revoked.connect(lambda **kw: received.append(kw), weak=False, dispatch_uid="test-lifecycle")
     try:
@@ -83,7 +81,7 @@ def test_deletion_revokes_and_is_audited(logged_in, user, public_app):
     tokens = connected(logged_in, public_app)
     user_id = str(user.pk)
     user.delete()
-    assert not works(logged_in, tokens["access_token"])
+    assert not bearer_works(logged_in, tokens["access_token"])
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.GRANTS_REVOKED)
     assert event.detail == {"reason": "deleted", "user_id": user_id, "client_id": None, "tokens": 2, "consents": 1}
     assert event.user is None  # the account is gone; the event stays
@@ -95,7 +93,7 @@ def test_login_and_other_saves_revoke_nothing(logged_in, user, public_app):
     user.save()
     user.last_login = timezone.now()
     user.save(update_fields=["last_login"])
-    assert works(logged_in, tokens["access_token"])
+    assert bearer_works(logged_in, tokens["access_token"])
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED).exists()
 
 
@@ -112,7 +110,7 @@ def test_revoke_for_one_client_only(logged_in, user, public_app):
     mine = connected(logged_in, public_app)
     theirs = connected(logged_in, other)
     assert revoke_user_grants(user, public_app, reason="user_disconnected") == 2
-    assert not works(logged_in, mine["access_token"]) and works(logged_in, theirs["access_token"])
+    assert not bearer_works(logged_in, mine["access_token"]) and bearer_works(logged_in, theirs["access_token"])
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.GRANTS_REVOKED)
     assert event.client_id == public_app.client_id and event.detail["reason"] == "user_disconnected"
 

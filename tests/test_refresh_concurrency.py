@@ -22,8 +22,8 @@ from oauth2_provider.models import get_refresh_token_model
 
 from mcp_oauth.models import AuditEvent, RefreshGeneration
 
-from .oauth_helpers import get_code, token_request
-from .races import race_inside_grant, someone_waits
+from .oauth_helpers import bearer_works, get_code, token_request
+from .races import password_change, race_inside_grant, someone_waits
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -31,18 +31,6 @@ pytestmark = [
 ]
 
 MAX_THREADS = 20
-
-
-def _bearer_works(client: Client, access_token: str) -> bool:
-    response = client.post(
-        "/mcp",
-        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {access_token}",
-        HTTP_ACCEPT="application/json, text/event-stream",
-        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
-    )
-    return response.status_code != 401
 
 
 def _json(response) -> tuple:
@@ -95,7 +83,7 @@ def test_concurrent_refreshes_make_one_generation(client, user, resource, public
     working = sum(
         1
         for body in pairs
-        if _bearer_works(client, body["access_token"])
+        if bearer_works(client, body["access_token"])
         and hashlib.sha256(body["refresh_token"].encode()).hexdigest() in live
     )
     print(
@@ -130,7 +118,7 @@ def test_replay_after_the_window_revokes_the_family(client, user, resource, publ
     replays = concurrent_refreshes(public_app, first["refresh_token"], 5)
     assert [(status, body["error"]) for status, body in replays] == [(400, "invalid_grant")] * 5
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
-    assert not any(_bearer_works(client, body["access_token"]) for _, body in results)
+    assert not any(bearer_works(client, body["access_token"]) for _, body in results)
     assert AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE, detail__family_revoked=True).exists()
 
 
@@ -142,7 +130,7 @@ def test_many_two_way_races(client, user, resource, public_app):
         first = token_request(client, public_app, code, verifier).json()
         results = concurrent_refreshes(public_app, first["refresh_token"], 2)
         assert [status for status, _ in results] == [200, 200], results
-        assert all(_bearer_works(client, body["access_token"]) for _, body in results)
+        assert all(bearer_works(client, body["access_token"]) for _, body in results)
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
 
 
@@ -186,7 +174,7 @@ def test_a_replay_racing_a_rotation_revokes_the_rotated_in_pair(
     again = refresh(second["refresh_token"])
     assert again == (400, {"error": "invalid_grant"})
     if rotated[0] == 200:
-        assert not _bearer_works(client, rotated[1]["access_token"])
+        assert not bearer_works(client, rotated[1]["access_token"])
 
 
 def test_a_revocation_racing_a_rotation_is_no_deadlock(client, user, resource, public_app):
@@ -223,7 +211,7 @@ def test_a_revocation_racing_a_rotation_is_no_deadlock(client, user, resource, p
 
     assert (status, body["error"]) == (400, "invalid_grant")
     assert not RefreshToken.objects.filter(revoked__isnull=True).exists()
-    assert not _bearer_works(client, first["access_token"])
+    assert not bearer_works(client, first["access_token"])
 
 
 def test_a_password_change_racing_a_rotation_leaves_no_grace_to_the_replaced_token(
@@ -235,19 +223,12 @@ def test_a_password_change_racing_a_rotation_leaves_no_grace_to_the_replaced_tok
     code, verifier, _ = get_code(client, public_app)
     first = token_request(client, public_app, code, verifier).json()
 
-    def change_password():
-        try:
-            user.set_password("a new password")
-            user.save()
-        finally:
-            connections.close_all()
-
     [(status, rotated)], _ = race_inside_grant(
-        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), change_password
+        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), password_change(user)
     )
     assert status in (200, 400)
     if status == 200:
-        assert not _bearer_works(client, rotated["access_token"])
+        assert not bearer_works(client, rotated["access_token"])
         [(status, body)] = concurrent_refreshes(public_app, rotated["refresh_token"], 1)
         assert (status, body["error"]) == (400, "invalid_grant")
     # The replaced token, within its window: nothing live left to give a sibling in.
@@ -263,18 +244,11 @@ def test_a_password_change_racing_a_grace_sibling_revokes_it(client, user, resou
     [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
     assert status == 200
 
-    def change_password():
-        try:
-            user.set_password("a new password")
-            user.save()
-        finally:
-            connections.close_all()
-
     [(status, sibling)], _ = race_inside_grant(
-        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), change_password
+        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), password_change(user)
     )
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     if status == 200:
-        assert not _bearer_works(client, sibling["access_token"])
+        assert not bearer_works(client, sibling["access_token"])
         [(status, body)] = concurrent_refreshes(public_app, sibling["refresh_token"], 1)
         assert (status, body["error"]) == (400, "invalid_grant")

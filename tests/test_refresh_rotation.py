@@ -16,8 +16,8 @@ from oauth2_provider.models import get_access_token_model, get_refresh_token_mod
 
 from mcp_oauth.models import AuditEvent, RefreshGeneration, RefreshTokenGeneration
 
-from .oauth_helpers import get_code, token_request
-from .races import race_inside_grant
+from .oauth_helpers import bearer_works, first_pair
+from .races import password_change, race_inside_grant
 
 pytestmark = pytest.mark.django_db
 
@@ -35,26 +35,6 @@ def refresh(client, app, refresh_token, **extra):
     )
 
 
-def works(client, access_token) -> bool:
-    """Whether the resource server accepts ``access_token`` (an MCP ping through the bearer check)."""
-    response = client.post(
-        "/mcp",
-        data='{"jsonrpc":"2.0","id":1,"method":"ping"}',
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {access_token}",
-        HTTP_ACCEPT="application/json, text/event-stream",
-        HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
-    )
-    return response.status_code != 401
-
-
-def first_pair(client, app):
-    code, verifier, _ = get_code(client, app)
-    response = token_request(client, app, code, verifier)
-    assert response.status_code == 200, response.content
-    return response.json()
-
-
 def test_duplicate_refresh_in_window_gets_a_working_sibling_pair(logged_in, public_app):
     first = first_pair(logged_in, public_app)
     winner = refresh(logged_in, public_app, first["refresh_token"])
@@ -63,8 +43,8 @@ def test_duplicate_refresh_in_window_gets_a_working_sibling_pair(logged_in, publ
     a, b = winner.json(), duplicate.json()
     assert a["access_token"] != b["access_token"] and a["refresh_token"] != b["refresh_token"]
     assert a["scope"] == b["scope"] == "mcp"
-    assert works(logged_in, a["access_token"]) and works(logged_in, b["access_token"])
-    assert not works(logged_in, first["access_token"])
+    assert bearer_works(logged_in, a["access_token"]) and bearer_works(logged_in, b["access_token"])
+    assert not bearer_works(logged_in, first["access_token"])
     # one new generation, two members (winner and its sibling); nothing revoked in the family
     assert RefreshGeneration.objects.count() == 2
     newest = RefreshGeneration.objects.get(parent__isnull=False)
@@ -91,12 +71,12 @@ def test_sibling_dies_with_its_generation(logged_in, public_app):
     b = refresh(logged_in, public_app, first["refresh_token"]).json()
     # the winner's holder rotates generation 2 -> 3: the sibling's access token dies with generation 2
     c = refresh(logged_in, public_app, a["refresh_token"]).json()
-    assert works(logged_in, c["access_token"])
-    assert not works(logged_in, b["access_token"]) and not works(logged_in, a["access_token"])
+    assert bearer_works(logged_in, c["access_token"])
+    assert not bearer_works(logged_in, b["access_token"]) and not bearer_works(logged_in, a["access_token"])
     # the sibling's holder refreshes within the window of that rotation: a sibling in generation 3
     d = refresh(logged_in, public_app, b["refresh_token"])
     assert d.status_code == 200, d.content
-    assert works(logged_in, d.json()["access_token"]) and works(logged_in, c["access_token"])
+    assert bearer_works(logged_in, d.json()["access_token"]) and bearer_works(logged_in, c["access_token"])
     assert RefreshGeneration.objects.count() == 3
 
 
@@ -107,7 +87,7 @@ def test_two_generations_back_is_a_reuse_even_in_the_window(logged_in, public_ap
     replay = refresh(logged_in, public_app, first["refresh_token"])
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
     assert refresh(logged_in, public_app, b["refresh_token"]).status_code == 400
-    assert not works(logged_in, b["access_token"])
+    assert not bearer_works(logged_in, b["access_token"])
     # the replay, then b (revoked with its family) presented again: two reuse events
     assert AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE, detail__family_revoked=True).count() == 2
 
@@ -125,7 +105,7 @@ def test_replay_after_the_window_revokes_the_family(logged_in, public_app):
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE)
     assert event.detail["family_revoked"] is True and event.detail["grace_seconds"] == 60
     for pair in (winner, sibling):
-        assert not works(logged_in, pair["access_token"])
+        assert not bearer_works(logged_in, pair["access_token"])
         assert refresh(logged_in, public_app, pair["refresh_token"]).status_code == 400
 
 
@@ -159,7 +139,7 @@ def test_grace_siblings_are_capped_per_generation_without_revoking(logged_in, pu
     assert newest.members.filter(sibling=True).count() == 3
     # nothing was revoked: the winner and its 3 siblings all work and refresh on
     pairs = [r.json() for r in responses[:4]]
-    assert all(works(logged_in, pair["access_token"]) for pair in pairs)
+    assert all(bearer_works(logged_in, pair["access_token"]) for pair in pairs)
     assert get_refresh_token_model().objects.filter(revoked__isnull=True).count() == 4
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
     assert refresh(logged_in, public_app, pairs[-1]["refresh_token"]).status_code == 200
@@ -200,11 +180,11 @@ def test_a_rotation_between_reading_and_validating_is_not_taken_for_a_reuse(logg
     request = Request("http://testserver/oauth/token")
     assert MCPOAuth2Validator().validate_refresh_token(first["refresh_token"], public_app, request) is True
     assert request.refresh_token_instance.pk == stale.pk
-    assert works(logged_in, winner["access_token"])
+    assert bearer_works(logged_in, winner["access_token"])
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.REFRESH_TOKEN_REUSE).exists()
     monkeypatch.undo()
     sibling = refresh(logged_in, public_app, first["refresh_token"])
-    assert sibling.status_code == 200 and works(logged_in, sibling.json()["access_token"])
+    assert sibling.status_code == 200 and bearer_works(logged_in, sibling.json()["access_token"])
 
 
 def test_generations_without_tokens_are_pruned(logged_in, public_app, settings):
@@ -256,14 +236,7 @@ def test_a_password_change_waits_for_a_rotation_in_flight(logged_in, user, publi
         finally:
             connections.close_all()
 
-    def change_password():
-        try:
-            user.set_password("a new password")
-            user.save()
-        finally:
-            connections.close_all()
-
-    rotation, _ = race_inside_grant(monkeypatch, rotate, change_password, settle_seconds=0.5)
+    rotation, _ = race_inside_grant(monkeypatch, rotate, password_change(user), settle_seconds=0.5)
     assert rotation == 200
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     assert not get_access_token_model().objects.exists()
