@@ -42,6 +42,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -88,15 +89,21 @@ class Server:
 
     def __init__(self, name: str, argv: list[str], port: int, env: dict[str, str], cwd: Path = ROOT) -> None:
         self.name, self.port = name, port
+        # stderr to a file: a pipe nobody reads fills up and blocks a server that logs much.
+        self.log = tempfile.NamedTemporaryFile(prefix=f"bench-{name}-", suffix=".log", delete=False)  # noqa: SIM115
         self.process = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True
         )
+
+    def log_text(self) -> str:
+        """What the server wrote to stderr so far."""
+        return Path(self.log.name).read_text(errors="replace")
 
     def wait_ready(self, path: str = "/", timeout: float = 60) -> Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited: {self.process.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"{self.name} exited: {self.log_text()[-2000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self
@@ -172,6 +179,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=5)
+        self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)
 
 
 def gunicorn(
@@ -625,6 +634,11 @@ def redeem_once(args, fx, label: str, cwd: Path) -> None:
         started = time.monotonic()
         asyncio.run(all_at_once())
         elapsed = time.monotonic() - started
+        causes = [
+            line.split("answering 503: ", 1)[1][:80]
+            for line in server.log_text().splitlines()
+            if "answering 503: " in line
+        ]
     finally:
         server.stop()
     fivexx = sum(count for status, count in tally.statuses.items() if status >= 500)
@@ -633,6 +647,11 @@ def redeem_once(args, fx, label: str, cwd: Path) -> None:
         f"successes {tally.statuses.get(200, 0)}, 5xx {fivexx}, dropped {tally.errors}, {elapsed:.1f} s, "
         f"p99 {1000 * percentile(tally.latencies, 0.99):.0f} ms"
     )
+    if causes:
+        counted: dict[str, int] = {}
+        for cause in causes:
+            counted[cause] = counted.get(cause, 0) + 1
+        print("   503 causes (server log): " + "; ".join(f"{n} x {cause}" for cause, n in counted.items()))
 
 
 def scenario_sessions(args, fx) -> None:

@@ -137,3 +137,43 @@ def test_a_request_that_waited_for_a_slot_checks_the_marker_again(logged_in, pub
         replay = token_request(logged_in, public_app, code, "w" * 64)
     assert replay.status_code == 400 and len(calls) == 2
     assert [q["sql"] for q in queries.captured_queries if "oauth2_provider" in q["sql"]] == []
+
+
+def test_a_request_waits_for_a_redemption_slot_holding_no_database_connection(monkeypatch):
+    """The requests in the slots need connections from the same pool: one taken earlier in a waiting
+    request (the client or the trust rules on a cold worker) is given back before it waits."""
+    import threading
+
+    from django.db import connections
+
+    from mcp_oauth.authorization_server import redeemed
+    from mcp_oauth.models import TrustRule
+
+    monkeypatch.setattr(redeemed, "_slots", (threading.BoundedSemaphore(1), 30.0))
+    redeemed._slots[0].acquire()  # every slot busy
+    seen: dict = {}
+
+    def waiting_request():
+        try:
+            list(TrustRule.objects.all())  # the request has used the database
+            seen["connection"] = connections["default"]
+            seen["before"] = seen["connection"].connection is not None
+            with redeemed.redemption_slot():
+                seen["in_slot"] = True
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=waiting_request)
+    thread.start()
+    deadline = threading.Event()
+    while "connection" not in seen and not deadline.wait(0.01):
+        pass
+    deadline.wait(0.3)  # the request is waiting for the slot now
+    try:
+        assert seen["before"] is True
+        assert seen["connection"].connection is None  # given back while waiting
+        assert "in_slot" not in seen
+    finally:
+        redeemed._slots[0].release()
+        thread.join(timeout=30)
+    assert seen["in_slot"] is True

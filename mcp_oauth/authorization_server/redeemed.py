@@ -136,6 +136,13 @@ def _pool_slots() -> tuple[threading.BoundedSemaphore, float]:
         return _slots
 
 
+def _release_connections() -> None:
+    """Give this thread's database connections back (to the pool, when there is one), except one in a transaction."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and not connection.in_atomic_block:
+            connection.close()
+
+
 @contextmanager
 def redemption_slot() -> Iterator[None]:
     """Hold one of the process's redemption slots for the block (see the module docstring).
@@ -143,8 +150,13 @@ def redemption_slot() -> Iterator[None]:
     :raises SlotUnavailable: none was free within the database pool's ``timeout``.
     """
     semaphore, timeout = _pool_slots()
-    if not semaphore.acquire(timeout=timeout):
-        raise SlotUnavailable("no free redemption slot")
+    if not semaphore.acquire(blocking=False):
+        # Wait holding no database connection: one this request took before (the client or the
+        # trust rules loaded on a cold worker) would be missing to the requests in the slots.
+        _release_connections()
+        if not semaphore.acquire(timeout=timeout):
+            logger.warning("answering 503: no redemption slot free within %g s", timeout)
+            raise SlotUnavailable("no free redemption slot")
     try:
         yield
     finally:
