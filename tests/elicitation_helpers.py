@@ -61,3 +61,15 @@ def start_authorization(client: Client, row: Elicitation) -> str:
     response = client.post(path_of(row), {"action": "continue"})
     assert response.status_code == 303, response.content
     return query_of(response["Location"])["state"]
+
+
+def url_session(user, application, resource, **fields) -> McpSession:
+    """A 2025-11-25 MCP session of ``user`` whose client declared URL-mode elicitation."""
+    return McpSession.objects.create(
+        user=user,
+        application=application,
+        resource=resource,
+        protocol_version="2025-11-25",
+        client_capabilities={"elicitation": {"url": {}}},
+        **fields,
+    )

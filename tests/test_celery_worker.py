@@ -12,6 +12,8 @@ from django.utils import timezone
 
 from mcp_oauth.models import McpSession, RedeemedAuthorizationCode
 
+from .elicitation_helpers import url_session
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BROKER = "redis://127.0.0.1:6379/15"
@@ -77,20 +79,8 @@ def test_completion_notification_is_sent_by_a_real_worker(in_transaction, worker
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
     settings.ELICITATION = {**settings.ELICITATION, "NOTIFY_IN_TRANSACTION": in_transaction}
-    asking = McpSession.objects.create(
-        user=user,
-        application=public_app,
-        resource=resource,
-        protocol_version="2025-11-25",
-        client_capabilities={"elicitation": {"url": {}}},
-    )
-    other = McpSession.objects.create(
-        user=user,
-        application=public_app,
-        resource=resource,
-        protocol_version="2025-11-25",
-        client_capabilities={"elicitation": {"url": {}}},
-    )
+    asking = url_session(user, public_app, resource)
+    other = url_session(user, public_app, resource)
     row = Elicitation.objects.create(
         mode="url",
         kind="external",
@@ -147,13 +137,7 @@ def test_without_a_reachable_broker_the_notification_is_sent_in_process(settings
     current = _state.get_current_app()
     app.set_current()
     try:
-        session = McpSession.objects.create(
-            user=user,
-            application=public_app,
-            resource=resource,
-            protocol_version="2025-11-25",
-            client_capabilities={"elicitation": {"url": {}}},
-        )
+        session = url_session(user, public_app, resource)
         row = Elicitation.objects.create(
             mode="url",
             kind="external",

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from mcp_oauth.models import McpSession, McpSessionEvent
 
+from .elicitation_helpers import url_session
 from .live import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -149,13 +150,7 @@ def test_lost_and_late_notifications_are_each_sent_exactly_once(
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
     settings.ELICITATION = {**settings.ELICITATION, "NOTIFY_IN_TRANSACTION": direct != "deferred"}
-    session = McpSession.objects.create(
-        user=user,
-        application=public_app,
-        resource=resource,
-        protocol_version="2025-11-25",
-        client_capabilities={"elicitation": {"url": {}}},
-    )
+    session = url_session(user, public_app, resource)
     lost, late, written = make_rows(user, session, 50), make_rows(user, session, 10), []
     broker = start_redis(redis_port)
     try:
@@ -214,13 +209,7 @@ def test_a_written_notification_is_never_sent_again(settings, resource, user, pu
     from elicitation.url import complete_elicitation
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
-    session = McpSession.objects.create(
-        user=user,
-        application=public_app,
-        resource=resource,
-        protocol_version="2025-11-25",
-        client_capabilities={"elicitation": {"url": {}}},
-    )
+    session = url_session(user, public_app, resource)
     ended = McpSession.objects.create(
         user=user, application=public_app, resource=resource, protocol_version="2025-11-25"
     )
