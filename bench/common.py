@@ -100,26 +100,30 @@ def run_cases(cases: dict[str, Callable[[], Any]], n: int, *, warmup: int = 10, 
         )
 
 
-async def asgi_post(
-    app: Any, path: str, headers: dict[str, str], body: bytes, host: str = "127.0.0.1:18100"
-) -> tuple[int, dict[str, str], bytes]:
-    """One POST through an ASGI application in process (no server): ``(status, headers with
-    lower-case names, body)``. The client disconnects once the response is complete."""
-    scope = {
+def http_scope(method: str, path: str, headers: dict[str, str], host: str = "127.0.0.1:18100") -> dict[str, Any]:
+    """The ASGI HTTP scope of one request to ``path`` with ``headers`` (``Host`` added) from loopback."""
+    return {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
-        "method": "POST",
+        "method": method,
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-        + [(b"host", host.encode()), (b"content-length", str(len(body)).encode())],
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()] + [(b"host", host.encode())],
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 18100),
     }
+
+
+async def asgi_post(
+    app: Any, path: str, headers: dict[str, str], body: bytes, host: str = "127.0.0.1:18100"
+) -> tuple[int, dict[str, str], bytes]:
+    """One POST through an ASGI application in process (no server): ``(status, headers with
+    lower-case names, body)``. The client disconnects once the response is complete."""
+    scope = http_scope("POST", path, {**headers, "content-length": str(len(body))}, host)
     sent = False
     done = asyncio.Event()
 

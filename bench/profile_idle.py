@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import http_scope  # noqa: E402
 from bench.prod_topology import BASE, _session_for, django_setup, fixtures, mcp_headers  # noqa: E402
 
 
@@ -44,21 +45,7 @@ def main() -> None:
 
     async def open_stream(session: str, opened: asyncio.Event, done: asyncio.Event) -> None:
         headers = {**mcp_headers(token, session), "Accept": "text/event-stream"}
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/mcp",
-            "raw_path": b"/mcp",
-            "query_string": b"",
-            "root_path": "",
-            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-            + [(b"host", BASE.split("//", 1)[1].encode())],
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 18100),
-        }
+        scope = http_scope("GET", "/mcp", headers, BASE.split("//", 1)[1])
         sent = False
 
         async def receive():

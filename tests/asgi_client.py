@@ -6,7 +6,27 @@ import asyncio
 
 from asgiref.sync import async_to_sync
 
-__all__ = ["asgi_call"]
+__all__ = ["asgi_call", "http_scope"]
+
+
+def http_scope(method: str, path: str, headers: dict[str, str], scheme: str = "http") -> dict:
+    """The ASGI HTTP scope of one request to ``path`` from loopback; ``Host: testserver`` unless given
+    (header names are lower-cased; a given one replaces the default)."""
+    given = {"host": "testserver", **{k.lower(): v for k, v in headers.items()}}
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": scheme,
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(k.encode(), v.encode()) for k, v in given.items()],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 443 if scheme == "https" else 80),
+    }
 
 
 def asgi_call(
@@ -37,24 +57,7 @@ def asgi_call(
             if message["type"] == "http.response.body" and not message.get("more_body"):
                 done.set()
 
-        given = {k.lower(): v for k, v in headers.items()}
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": scheme,
-            "path": path,
-            "raw_path": path.encode(),
-            "root_path": "",
-            "query_string": b"",
-            "headers": [
-                (k.encode(), v.encode())
-                for k, v in {"host": "testserver", "content-length": str(len(body)), **given}.items()
-            ],
-            "client": ("127.0.0.1", 5000),
-            "server": ("testserver", 443 if scheme == "https" else 80),
-        }
+        scope = http_scope(method, path, {"content-length": str(len(body)), **headers}, scheme)
         await app(scope, receive, send)
 
     async_to_sync(run)()

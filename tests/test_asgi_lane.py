@@ -13,7 +13,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from mcp_oauth.transport.asgi import McpLane
 
-from .asgi_client import asgi_call
+from .asgi_client import asgi_call, http_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -177,20 +177,7 @@ class OpenStream:
             if message["type"] == "http.response.body" and not message.get("more_body"):
                 self.gone.set()  # ASGI: receive() gives http.disconnect once the response is complete
 
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/mcp",
-            "raw_path": b"/mcp",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(k.encode(), v.encode()) for k, v in {"host": "testserver", **self.headers}.items()],
-            "client": ("127.0.0.1", 5000),
-            "server": ("testserver", 80),
-        }
+        scope = http_scope("GET", "/mcp", self.headers)
         self.task = asyncio.ensure_future(self.app(scope, receive, send))
         return self
 
