@@ -151,6 +151,23 @@ def write_event(
     """The writing half of :func:`record` (same parameters): the event is stored, not announced;
     call :func:`announce` with it once the transaction that wrote it has committed."""
     from .db import insert
+
+    return insert(new_event(kind, request=request, user=user, client_id=client_id, detail=detail))
+
+
+def new_event(
+    kind: str,
+    *,
+    request: HttpRequest | Any | None = None,
+    user: Any = None,
+    client_id: str = "",
+    detail: dict[str, Any] | None = None,
+):
+    """The unsaved :class:`~mcp_oauth.models.AuditEvent` :func:`write_event` stores (same
+    parameters and rules), for a caller that writes it with other rows.
+
+    :raises ValueError: an unknown ``kind``.
+    """
     from .models import AuditEvent
 
     if kind not in _kinds():
@@ -159,15 +176,12 @@ def write_event(
         candidate = getattr(request, "user", None)
         if candidate is not None and getattr(candidate, "is_authenticated", False):
             user = candidate
-    clean = _clean(dict(detail or {}))
-    return insert(
-        AuditEvent(
-            kind=kind,
-            user=user if getattr(user, "pk", None) else None,
-            client_id=_clean_text(str(client_id or ""))[:255],
-            ip_address=_client_ip(request),
-            detail=clean,
-        )
+    return AuditEvent(
+        kind=kind,
+        user=user if getattr(user, "pk", None) else None,
+        client_id=_clean_text(str(client_id or ""))[:255],
+        ip_address=_client_ip(request),
+        detail=_clean(dict(detail or {})),
     )
 
 

@@ -17,6 +17,9 @@ rules:
   into an instance with ``Model.from_db``, each value through the converters the ORM applies.
 * :func:`table` / :func:`column` / :func:`prep` — quoted names and database values for the few
   hand-written ``UPDATE`` / ``DELETE`` statements of the rotation.
+* :func:`insert_values` / :func:`insert_sql` / :func:`inserted` — the same row written as one
+  ``INSERT`` of a larger statement (a data-modifying ``WITH`` of the rotation), where a foreign
+  key may come from another row of the statement: ``insert`` split in its three steps.
 * :func:`cursor` — one cursor shared by the statements of a block (:func:`insert` included):
   opening a cursor per statement costs about as much CPU as a short statement itself.
 """
@@ -33,13 +36,31 @@ from django.db import connections, router
 from django.db.models import Field, Model
 from django.db.models.signals import post_save, pre_save
 
-__all__ = ["column", "columns", "cursor", "from_row", "insert", "prep", "returning_supported", "table"]
+__all__ = [
+    "InsertPlan",
+    "column",
+    "columns",
+    "cursor",
+    "from_row",
+    "insert",
+    "insert_plan_exists",
+    "insert_sql",
+    "insert_values",
+    "inserted",
+    "prep",
+    "returning_supported",
+    "table",
+]
 
 M = TypeVar("M", bound=Model)
 
 
 @dataclass(frozen=True)
-class _InsertPlan:
+class InsertPlan:
+    """How one row of a model is inserted on one database: the ``INSERT`` (``RETURNING`` the
+    auto primary key where the database can), its fields in column order, and the converters
+    of the returned key."""
+
     sql: str
     fields: tuple[Field, ...]
     returning: tuple[Field, ...]
@@ -47,7 +68,7 @@ class _InsertPlan:
 
 
 #: (model, alias, with auto pk) -> plan, or None when the model takes the ORM's path.
-_insert_plans: dict[tuple[type[Model], str, bool], _InsertPlan | None] = {}
+_insert_plans: dict[tuple[type[Model], str, bool], InsertPlan | None] = {}
 
 
 @dataclass(frozen=True)
@@ -111,7 +132,7 @@ def _converters(field: Field, connection: Any) -> tuple[Callable[..., Any], ...]
     return tuple(connection.ops.get_db_converters(col) + col.get_db_converters(connection))
 
 
-def _insert_plan(model: type[Model], using: str, auto_pk: bool) -> _InsertPlan | None:
+def _insert_plan(model: type[Model], using: str, auto_pk: bool) -> InsertPlan | None:
     key = (model, using, auto_pk)
     try:
         return _insert_plans[key]
@@ -119,7 +140,7 @@ def _insert_plan(model: type[Model], using: str, auto_pk: bool) -> _InsertPlan |
         pass
     connection = connections[using]
     meta: Any = model._meta
-    plan: _InsertPlan | None = None
+    plan: InsertPlan | None = None
     simple = not (meta.proxy or meta.parents or meta.auto_created or getattr(meta, "is_composite_pk", False))
     if simple and not (auto_pk and meta.auto_field is None):
         concrete = list(meta.local_concrete_fields)
@@ -138,7 +159,7 @@ def _insert_plan(model: type[Model], using: str, auto_pk: bool) -> _InsertPlan |
                 returning = (meta.auto_field,)
                 if connection.features.can_return_columns_from_insert:
                     sql += " RETURNING " + qn(meta.auto_field.column)
-            plan = _InsertPlan(
+            plan = InsertPlan(
                 sql=sql,
                 fields=tuple(fields),
                 returning=returning,
@@ -194,7 +215,82 @@ def insert(instance: M, *, using: str | None = None) -> M:
     return instance
 
 
-def _execute_insert(instance: Model, plan: _InsertPlan, params: list[Any], connection: Any) -> None:
+def insert_values(
+    instance: Model, using: str, *, linked: frozenset[str] = frozenset()
+) -> tuple[InsertPlan, list[Any]] | None:
+    """:func:`insert` up to the statement, for a row written by a larger statement.
+
+    Sets a primary key the model generates (``default=uuid4``…), checks related objects as
+    ``save()`` does, sends ``pre_save`` when it has receivers, and prepares each value as
+    :func:`insert` does. The foreign keys named in ``linked`` (field names) are neither checked
+    nor prepared: the statement takes them from another of its rows (:func:`insert_sql`).
+
+    :returns: ``(plan, parameters in plan.fields order without the linked ones)``; None, with
+        nothing sent, when the model takes the ORM's path (see :func:`insert`).
+    :raises TypeError: a value is an expression (``F()``, ``Now()``…), set by the caller or by a
+        ``pre_save`` receiver: such a row can only be written by :func:`insert` or ``save()``.
+    """
+    cls = type(instance)
+    row: Any = instance
+    pk: Any = cls._meta.pk
+    if getattr(instance, pk.attname) is None and pk.name not in linked:
+        setattr(instance, pk.attname, pk.get_pk_value_on_save(instance))
+    plan = _insert_plan(cls, using, getattr(instance, pk.attname) is None and pk.name not in linked)
+    if plan is None:
+        return None
+    row._prepare_related_fields_for_save(
+        operation_name="save", fields=[field for field in cls._meta.concrete_fields if field.name not in linked]
+    )
+    if pre_save.has_listeners(cls):
+        pre_save.send(sender=cls, instance=instance, raw=False, using=using, update_fields=None)
+    connection: Any = connections[using]
+    params = []
+    for field in plan.fields:
+        if field.name in linked:
+            continue
+        value = field.pre_save(instance, True)
+        if hasattr(value, "resolve_expression"):
+            raise TypeError(f"{cls.__name__}.{field.name} is an expression: write the row with insert()")
+        params.append(field.get_db_prep_save(value, connection))
+    return plan, params
+
+
+def insert_plan_exists(model: type[Model], using: str, auto_pk: bool) -> bool:
+    """Whether rows of ``model`` (with an auto primary key to read back, or not) can be written by
+    :func:`insert_values` on ``using``; False: the ORM's path (see :func:`insert`)."""
+    return _insert_plan(model, using, auto_pk) is not None
+
+
+def insert_sql(plan: InsertPlan, linked: dict[str, str] | None = None) -> str:
+    """``plan``'s ``INSERT`` with the placeholder of each field named in ``linked`` replaced by
+    its SQL expression (``(SELECT "id" FROM new_access_token)``); the other placeholders take
+    :func:`insert_values`' parameters in order."""
+    if not linked:
+        return plan.sql
+    head, _, tail = plan.sql.partition(" VALUES (")
+    placeholders = [linked.get(field.name, "%s") for field in plan.fields]
+    return f"{head} VALUES ({', '.join(placeholders)}){tail.partition(')')[2]}"
+
+
+def inserted(instance: M, using: str, plan: InsertPlan, returned: Any = None) -> M:
+    """Finish :func:`insert_values` once the statement ran: the auto primary key ``returned``
+    (converted as :func:`insert` converts it), ``_state``, and ``post_save`` (``created=True``)
+    when it has receivers. Linked foreign keys are the caller's to set first. :returns: ``instance``."""
+    cls = type(instance)
+    if plan.returning:
+        field = plan.returning[0]
+        connection = connections[using]
+        for converter in plan.converters[0]:
+            returned = converter(returned, field.get_col(cls._meta.db_table), connection)
+        setattr(instance, field.attname, returned)
+    instance._state.db = using
+    instance._state.adding = False
+    if post_save.has_listeners(cls):
+        post_save.send(sender=cls, instance=instance, created=True, update_fields=None, raw=False, using=using)
+    return instance
+
+
+def _execute_insert(instance: Model, plan: InsertPlan, params: list[Any], connection: Any) -> None:
     shared = _shared_cursor.get()
     if shared is not None and shared[0] == connection.alias:
         _insert_with(shared[1], instance, plan, params, connection)
@@ -203,7 +299,7 @@ def _execute_insert(instance: Model, plan: _InsertPlan, params: list[Any], conne
             _insert_with(opened, instance, plan, params, connection)
 
 
-def _insert_with(opened: Any, instance: Model, plan: _InsertPlan, params: list[Any], connection: Any) -> None:
+def _insert_with(opened: Any, instance: Model, plan: InsertPlan, params: list[Any], connection: Any) -> None:
     meta: Any = type(instance)._meta
     opened.execute(plan.sql, params)
     if plan.returning:

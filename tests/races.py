@@ -28,25 +28,27 @@ def someone_waits() -> bool:
 def race_inside_grant(
     monkeypatch: Any, grant: Callable[[], Any], competitor: Callable[[], Any], settle_seconds: float = 10.0
 ) -> tuple[Any, Any]:
-    """Run ``grant()`` on a thread and hold it inside its transaction, its tokens written and its
-    audit row not yet (``MCPOAuth2Validator._write_grant_event``); then run ``competitor()`` on
-    another thread and release the grant once the competitor waits for a lock on PostgreSQL
-    (:func:`someone_waits`), has finished, or ``settle_seconds`` have passed (on SQLite, which
-    shows no lock waits, pass a short time: the competitor is under way by then).
+    """Run ``grant()`` on a thread and hold it inside its transaction, its rows written and not
+    yet committed (at the end of ``MCPOAuth2Validator._save_bearer_token``, which DOT runs in the
+    grant's transaction); then run ``competitor()`` on another thread and release the grant once
+    the competitor waits for a lock on PostgreSQL (:func:`someone_waits`), has finished, or
+    ``settle_seconds`` have passed (on SQLite, which shows no lock waits, pass a short time: the
+    competitor is under way by then).
 
     Both callables close their own database connections. :returns: ``(grant(), competitor())``.
     """
     from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
 
     paused, release = threading.Event(), threading.Event()
-    write_grant_event = MCPOAuth2Validator._write_grant_event
+    save_bearer_token = MCPOAuth2Validator._save_bearer_token
 
-    def held(self, token, request):
+    def held(self, token, request, *args, **kwargs):
+        result = save_bearer_token(self, token, request, *args, **kwargs)
         paused.set()
         assert release.wait(timeout=30)
-        return write_grant_event(self, token, request)
+        return result
 
-    monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", held)
+    monkeypatch.setattr(MCPOAuth2Validator, "_save_bearer_token", held)
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             granting = pool.submit(grant)
@@ -59,7 +61,7 @@ def race_inside_grant(
             return granting.result(timeout=60), competing.result(timeout=60)
     finally:
         release.set()
-        monkeypatch.setattr(MCPOAuth2Validator, "_write_grant_event", write_grant_event)
+        monkeypatch.setattr(MCPOAuth2Validator, "_save_bearer_token", save_bearer_token)
 
 
 def password_change(user: Any) -> Callable[[], None]:

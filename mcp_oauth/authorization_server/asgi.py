@@ -6,8 +6,8 @@ Under Django's ASGI handler every request crosses the site's whole middleware st
 authentication, messages and static files concern pages, not a form-encoded endpoint that
 authenticates clients itself. :func:`token_lane` wraps a site's ASGI application and serves the
 token endpoint (the path of the URL named ``oauth2_provider:token``, found once through the
-site's URLconf) itself, in **one thread hop**, taken from the MCP lane's pool of request threads
-(:class:`mcp_oauth.transport.asgi.RequestThread`). On that thread it does what Django's handler
+site's URLconf) itself, in **one thread hop**, on a thread of the MCP lane's pool of request
+threads (:func:`mcp_oauth.transport.asgi.call_on_request_thread`). On that thread it does what Django's handler
 does for one request: ``set_script_prefix``, ``request_started``, the same ``ASGIRequest``, the
 **same view** the URLconf routes to (resolved once: with its CORS, its form guards, throttling
 and the OAuth errors), then ``response.close()`` (``request_finished``: the database connection
@@ -38,7 +38,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
@@ -50,7 +50,7 @@ from django.urls import NoReverseMatch, get_resolver, reverse, set_script_prefix
 from django.utils.module_loading import import_string
 
 from ..overload import is_unavailable_error, unavailable_response
-from ..transport.asgi import RequestThread, http_path
+from ..transport.asgi import call_on_request_thread, http_path
 
 __all__ = ["API_MIDDLEWARE", "TokenLane", "token_lane"]
 
@@ -127,12 +127,9 @@ class TokenLane(ASGIHandler):
             body_file = await self.read_body(receive)
         except RequestAborted:
             return
-        thread = RequestThread()
         try:
-            async with ThreadSensitiveContext(executor=thread):
-                response = await sync_to_async(self._serve, thread_sensitive=True)(view, scope, body_file)
+            response = await call_on_request_thread(self._serve, view, scope, body_file)
         finally:
-            thread.release()
             body_file.close()
         await self.send_response(response, send)
         if response.streaming:  # not closed on the request's thread (see _serve)

@@ -59,6 +59,7 @@ from ..db import columns, from_row, insert, prep, returning_supported, table
 from ..db import cursor as db_cursor
 from ..models import AuditEvent, RedeemedAuthorizationCode, RefreshGeneration, RefreshTokenGeneration
 from ..settings import mcp_oauth_settings
+from . import rotation_statement
 
 #: Largest accepted ``REFRESH_TOKEN_GRACE_SECONDS`` (a longer window keeps a stolen token useful longer).
 MAX_GRACE_SECONDS = 300
@@ -368,7 +369,14 @@ class RefreshRotationMixin(_MixinBase):
                 if _claim_rotation(generation.pk, now, using):
                     # The single winner: the generation row is ours (locked by the UPDATE) until commit.
                     generation.rotated_at = now
-                    self._rotate(presented, generation, token, request, expires, now, using)
+                    set_null = _set_null_relations(using)
+                    if rotation_statement.applies(self, set_null, using):
+                        assert set_null is not None
+                        self._rotate_in_one_statement(
+                            presented, generation, token, request, expires, now, set_null, using
+                        )
+                    else:
+                        self._rotate(presented, generation, token, request, expires, now, using)
                     return
             # Rotated already: the grace / reuse path below reads the generation under its lock.
 
@@ -447,6 +455,88 @@ class RefreshRotationMixin(_MixinBase):
         access_token = self._create_access_token(expires, request, token, source_refresh_token=presented)
         self._create_refresh_token(request, token["refresh_token"], access_token, presented)
 
+    def _rotate_in_one_statement(
+        self, presented, generation, token, request, expires, now, set_null: list[tuple[str, str, type]], using: str
+    ) -> None:
+        """:meth:`_rotate` as one statement (:mod:`.rotation_statement`), once :func:`_claim_rotation`
+        has marked ``generation`` rotated.
+
+        :raises InvalidGrantError: ``presented`` was revoked since it was validated (the
+            transaction, claim included, rolls back).
+        """
+        target = RefreshGeneration(token_family=presented.token_family, parent=generation, scope=token["scope"])
+        request._mcp_generation = (target, False)
+        access_token = self._new_access_token(expires, request, token, source_refresh_token=presented)
+        refresh_token, member = self._new_refresh_token(request, token["refresh_token"], access_token, presented)
+        rotated = rotation_statement.rotate(
+            generation,
+            presented,
+            now,
+            target,
+            access_token,
+            refresh_token,
+            member,
+            set_null,
+            using,
+            along=self._rows_written_with_rotation(token, request),
+        )
+        if not rotated.presented_revoked:
+            # Revoked on purpose since it was validated; nothing is announced, everything rolls back.
+            raise errors.InvalidGrantError(description="The refresh token was revoked.", request=request)
+        _deleted_access_tokens(rotated.deleted, using, origin=presented)
+        request._mcp_access_token = access_token
+        request._mcp_token_family = refresh_token.token_family
+
+    def _rows_written_with_rotation(self, token, request) -> list[Any]:
+        """Other new rows of the grant that the rotation's single statement writes along (unsaved
+        instances: the grant's audit event); none here."""
+        return []
+
+    def _new_access_token(self, expires, request, token, source_refresh_token=None):
+        """DOT's access token for ``token`` (the fields DOT's ``_create_access_token`` sets), unsaved."""
+        id_token = token.get("id_token", None)
+        if id_token:
+            id_token = self._load_id_token(id_token)
+        access_token = get_access_token_model()(
+            user=request.user,
+            scope=token["scope"],
+            expires=expires,
+            id_token=id_token,
+            application=request.client,
+            source_refresh_token=source_refresh_token,
+            resource=getattr(request, "resource", []),  # RFC 8707
+        )
+        self._set_token_value(access_token, token["access_token"])
+        return access_token
+
+    def _new_refresh_token(self, request, refresh_token_code, access_token, previous_refresh_token):
+        """DOT's refresh token (the fields DOT's ``_create_refresh_token`` sets) and its generation
+        membership (``request._mcp_generation``, else a new generation for a new family), unsaved.
+
+        :returns: ``(refresh token, RefreshTokenGeneration)``; the new generation, when there is
+            one, is ``membership.generation`` and unsaved too.
+        """
+        RefreshToken = get_refresh_token_model()
+        refresh_token = RefreshToken(
+            user=request.user,
+            application=request.client,
+            access_token=access_token,
+            token_family=previous_refresh_token.token_family if previous_refresh_token else uuid.uuid4(),
+            resource=getattr(request, "resource", []),  # RFC 8707
+        )
+        self._set_token_value(refresh_token, refresh_token_code)
+        target = getattr(request, "_mcp_generation", None)
+        if target is None:
+            generation, sibling = (
+                RefreshGeneration(token_family=refresh_token.token_family, scope=access_token.scope),
+                False,
+            )
+        else:
+            generation, sibling = target
+        return refresh_token, RefreshTokenGeneration(
+            refresh_token=refresh_token, generation=generation, sibling=sibling
+        )
+
     def _locked_generation(self, refresh_token, scope: str) -> RefreshGeneration:
         """``refresh_token``'s generation, locked for this transaction (created for older tokens)."""
         generation_id = generation_id_of(refresh_token)
@@ -463,27 +553,15 @@ class RefreshRotationMixin(_MixinBase):
         return RefreshGeneration.objects.select_for_update().get(pk=generation_id)
 
     def _create_refresh_token(self, request, refresh_token_code, access_token, previous_refresh_token):
-        """DOT's refresh token (same fields), inserted with :func:`mcp_oauth.db.insert`, and its
-        generation link (a new generation for a new family)."""
-        RefreshToken = get_refresh_token_model()
-        refresh_token = RefreshToken(
-            user=request.user,
-            application=request.client,
-            access_token=access_token,
-            token_family=previous_refresh_token.token_family if previous_refresh_token else uuid.uuid4(),
-            resource=getattr(request, "resource", []),  # RFC 8707
+        """DOT's refresh token (:meth:`_new_refresh_token`) and its generation membership (a new
+        generation for a new family), each inserted with :func:`mcp_oauth.db.insert`."""
+        refresh_token, member = self._new_refresh_token(
+            request, refresh_token_code, access_token, previous_refresh_token
         )
-        self._set_token_value(refresh_token, refresh_token_code)
         insert(refresh_token)
-        target = getattr(request, "_mcp_generation", None)
-        if target is None:
-            generation, sibling = (
-                insert(RefreshGeneration(token_family=refresh_token.token_family, scope=access_token.scope)),
-                False,
-            )
-        else:
-            generation, sibling = target
-        insert(RefreshTokenGeneration(refresh_token=refresh_token, generation=generation, sibling=sibling))
+        if member.generation._state.adding:
+            insert(member.generation)
+        insert(member)
         return refresh_token
 
 

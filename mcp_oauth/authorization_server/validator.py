@@ -44,7 +44,7 @@ from oauthlib.oauth2.rfc6749 import errors
 
 from .. import trust
 from ..adapter import get_adapter
-from ..audit import announce, record, write_event
+from ..audit import announce, new_event, record
 from ..cimd.validator import CIMDValidatorMixin
 from ..client_secrets import check_client_secret
 from ..db import cursor as db_cursor
@@ -202,21 +202,8 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         )
 
     def _create_access_token(self, expires, request, token, source_refresh_token=None):
-        """DOT's access token (same fields), inserted with :func:`mcp_oauth.db.insert`."""
-        id_token = token.get("id_token", None)
-        if id_token:
-            id_token = self._load_id_token(id_token)
-        access_token = get_access_token_model()(
-            user=request.user,
-            scope=token["scope"],
-            expires=expires,
-            id_token=id_token,
-            application=request.client,
-            source_refresh_token=source_refresh_token,
-            resource=getattr(request, "resource", []),  # RFC 8707
-        )
-        self._set_token_value(access_token, token["access_token"])
-        insert(access_token)
+        """DOT's access token (:meth:`_new_access_token`), inserted with :func:`mcp_oauth.db.insert`."""
+        access_token = insert(self._new_access_token(expires, request, token, source_refresh_token))
         request._mcp_access_token = access_token
         return access_token
 
@@ -269,13 +256,25 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 self._record_redemption(request.code, request)
                 request._mcp_code_redeemed = True
             # The grant's audit event commits with its tokens; it is announced once they are committed.
-            request._mcp_grant_event = self._write_grant_event(token, request)
+            # A rotation written as one statement wrote it along (_rows_written_with_rotation).
+            if getattr(request, "_mcp_grant_event", None) is None:
+                request._mcp_grant_event = self._write_grant_event(token, request)
         return result
+
+    def _rows_written_with_rotation(self, token, request) -> list[Any]:
+        """The grant's audit event, written by the rotation's statement (:mod:`.rotation_statement`)."""
+        event = self._grant_event(token, request)
+        request._mcp_grant_event = event
+        return [event]
 
     def _write_grant_event(self, token, request) -> AuditEvent:
         """Write the ``token.issued`` / ``token.refreshed`` event of a saved grant (not announced)."""
+        return insert(self._grant_event(token, request))
+
+    def _grant_event(self, token, request) -> AuditEvent:
+        """The ``token.issued`` / ``token.refreshed`` event of a grant, unsaved."""
         refreshed = request.grant_type == "refresh_token"
-        return write_event(
+        return new_event(
             AuditEvent.Kind.TOKEN_REFRESHED if refreshed else AuditEvent.Kind.TOKEN_ISSUED,
             request=request,
             user=request.user if getattr(request.user, "pk", None) else None,

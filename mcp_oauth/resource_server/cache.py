@@ -26,8 +26,9 @@ user saved (``is_active`` false, …)         every token entry of the user: tom
 
 A tombstone (kept ``TOMBSTONE_SECONDS``) rather than a delete closes the race where a
 request that read the row before the change writes it back after the invalidation: entries
-are written with ``cache.add``, which never replaces a tombstone. Invalidation runs at once
-and again after the transaction commits.
+are written with ``cache.add``, which never replaces a tombstone. Invalidation runs at once,
+and again after the transaction commits when the first write failed or the transaction was long
+(:func:`tombstone`).
 
 Bulk ``QuerySet.update()`` sends no signal: call :func:`forget_user_tokens`,
 :func:`forget_application_tokens` or :func:`bump_resource_generation` after one.
@@ -46,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 import uuid
 from datetime import datetime
 from typing import Any
@@ -179,35 +181,43 @@ def cache_entry(key: str, value: Any, timeout: float) -> None:
         logger.warning("cache unavailable, not caching: %s", exc)
 
 
-def tombstone(keys: list[str]) -> None:
-    """Replace the entries of ``keys`` by tombstones now and after the transaction commits."""
-
-    def write() -> None:
-        try:
-            _cache().set_many(dict.fromkeys(keys, TOMBSTONE), timeout=TOMBSTONE_SECONDS)
-        except _CACHE_ERRORS as exc:
-            logger.error("cache unavailable: could not invalidate %d entries: %s", len(keys), exc)
-
-    if keys:
-        write()
-        transaction.on_commit(write)
-
-
-def _tombstone(checksums: list[str]) -> None:
-    if not checksums:
-        return
+def _write_tombstones(keys: list[str]) -> bool:
+    """Replace the entries of ``keys`` by tombstones; False when the cache refused (logged)."""
     try:
-        if len(checksums) == 1:  # one SET instead of a MULTI/EXEC pipeline
-            _cache().set(TOKEN_PREFIX + checksums[0], TOMBSTONE, timeout=TOMBSTONE_SECONDS)
+        if len(keys) == 1:  # one SET instead of a MULTI/EXEC pipeline
+            _cache().set(keys[0], TOMBSTONE, timeout=TOMBSTONE_SECONDS)
         else:
-            _cache().set_many({TOKEN_PREFIX + checksum: TOMBSTONE for checksum in checksums}, timeout=TOMBSTONE_SECONDS)
+            _cache().set_many(dict.fromkeys(keys, TOMBSTONE), timeout=TOMBSTONE_SECONDS)
     except _CACHE_ERRORS as exc:
-        logger.error("token cache unavailable: could not invalidate %d token(s): %s", len(checksums), exc)
+        logger.error("cache unavailable: could not invalidate %d entries: %s", len(keys), exc)
+        return False
+    return True
+
+
+def tombstone(keys: list[str]) -> None:
+    """Replace the entries of ``keys`` by tombstones now, and again once the transaction commits
+    when that is still needed.
+
+    Written before the commit, a tombstone already covers every reader: one that read the row
+    before the commit cannot cache it afterwards (``cache.add`` never replaces a tombstone), and
+    after the commit the row is gone or changed. It is written again after the commit when the
+    first write failed, or when it could expire before the readers of the old row are done (a
+    transaction that ran longer than half of ``TOMBSTONE_SECONDS``).
+    """
+    if not keys:
+        return
+    written_at = time.monotonic()
+    written = _write_tombstones(keys)
+
+    def again() -> None:
+        if not written or time.monotonic() - written_at > TOMBSTONE_SECONDS / 2:
+            _write_tombstones(keys)
+
+    transaction.on_commit(again)
 
 
 def _now_and_on_commit(checksums: list[str]) -> None:
-    _tombstone(checksums)
-    transaction.on_commit(lambda: _tombstone(checksums))
+    tombstone([TOKEN_PREFIX + checksum for checksum in checksums])
 
 
 def forget_token(checksum: str) -> None:
