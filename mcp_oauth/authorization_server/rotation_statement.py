@@ -158,7 +158,9 @@ def _sql(
     returned = [f"(SELECT {at_id} FROM new_access_token)", f"(SELECT {rt_id} FROM new_refresh_token)"]
     for index, plan in enumerate(along):
         parts.append(f"along_{index} AS ({insert_sql(plan)})")
-        returned.append(f"(SELECT {qn(str(plan.returning[0].column))} FROM along_{index})" if plan.returning else "NULL")
+        returned.append(
+            f"(SELECT {qn(str(plan.returning[0].column))} FROM along_{index})" if plan.returning else "NULL"
+        )
     sql = (
         "WITH " + ", ".join(parts) + f" SELECT {', '.join(returned)}, "
         f"EXISTS (SELECT 1 FROM revoked WHERE {rt_id} = %s), "
