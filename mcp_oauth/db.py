@@ -238,9 +238,7 @@ def insert_values(
     plan = _insert_plan(cls, using, getattr(instance, pk.attname) is None and pk.name not in linked)
     if plan is None:
         return None
-    row._prepare_related_fields_for_save(
-        operation_name="save", fields=[field for field in cls._meta.concrete_fields if field.name not in linked]
-    )
+    row._prepare_related_fields_for_save(operation_name="save", fields=_unlinked_fields(cls, linked))
     if pre_save.has_listeners(cls):
         pre_save.send(sender=cls, instance=instance, raw=False, using=using, update_fields=None)
     connection: Any = connections[using]
@@ -253,6 +251,21 @@ def insert_values(
             raise TypeError(f"{cls.__name__}.{field.name} is an expression: write the row with insert()")
         params.append(field.get_db_prep_save(value, connection))
     return plan, params
+
+
+def _unlinked_fields(model: type[Model], linked: frozenset[str]) -> frozenset[Field] | None:
+    """The concrete fields of ``model`` not named in ``linked`` (None: all), as a set: Django's
+    related-object check tests membership for every field."""
+    if not linked:
+        return None
+    key = (model, linked)
+    fields = _unlinked.get(key)
+    if fields is None:
+        fields = _unlinked[key] = frozenset(f for f in model._meta.concrete_fields if f.name not in linked)
+    return fields
+
+
+_unlinked: dict[tuple[type[Model], frozenset[str]], frozenset[Field]] = {}
 
 
 def insert_plan_exists(model: type[Model], using: str, auto_pk: bool) -> bool:
