@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import json
+import threading
 
 import pytest
 from asgiref import sync as asgiref_sync
@@ -379,3 +381,73 @@ def test_get_refusals_through_the_lane_are_the_views(lane, token, session, case)
     assert through_lane[2] == through_django[2]
     for name in ("content-type", "www-authenticate", "allow"):
         assert through_lane[1].get(name) == through_django[1].get(name)
+
+
+# --- call_on_request_thread: the token lane's one hop ------------------------------------------
+
+_request_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_var", default="unset")
+
+
+def test_one_hop_runs_the_call_on_a_pooled_thread_with_the_callers_context():
+    from mcp_oauth.transport import asgi as lane_module
+
+    idle = len(lane_module._threads._idle)
+
+    def work(number: int) -> tuple:
+        seen = _request_var.get()
+        _request_var.set("changed on the thread")
+        return number * 2, seen, threading.current_thread().name
+
+    async def caller() -> tuple:
+        _request_var.set("the caller's")
+        result = await lane_module.call_on_request_thread(work, 21)
+        return result, _request_var.get(), threading.current_thread().name
+
+    (doubled, seen, thread), after, loop_thread = asyncio.run(caller())
+    assert (doubled, seen, after) == (42, "the caller's", "the caller's")  # nothing leaks back
+    assert thread.startswith("mcp-request") and thread != loop_thread
+    assert len(lane_module._threads._idle) == max(idle, 1)  # the thread went back to the pool
+
+
+def test_one_hop_hands_the_calls_exception_to_the_caller():
+    from mcp_oauth.transport.asgi import call_on_request_thread
+
+    def failing() -> None:
+        raise LookupError("from the thread")
+
+    async def caller() -> None:
+        await call_on_request_thread(failing)
+
+    with pytest.raises(LookupError, match="from the thread"):
+        asyncio.run(caller())
+
+
+def test_a_caller_that_leaves_does_not_interrupt_the_call_and_the_thread_comes_back():
+    from mcp_oauth.transport import asgi as lane_module
+
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def slow() -> str:
+        started.set()
+        assert release.wait(timeout=10)
+        finished.set()
+        return "done"
+
+    async def caller() -> None:
+        task = asyncio.create_task(lane_module.call_on_request_thread(slow))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()  # a client that left
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+        for _ in range(500):
+            if finished.is_set():
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # the result is handed to a cancelled future: dropped quietly
+
+    idle = len(lane_module._threads._idle)
+    asyncio.run(caller())
+    assert finished.is_set()
+    assert len(lane_module._threads._idle) == max(idle, 1)

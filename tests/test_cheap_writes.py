@@ -335,3 +335,175 @@ def test_a_token_revoked_between_validation_and_saving_changes_nothing(logged_in
     assert generation.rotated_at is None  # the claim rolled back with the rest
     assert get_access_token_model().objects.filter(token_checksum=token_checksum(first["access_token"])).exists()
     assert RefreshToken.objects.count() == 1
+
+
+# --- the rotation in one statement (PostgreSQL) ------------------------------------------
+
+needs_postgresql = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the one-statement rotation is PostgreSQL's (DATABASE_URL=postgres://…)"
+)
+
+
+def new_rows(response) -> tuple:
+    """The access token, refresh token, generation and membership a refresh response issued."""
+    AccessToken, RefreshToken = get_access_token_model(), get_refresh_token_model()
+    body = response.json()
+    access = AccessToken.objects.get(token_checksum=token_checksum(body["access_token"]))
+    refresh_row = RefreshToken.objects.get(token_checksum=token_checksum(body["refresh_token"]))
+    member = RefreshTokenGeneration.objects.get(refresh_token=refresh_row)
+    return access, refresh_row, member.generation, member
+
+
+@needs_postgresql
+def test_the_one_statement_rotation_writes_what_the_seven_statements_write(logged_in, public_app, frozen, monkeypatch):
+    from mcp_oauth.authorization_server import rotation_statement
+
+    RefreshToken = get_refresh_token_model()
+    by_seven, by_one = first_pair(logged_in, public_app), first_pair(logged_in, public_app)
+    with monkeypatch.context() as patched:
+        patched.setattr(rotation_statement, "applies", lambda *args: False)
+        with CaptureQueriesContext(connection) as seven_queries:
+            seven = refresh(logged_in, public_app, by_seven["refresh_token"])
+    with CaptureQueriesContext(connection) as one_queries:
+        one = refresh(logged_in, public_app, by_one["refresh_token"])
+    assert seven.status_code == one.status_code == 200, (seven.content, one.content)
+    assert not any(q["sql"].startswith("WITH") for q in seven_queries.captured_queries)
+    assert sum(q["sql"].startswith("WITH") for q in one_queries.captured_queries) == 1
+    assert {key: value for key, value in seven.json().items() if not key.endswith("_token")} == {
+        key: value for key, value in one.json().items() if not key.endswith("_token")
+    }
+
+    (s_access, s_refresh, s_generation, s_member), (o_access, o_refresh, o_generation, o_member) = (
+        new_rows(seven),
+        new_rows(one),
+    )
+    same_rows(get_access_token_model(), s_access.pk, o_access.pk, differ=("token_checksum", "source_refresh_token_id"))
+    same_rows(RefreshToken, s_refresh.pk, o_refresh.pk, differ=("token_checksum", "access_token_id", "token_family"))
+    # created_at: a default the frozen clock does not reach (default=timezone.now)
+    same_rows(RefreshGeneration, s_generation.pk, o_generation.pk, differ=("token_family", "parent_id", "created_at"))
+    same_rows(RefreshTokenGeneration, s_member.pk, o_member.pk, differ=("generation_id",))
+    assert (o_refresh.access_token_id, o_member.pk, o_access.source_refresh_token_id) == (
+        o_access.pk,
+        o_refresh.pk,
+        RefreshToken.objects.get(token_checksum=token_checksum(by_one["refresh_token"])).pk,
+    )
+    # the rotated-away rows
+    s_old = RefreshToken.objects.get(token_checksum=token_checksum(by_seven["refresh_token"]))
+    o_old = RefreshToken.objects.get(token_checksum=token_checksum(by_one["refresh_token"]))
+    same_rows(RefreshToken, s_old.pk, o_old.pk, differ=("token_checksum", "token_family"))
+    assert o_old.revoked == FIXED and o_old.access_token_id is None
+    assert o_generation.parent.rotated_at == s_generation.parent.rotated_at == FIXED
+    assert not get_access_token_model().objects.filter(token_checksum=token_checksum(by_one["access_token"])).exists()
+    # the grant's audit event, written by the same statement
+    s_event, o_event = AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REFRESHED).order_by("pk")
+    same_rows(AuditEvent, s_event.pk, o_event.pk, differ=("created_at",))  # default=timezone.now too
+
+
+@needs_postgresql
+def test_the_one_statement_rotation_sends_the_signals_save_and_delete_send(logged_in, public_app):
+    from mcp_oauth.audit import audit_event
+
+    AccessToken, RefreshToken = get_access_token_model(), get_refresh_token_model()
+    first = first_pair(logged_in, public_app)
+    models = (AccessToken, RefreshToken, RefreshGeneration, RefreshTokenGeneration, AuditEvent)
+    seen: list[tuple] = []
+
+    def on_pre_save(sender, instance, **kwargs):
+        seen.append(("pre_save", sender, instance.pk))
+
+    def on_post_save(sender, instance, created, **kwargs):
+        seen.append(("post_save", sender, created, instance))
+
+    def on_post_delete(sender, instance, **kwargs):
+        seen.append(("post_delete", sender, instance.token_checksum))
+
+    def on_audit(sender, event, **kwargs):
+        seen.append(("audit_event", event.kind, event.pk))
+
+    for model in models:
+        pre_save.connect(on_pre_save, sender=model, weak=False)
+        post_save.connect(on_post_save, sender=model, weak=False)
+    post_delete.connect(on_post_delete, sender=AccessToken, weak=False)
+    audit_event.connect(on_audit, weak=False)
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            second = refresh(logged_in, public_app, first["refresh_token"])
+    finally:
+        for model in models:
+            pre_save.disconnect(on_pre_save, sender=model)
+            post_save.disconnect(on_post_save, sender=model)
+        post_delete.disconnect(on_post_delete, sender=AccessToken)
+        audit_event.disconnect(on_audit)
+    assert second.status_code == 200, second.content
+    assert sum(q["sql"].startswith("WITH") for q in queries.captured_queries) == 1  # receivers change nothing
+    access, refresh_row, generation, member = new_rows(second)
+    assert sorted((kind, model.__name__) for kind, model, *_ in seen if kind == "pre_save") == sorted(
+        ("pre_save", model.__name__) for model in models
+    )
+    saved = {
+        sender: (created, instance) for kind, sender, created, instance in (s for s in seen if s[0] == "post_save")
+    }
+    assert all(created for created, _ in saved.values()) and set(saved) == set(models)
+    assert saved[AccessToken][1].pk == access.pk and saved[RefreshToken][1].pk == refresh_row.pk
+    assert saved[RefreshToken][1].access_token_id == access.pk and saved[RefreshTokenGeneration][1].pk == refresh_row.pk
+    assert saved[RefreshGeneration][1].pk == generation.pk and not saved[AuditEvent][1]._state.adding
+    assert ("post_delete", AccessToken, token_checksum(first["access_token"])) in seen
+    assert [s for s in seen if s[0] == "audit_event"] == [("audit_event", "token.refreshed", saved[AuditEvent][1].pk)]
+
+
+@needs_postgresql
+def test_a_rotation_rolled_back_announces_nothing(logged_in, public_app, monkeypatch):
+    from mcp_oauth.authorization_server import rotation
+
+    first = first_pair(logged_in, public_app)
+    stale = rotation._presented_row(first["refresh_token"])
+    monkeypatch.setattr(rotation, "_presented_row", lambda raw: stale)
+    get_refresh_token_model().objects.filter(pk=stale.pk).update(revoked=FIXED)  # RFC 7009, admin… after the read
+    saved = []
+
+    def on_post_save(sender, instance, created, **kwargs):
+        saved.append(sender)
+
+    post_save.connect(on_post_save, weak=False)
+    try:
+        response = refresh(logged_in, public_app, first["refresh_token"])
+    finally:
+        post_save.disconnect(on_post_save)
+    assert response.status_code == 400 and response.json()["error"] == "invalid_grant"
+    written = (
+        get_access_token_model(),
+        get_refresh_token_model(),
+        RefreshGeneration,
+        RefreshTokenGeneration,
+        AuditEvent,
+    )
+    assert [sender for sender in saved if sender in written] == []
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REFRESHED).exists()
+
+
+class OwnAccessTokens:
+    """A site's validator that writes access tokens itself (see the test below)."""
+
+    written: list = []
+
+    def _create_access_token(self, expires, request, token, source_refresh_token=None):
+        access_token = super()._create_access_token(expires, request, token, source_refresh_token)  # type: ignore[misc]
+        OwnAccessTokens.written.append(access_token.pk)
+        return access_token
+
+
+@needs_postgresql
+def test_a_site_validator_that_writes_its_own_access_tokens_has_them_called(logged_in, public_app, settings):
+    from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
+
+    site_validator = type("SiteValidator", (OwnAccessTokens, MCPOAuth2Validator), {"__module__": __name__})
+    globals()["SiteValidator"] = site_validator
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "OAUTH2_VALIDATOR_CLASS": f"{__name__}.SiteValidator"}
+    OwnAccessTokens.written.clear()
+    first = first_pair(logged_in, public_app)
+    with CaptureQueriesContext(connection) as queries:
+        second = refresh(logged_in, public_app, first["refresh_token"])
+    assert second.status_code == 200, second.content
+    assert not any(q["sql"].startswith("WITH") for q in queries.captured_queries)  # the seven statements
+    assert len(OwnAccessTokens.written) == 2  # code exchange and refresh
+    assert OwnAccessTokens.written[-1] == new_rows(second)[0].pk

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from django.core.cache import cache
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -268,3 +268,64 @@ def test_a_cached_session_entry_expires_when_its_touch_is_due(token, settings):
     assert _ping(token, session_id).status_code == 200
     key = cache.make_and_validate_key(SESSION_PREFIX + session_id)
     assert 55 <= cache._expire_info[key] - time.time() <= 60  # TOUCH_INTERVAL_SECONDS
+
+
+# --- tombstones: before the commit, and again only when needed --------------------------
+
+
+def counted_writes(monkeypatch) -> list[list[str]]:
+    """The tombstone writes that reach the cache from now on (each: the keys written)."""
+    from mcp_oauth.resource_server import cache as token_cache
+
+    writes: list[list[str]] = []
+    write = token_cache._write_tombstones
+
+    def counting(keys):
+        writes.append(list(keys))
+        return write(keys)
+
+    monkeypatch.setattr(token_cache, "_write_tombstones", counting)
+    return writes
+
+
+def test_an_invalidation_is_written_once_when_the_first_write_lands(monkeypatch):
+    from mcp_oauth.resource_server.cache import forget_token
+
+    writes = counted_writes(monkeypatch)
+    key = TOKEN_PREFIX + "a" * 64
+    with transaction.atomic():
+        forget_token("a" * 64)
+        assert writes == [[key]] and cache.get(key) == TOMBSTONE  # before the commit
+    assert writes == [[key]]  # the commit hook had nothing left to do
+
+
+def test_an_invalidation_the_cache_refused_is_written_again_after_the_commit(monkeypatch, caplog):
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from mcp_oauth.resource_server.cache import _cache, forget_token
+
+    writes = counted_writes(monkeypatch)
+    token_cache, key = _cache(), TOKEN_PREFIX + "b" * 64
+    real_set, refusals = token_cache.set, []
+
+    def refusing_once(*args, **kwargs):
+        if not refusals:
+            refusals.append(args[0])
+            raise RedisConnectionError("connection refused")
+        return real_set(*args, **kwargs)
+
+    monkeypatch.setattr(token_cache, "set", refusing_once)
+    with transaction.atomic():
+        forget_token("b" * 64)
+        assert cache.get(key) is None and "could not invalidate 1 entries" in caplog.text
+    assert writes == [[key], [key]] and token_cache.get(key) == TOMBSTONE
+
+
+def test_an_invalidation_older_than_half_the_tombstone_life_is_written_again(monkeypatch):
+    from mcp_oauth.resource_server import cache as token_cache
+
+    writes = counted_writes(monkeypatch)
+    monkeypatch.setattr(token_cache, "TOMBSTONE_SECONDS", 0)  # every transaction is "long"
+    with transaction.atomic():
+        token_cache.forget_token("c" * 64)
+    assert writes == [[TOKEN_PREFIX + "c" * 64]] * 2
