@@ -119,7 +119,8 @@ def _sql(
     using: str, plans: tuple[InsertPlan, ...], along: tuple[InsertPlan, ...], set_null: list[tuple[str, str, type]]
 ) -> str:
     """The statement of the module docstring for these insert plans, built once."""
-    key = (using, plans, along, tuple((related_table, fk) for related_table, fk, _ in set_null))
+    # Keyed by the plans' SQL (hashing the plans would hash each of their fields on every grant).
+    key = (using, tuple(plan.sql for plan in plans), tuple(plan.sql for plan in along), tuple(set_null))
     sql = _SQL.get(key)
     if sql is not None:
         return sql
