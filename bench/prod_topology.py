@@ -298,6 +298,14 @@ def fixtures() -> dict:
         refresh.save()
         return raw
 
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        # Planner statistics, as autovacuum keeps them on a production server (it may be off on a
+        # test server, and the tables of earlier runs would then look empty to the planner).
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+
     return {
         "resource": resource,
         "user": user,

@@ -581,6 +581,11 @@ def _statements(using: str) -> dict[str, str]:
             f"SELECT {col(RefreshTokenGeneration, 'refresh_token')} FROM {table(RefreshTokenGeneration, using)} "
             f"WHERE {col(RefreshTokenGeneration, 'generation')} = %s"
         )
+        # "id IN (SELECT …)": "id = ANY(ARRAY(SELECT …))" on PostgreSQL, where the members are then
+        # found by primary key whatever the planner's statistics (without them it scans the table).
+        members = (
+            f"= ANY(ARRAY({member_ids}))" if connections[using].vendor == "postgresql" else f"IN ({member_ids})"
+        )
         # The members' rows are locked (as the UPDATE that revokes them would) before their access
         # tokens are deleted: the order of DOT's RefreshToken.revoke() (refresh token, then access
         # token), so a concurrent revocation is waited for instead of deadlocking with the rotation.
@@ -594,13 +599,13 @@ def _statements(using: str) -> dict[str, str]:
             "revoke": (
                 f"UPDATE {refresh_tokens} SET {col(RefreshToken, 'revoked')} = %s, "
                 f"{col(RefreshToken, 'updated')} = %s, {col(RefreshToken, 'access_token')} = NULL "
-                f"WHERE {col(RefreshToken, 'id')} IN ({member_ids}) AND {col(RefreshToken, 'revoked')} IS NULL "
+                f"WHERE {col(RefreshToken, 'id')} {members} AND {col(RefreshToken, 'revoked')} IS NULL "
                 f"RETURNING {col(RefreshToken, 'id')}"
             ),
             "delete_access_tokens": (
                 f"DELETE FROM {table(AccessToken, using)} WHERE {col(AccessToken, 'id')} IN "
                 f"(SELECT {col(RefreshToken, 'access_token')} FROM {refresh_tokens} "
-                f"WHERE {col(RefreshToken, 'id')} IN ({member_ids}) AND {col(RefreshToken, 'revoked')} IS NULL{lock}) "
+                f"WHERE {col(RefreshToken, 'id')} {members} AND {col(RefreshToken, 'revoked')} IS NULL{lock}) "
                 f"RETURNING {columns(AccessToken, using)}"
             ),
         }

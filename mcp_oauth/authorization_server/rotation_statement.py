@@ -9,7 +9,7 @@ it is one data-modifying ``WITH`` instead, built once per database alias from th
 
     WITH members AS MATERIALIZED (             -- the live members, locked as DOT's revoke() locks them
              SELECT id, access_token_id FROM refresh_token
-             WHERE id IN (SELECT refresh_token_id FROM member WHERE generation_id = %s)
+             WHERE id = ANY(ARRAY(SELECT refresh_token_id FROM member WHERE generation_id = %s))
                AND revoked IS NULL FOR NO KEY UPDATE),
          deleted AS (DELETE FROM access_token WHERE id IN (SELECT access_token_id FROM members)
                      RETURNING <every column>),
@@ -135,8 +135,9 @@ def _sql(
     parts = [
         "members AS MATERIALIZED ("
         f"SELECT {rt_id}, {col(RefreshToken, 'access_token')} FROM {table(RefreshToken, using)} "
-        f"WHERE {rt_id} IN (SELECT {col(RefreshTokenGeneration, 'refresh_token')} "
-        f"FROM {table(RefreshTokenGeneration, using)} WHERE {col(RefreshTokenGeneration, 'generation')} = %s) "
+        # ANY(ARRAY(…)): the members found by primary key whatever the planner's statistics say
+        f"WHERE {rt_id} = ANY(ARRAY(SELECT {col(RefreshTokenGeneration, 'refresh_token')} "
+        f"FROM {table(RefreshTokenGeneration, using)} WHERE {col(RefreshTokenGeneration, 'generation')} = %s)) "
         f"AND {col(RefreshToken, 'revoked')} IS NULL FOR NO KEY UPDATE)",
         f"deleted AS (DELETE FROM {table(AccessToken, using)} WHERE {at_id} IN "
         f"(SELECT {col(RefreshToken, 'access_token')} FROM members) RETURNING {columns(AccessToken, using)})",
