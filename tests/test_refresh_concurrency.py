@@ -252,3 +252,45 @@ def test_a_password_change_racing_a_grace_sibling_revokes_it(client, user, resou
         assert not bearer_works(client, sibling["access_token"])
         [(status, body)] = concurrent_refreshes(public_app, sibling["refresh_token"], 1)
         assert (status, body["error"]) == (400, "invalid_grant")
+
+
+@pytest.mark.parametrize("reason", ["deactivated", "password_changed"])
+def test_a_grace_request_waiting_for_a_revocation_of_the_users_grants_issues_no_sibling(
+    client, user, resource, public_app, reason
+):
+    """The user's grants are revoked (deactivation, password change) while a grace request for the
+    replaced token is under way: the request has seen the successor generation alive, then waits
+    for its row lock, which the revocation holds until it commits. Once it has the lock the
+    successor's members are revoked: no sibling may be issued into it (it would be the user's only
+    live pair, after the revocation)."""
+    from mcp_oauth.grants import revoke_user_grants
+
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
+    assert status == 200
+    revoked, proceed = threading.Event(), threading.Event()
+
+    def revoke():
+        try:
+            with transaction.atomic():
+                revoke_user_grants(user, reason=reason)
+                revoked.set()
+                assert proceed.wait(timeout=30)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        revocation = pool.submit(revoke)
+        assert revoked.wait(timeout=30)
+        grace = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
+        deadline = timezone.now() + timedelta(seconds=10)
+        while not grace.done() and not someone_waits() and timezone.now() < deadline:
+            threading.Event().wait(0.05)
+        proceed.set()
+        revocation.result(timeout=30)
+        [(status, body)] = grace.result(timeout=30)
+
+    assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
+    assert (status, body.get("error")) == (400, "invalid_grant"), body

@@ -226,12 +226,16 @@ def grace_successor(generation: RefreshGeneration | None, revoked_at, now) -> Re
     successor = RefreshGeneration.objects.filter(parent=generation).first()
     if successor is None or successor.rotated_at is not None:
         return None
-    live = (
+    return successor if has_live_member(successor) else None
+
+
+def has_live_member(generation: RefreshGeneration) -> bool:
+    """Whether ``generation`` has a live member: a refresh token not revoked that still has its access token."""
+    return (
         get_refresh_token_model()
-        .objects.filter(mcp_generation__generation=successor, revoked__isnull=True, access_token__isnull=False)
+        .objects.filter(mcp_generation__generation=generation, revoked__isnull=True, access_token__isnull=False)
         .exists()
     )
-    return successor if live else None
 
 
 def take_write_lock() -> None:
@@ -408,7 +412,10 @@ class RefreshRotationMixin(_MixinBase):
             if successor is None:
                 raise errors.InvalidGrantError(description="The refresh token was already used.", request=request)
             target = RefreshGeneration.objects.select_for_update().get(pk=successor.pk)
-            if target.rotated_at is not None:
+            # Read again under the successor's row lock: a revocation of the user's grants
+            # (mcp_oauth.grants.revoke_user_grants) holds it while it revokes the members, and
+            # committed them revoked if this request waited for it.
+            if target.rotated_at is not None or not has_live_member(target):
                 raise errors.InvalidGrantError(description="The refresh token was already used.", request=request)
             # Counted under the successor's row lock: concurrent grace requests queue on it.
             if RefreshTokenGeneration.objects.filter(generation=target, sibling=True).count() >= grace_siblings():
