@@ -294,3 +294,41 @@ def test_a_grace_request_waiting_for_a_revocation_of_the_users_grants_issues_no_
 
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     assert (status, body.get("error")) == (400, "invalid_grant"), body
+
+
+@pytest.mark.parametrize("grace", [False, True], ids=["rotation", "grace sibling"])
+def test_a_client_deleted_while_its_token_is_refreshed_gives_no_server_error(
+    client, user, resource, public_app, monkeypatch, grace
+):
+    """The client is deleted (admin) while a refresh of one of its tokens is about to commit: the new
+    rows point at a client that is gone. The refresh answers ``invalid_grant`` (400), not 500, and
+    leaves nothing behind; either the deletion or the refresh fails, never both silently."""
+    from oauth2_provider.models import get_access_token_model, get_application_model
+
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    if grace:
+        [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
+        assert status == 200
+
+    def delete_client():
+        try:
+            get_application_model().objects.get(pk=public_app.pk).delete()
+            return "deleted"
+        except Exception as exc:  # noqa: BLE001 - the deletion may lose the race (IntegrityError)
+            return type(exc).__name__
+        finally:
+            connections.close_all()
+
+    [(status, body)], deletion = race_inside_grant(
+        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), delete_client
+    )
+    assert status in (200, 400), (status, body)
+    if deletion == "deleted":
+        assert (status, body["error"]) == (400, "invalid_grant"), body
+        assert not get_refresh_token_model().objects.filter(application_id=public_app.pk).exists()
+        assert not get_access_token_model().objects.filter(application_id=public_app.pk).exists()
+    else:
+        assert status == 200
+        assert bearer_works(client, body["access_token"])

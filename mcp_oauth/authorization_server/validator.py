@@ -31,7 +31,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db import router, transaction
+from django.db import IntegrityError, router, transaction
 from django.utils import timezone
 from oauth2_provider.models import (
     get_access_token_model,
@@ -362,7 +362,16 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
 
     def save_bearer_token(self, token, request, *args, **kwargs):
         try:
-            result = super().save_bearer_token(token, request, *args, **kwargs)
+            try:
+                result = super().save_bearer_token(token, request, *args, **kwargs)
+            except IntegrityError:
+                if _parties_exist(request):
+                    raise
+                # The commit's foreign-key checks: the client or the user was deleted while the
+                # grant's rows were written (a grace sibling locks generations, not the client).
+                raise errors.InvalidGrantError(
+                    description="The client or the user of this grant is gone.", request=request
+                ) from None
         except errors.OAuth2Error:
             if getattr(request, "_mcp_code_race_lost", False):
                 # Our transaction is rolled back; the winner's has committed its redemption record.
@@ -411,3 +420,20 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 client_id=request.client.client_id,
                 detail={"via": "revocation_endpoint", "token_type": kind, "token_id": row.pk},
             )
+
+
+def _parties_exist(request) -> bool:
+    """Whether the client and the user of a grant whose rows failed a foreign-key check still exist
+    (True when that cannot be told: the failure is then not theirs to explain)."""
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+
+    if any(connections[alias].in_atomic_block for alias in connections):
+        return True  # inside a caller's transaction: no query until it rolls back
+    try:
+        client, user = getattr(request, "client", None), getattr(request, "user", None)
+        if client is not None and not type(client).objects.filter(pk=client.pk).exists():
+            return False
+        return user is None or get_user_model().objects.filter(pk=user.pk).exists()
+    except Exception:  # noqa: BLE001 - the original error is the one to raise
+        return True
