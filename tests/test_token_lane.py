@@ -279,3 +279,26 @@ def test_no_client_memory_when_the_limit_is_zero(service, settings):
     )
     response = grant(app.client_id, secret)
     assert response.status_code == 401 and response.json()["error"] == "invalid_client"
+
+
+def test_a_huge_body_is_answered_413_without_being_stored(service, django_app, settings, monkeypatch):
+    """A body far beyond ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is read to its end and answered 413, but the
+    lane keeps no more of it than the view will look at (no disk filled by a client's upload)."""
+    import tempfile
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    written: list[int] = []
+
+    class Recording(tempfile.SpooledTemporaryFile):
+        def write(self, data):
+            written.append(len(data))
+            return super().write(data)
+
+    monkeypatch.setattr(tempfile, "SpooledTemporaryFile", Recording)
+    app_record, secret = service
+    headers = {"Content-Type": FORM, "Authorization": basic(app_record.client_id, secret)}
+    status, _, body = asgi_call(
+        TokenLane(django_app), "POST", "/oauth/token", headers, b"grant_type=client_credentials&x=" + b"a" * 1_000_000
+    )
+    assert status == 413, body
+    assert sum(written) <= 1001

@@ -35,6 +35,7 @@ WSGI) the token endpoint is served through its URLconf as before, by the same vi
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -134,6 +135,30 @@ class TokenLane(ASGIHandler):
         await self.send_response(response, send)
         if response.streaming:  # not closed on the request's thread (see _serve)
             await sync_to_async(response.close)()
+
+    async def read_body(self, receive: Any) -> Any:
+        """Django's ``read_body``, keeping at most one byte more than ``DATA_UPLOAD_MAX_MEMORY_SIZE``:
+        the rest of a larger body is read and dropped, and the view answers 413 from what was kept
+        (Django compares the stored size with the limit). A client's upload fills no disk."""
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is None:
+            return await super().read_body(receive)
+        body_file = tempfile.SpooledTemporaryFile(max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b")
+        kept = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                body_file.close()
+                raise RequestAborted()
+            chunk = message.get("body", b"")
+            if chunk and kept <= limit:
+                chunk = chunk[: limit + 1 - kept]
+                body_file.write(chunk)
+                kept += len(chunk)
+            if not message.get("more_body", False):
+                break
+        body_file.seek(0)
+        return body_file
 
     def _serve(self, view: Callable[..., HttpResponseBase], scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
         """On the request's thread: one request, as Django's handler would serve it (see the module docstring)."""
