@@ -45,8 +45,18 @@ def revoke_on_credentials_change(sender, instance, created=False, raw=False, **k
 
 
 def revoke_on_delete(sender, instance, **kwargs) -> None:
-    """``pre_delete``: revoke the user's grants (audited) before the account goes."""
+    """``pre_delete``: revoke the user's grants (audited) before the account goes.
+
+    Then delete the user's tokens here: Django collected the rows to delete before sending
+    ``pre_delete``, and a refresh in flight that :func:`revoke_user_grants` waited for committed a
+    new pair after that; left to the deletion, those rows would fail its foreign-key check at
+    commit (the account deletion would fail)."""
+    from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+
     revoke_user_grants(instance, reason="deleted")
+    if instance.pk is not None:
+        get_refresh_token_model().objects.filter(user_id=instance.pk).delete()
+        get_access_token_model().objects.filter(user_id=instance.pk).delete()
 
 
 def connect(user_model) -> None:

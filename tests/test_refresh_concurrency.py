@@ -332,3 +332,38 @@ def test_a_client_deleted_while_its_token_is_refreshed_gives_no_server_error(
     else:
         assert status == 200
         assert bearer_works(client, body["access_token"])
+
+
+@pytest.mark.parametrize("grace", [False, True], ids=["rotation", "grace sibling"])
+def test_a_user_deleted_while_their_token_is_refreshed_is_deleted(
+    client, user, resource, public_app, monkeypatch, grace
+):
+    """A user deletes their account while their client refreshes: the deletion waits for the
+    refresh (mcp_oauth.lifecycle revokes the grants under the generations' locks) and then deletes
+    the pair the refresh issued too, instead of failing at commit on rows it had not collected."""
+    from django.contrib.auth import get_user_model
+    from oauth2_provider.models import get_access_token_model
+
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    if grace:
+        [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
+        assert status == 200
+
+    def delete_user():
+        try:
+            get_user_model().objects.get(pk=user.pk).delete()
+            return "deleted"
+        except Exception as exc:  # noqa: BLE001
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            connections.close_all()
+
+    [(status, body)], deletion = race_inside_grant(
+        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), delete_user
+    )
+    assert deletion == "deleted"
+    assert status in (200, 400), (status, body)
+    assert not get_refresh_token_model().objects.filter(user_id=user.pk).exists()
+    assert not get_access_token_model().objects.filter(user_id=user.pk).exists()
