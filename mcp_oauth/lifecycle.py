@@ -16,6 +16,8 @@ that name neither field (``last_login``) cost no query.
 
 from __future__ import annotations
 
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+
 from .grants import revoke_user_grants
 
 WATCHED = frozenset({"password", "is_active"})
@@ -51,8 +53,6 @@ def revoke_on_delete(sender, instance, **kwargs) -> None:
     ``pre_delete``, and a refresh in flight that :func:`revoke_user_grants` waited for committed a
     new pair after that; left to the deletion, those rows would fail its foreign-key check at
     commit (the account deletion would fail)."""
-    from oauth2_provider.models import get_access_token_model, get_refresh_token_model
-
     revoke_user_grants(instance, reason="deleted")
     if instance.pk is not None:
         get_refresh_token_model().objects.filter(user_id=instance.pk).delete()

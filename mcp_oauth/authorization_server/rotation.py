@@ -590,9 +590,7 @@ def _statements(using: str) -> dict[str, str]:
         )
         # "id IN (SELECT …)": "id = ANY(ARRAY(SELECT …))" on PostgreSQL, where the members are then
         # found by primary key whatever the planner's statistics (without them it scans the table).
-        members = (
-            f"= ANY(ARRAY({member_ids}))" if connections[using].vendor == "postgresql" else f"IN ({member_ids})"
-        )
+        members = f"= ANY(ARRAY({member_ids}))" if connections[using].vendor == "postgresql" else f"IN ({member_ids})"
         # The members' rows are locked (as the UPDATE that revokes them would) before their access
         # tokens are deleted: the order of DOT's RefreshToken.revoke() (refresh token, then access
         # token), so a concurrent revocation is waited for instead of deadlocking with the rotation.

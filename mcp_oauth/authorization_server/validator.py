@@ -31,7 +31,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db import IntegrityError, router, transaction
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, connections, router, transaction
 from django.utils import timezone
 from oauth2_provider.models import (
     get_access_token_model,
@@ -425,9 +426,6 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
 def _parties_exist(request) -> bool:
     """Whether the client and the user of a grant whose rows failed a foreign-key check still exist
     (True when that cannot be told: the failure is then not theirs to explain)."""
-    from django.contrib.auth import get_user_model
-    from django.db import connections
-
     if any(connections[alias].in_atomic_block for alias in connections):
         return True  # inside a caller's transaction: no query until it rolls back
     try:
