@@ -27,10 +27,12 @@ class MCPOAuthConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth import get_user_model
         from django.utils.module_loading import autodiscover_modules
+        from oauth2_provider.models import get_application_model
 
         from . import checks  # registers the system checks
         from .authorization_server.clients import connect_receivers as connect_client_receivers
         from .lifecycle import connect as connect_lifecycle
+        from .lifecycle import connect_client
         from .resource_server.cache import connect_receivers
         from .settings import apply_dot_defaults, mcp_oauth_settings
         from .signals import sync_default_resource
@@ -43,6 +45,7 @@ class MCPOAuthConfig(AppConfig):
         wakeup.connect_receivers()
         sessions.connect_receivers()
         connect_lifecycle(get_user_model())
+        connect_client(get_application_model())
         post_migrate.connect(sync_default_resource, sender=self)
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
         autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)

@@ -12,13 +12,20 @@ Receivers on the user model (connected in :meth:`mcp_oauth.apps.MCPOAuthConfig.r
 
 ``user_logged_in`` is not used: logging in changes neither. Saves with ``update_fields``
 that name neither field (``last_login``) cost no query.
+
+A client's deletion (the admin, ``Application.delete()``) waits for the grants of that client in
+flight, then deletes the tokens they committed (:func:`settle_client_deletion`), so that the
+deletion does not fail at commit on rows Django had not collected.
 """
 
 from __future__ import annotations
 
-from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+from django.db import router, transaction
+from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 
+from .authorization_server.rotation import take_write_lock
 from .grants import revoke_user_grants
+from .models import RefreshGeneration
 
 WATCHED = frozenset({"password", "is_active"})
 
@@ -57,6 +64,52 @@ def revoke_on_delete(sender, instance, **kwargs) -> None:
     if instance.pk is not None:
         get_refresh_token_model().objects.filter(user_id=instance.pk).delete()
         get_access_token_model().objects.filter(user_id=instance.pk).delete()
+
+
+def settle_client_deletion(sender, instance, **kwargs) -> None:
+    """``pre_delete`` of a client: wait for its grants in flight, then delete the tokens they committed.
+
+    Django collects the rows a deletion removes before it sends ``pre_delete``; a grant of this
+    client that commits afterwards would leave rows pointing at the deleted client, and the
+    deletion would fail at commit (``IntegrityError``). Here, in the deletion's transaction, and
+    in this order (each lock waits for the grants that hold it; none waits for the deletion):
+
+    1. the client's pending authorization codes are locked (a code exchange in flight holds its
+       code's row until it commits; later exchanges find the code gone: ``invalid_grant``);
+    2. the generations of the client's refresh-token families are locked, oldest first, as
+       :func:`~mcp_oauth.authorization_server.rotation.revoke_family` locks them (a rotation or
+       grace request in flight holds one; later ones find the generation gone);
+    3. the client's row is locked (a ``client_credentials`` grant that commits later waits for the
+       deletion at its foreign-key check, then fails: ``invalid_grant``);
+    4. the client's refresh and access tokens that exist now are deleted.
+    """
+    if instance.pk is None:
+        return
+    RefreshToken, AccessToken = get_refresh_token_model(), get_access_token_model()
+    with transaction.atomic(using=router.db_for_write(type(instance))):
+        take_write_lock()
+        list(get_grant_model().objects.select_for_update().filter(application_id=instance.pk).values_list("pk"))
+        families = RefreshToken.objects.filter(application_id=instance.pk, token_family__isnull=False).values(
+            "token_family"
+        )
+        list(
+            RefreshGeneration.objects.select_for_update()
+            .filter(token_family__in=families)
+            .order_by("created_at", "pk")
+            .values_list("pk")
+        )
+        list(type(instance).objects.select_for_update().filter(pk=instance.pk).values_list("pk"))
+        RefreshToken.objects.filter(application_id=instance.pk).delete()
+        AccessToken.objects.filter(application_id=instance.pk).delete()
+
+
+def connect_client(application_model) -> None:
+    """Connect :func:`settle_client_deletion` for ``application_model`` (idempotent)."""
+    from django.db.models.signals import pre_delete
+
+    pre_delete.connect(
+        settle_client_deletion, sender=application_model, dispatch_uid="mcp_oauth.lifecycle.client_pre_delete"
+    )
 
 
 def connect(user_model) -> None:

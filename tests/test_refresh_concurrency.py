@@ -300,9 +300,9 @@ def test_a_grace_request_waiting_for_a_revocation_of_the_users_grants_issues_no_
 def test_a_client_deleted_while_its_token_is_refreshed_gives_no_server_error(
     client, user, resource, public_app, monkeypatch, grace
 ):
-    """The client is deleted (admin) while a refresh of one of its tokens is about to commit: the new
-    rows point at a client that is gone. The refresh answers ``invalid_grant`` (400), not 500, and
-    leaves nothing behind; either the deletion or the refresh fails, never both silently."""
+    """The client is deleted (admin) while a refresh of one of its tokens is about to commit: the
+    deletion waits for the refresh (mcp_oauth.lifecycle.settle_client_deletion locks the client's
+    generations), then deletes the pair it issued too; it never fails on rows it had not collected."""
     from oauth2_provider.models import get_access_token_model, get_application_model
 
     client.force_login(user)
@@ -315,23 +315,51 @@ def test_a_client_deleted_while_its_token_is_refreshed_gives_no_server_error(
     def delete_client():
         try:
             get_application_model().objects.get(pk=public_app.pk).delete()
-            return "deleted"
-        except Exception as exc:  # noqa: BLE001 - the deletion may lose the race (IntegrityError)
-            return type(exc).__name__
         finally:
             connections.close_all()
+        return "deleted"
 
     [(status, body)], deletion = race_inside_grant(
         monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), delete_client
     )
-    assert status in (200, 400), (status, body)
-    if deletion == "deleted":
-        assert (status, body["error"]) == (400, "invalid_grant"), body
-        assert not get_refresh_token_model().objects.filter(application_id=public_app.pk).exists()
-        assert not get_access_token_model().objects.filter(application_id=public_app.pk).exists()
-    else:
-        assert status == 200
-        assert bearer_works(client, body["access_token"])
+    assert deletion == "deleted"
+    assert status == 200, (status, body)  # it committed first; the deletion waited for it
+    assert not get_application_model().objects.filter(pk=public_app.pk).exists()
+    assert not get_refresh_token_model().objects.filter(application_id=public_app.pk).exists()
+    assert not get_access_token_model().objects.filter(application_id=public_app.pk).exists()
+    assert not bearer_works(client, body["access_token"])
+
+
+def test_a_client_credentials_grant_racing_the_clients_deletion_gets_invalid_grant(client, service, monkeypatch):
+    """A ``client_credentials`` grant that commits after the client's deletion locked the client's
+    row waits for the deletion at its foreign-key check, then fails: 400 ``invalid_grant``, not 500."""
+    from oauth2_provider.models import get_access_token_model, get_application_model
+
+    from .oauth_helpers import basic
+
+    app, secret = service
+
+    def grant():
+        try:
+            return Client().post(
+                "/oauth/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION=basic(app.client_id, secret)
+            )
+        finally:
+            connections.close_all()
+
+    def delete_client():
+        try:
+            get_application_model().objects.get(pk=app.pk).delete()
+        finally:
+            connections.close_all()
+        return "deleted"
+
+    response, deletion = race_inside_grant(monkeypatch, grant, delete_client, settle_seconds=2.0)
+    assert deletion == "deleted"
+    assert response.status_code in (200, 400), response.content
+    if response.status_code == 400:
+        assert response.json()["error"] == "invalid_grant"
+    assert not get_access_token_model().objects.filter(application_id=app.pk).exists()
 
 
 @pytest.mark.parametrize("grace", [False, True], ids=["rotation", "grace sibling"])
