@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -293,7 +294,7 @@ def fixtures() -> dict:
     def refresh_token():
         _, access = mint()
         raw = secrets.token_urlsafe(32)
-        refresh = RefreshToken(user=user, application=public, access_token=access)
+        refresh = RefreshToken(user=user, application=public, access_token=access, token_family=uuid.uuid4())
         set_token_value(refresh, raw)
         refresh.save()
         return raw

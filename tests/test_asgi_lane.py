@@ -451,3 +451,33 @@ def test_a_caller_that_leaves_does_not_interrupt_the_call_and_the_thread_comes_b
     asyncio.run(caller())
     assert finished.is_set()
     assert len(lane_module._threads._idle) == max(idle, 1)
+
+
+def test_one_hop_calls_beyond_the_cap_wait_without_a_thread(monkeypatch):
+    from mcp_oauth.transport import asgi as lane_module
+
+    monkeypatch.setattr(lane_module, "CALL_THREADS", 2)
+    monkeypatch.setattr(lane_module, "_call_slots", lane_module.weakref.WeakKeyDictionary())
+    release = threading.Event()
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def held(number: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        assert release.wait(timeout=10)
+        with lock:
+            running[0] -= 1
+        return number
+
+    async def caller() -> list[int]:
+        calls = [asyncio.create_task(lane_module.call_on_request_thread(held, n)) for n in range(6)]
+        for _ in range(100):  # let every call reach its slot or its wait
+            await asyncio.sleep(0.01)
+        assert running[0] == 2  # the other four wait on the loop
+        release.set()
+        return await asyncio.gather(*calls)
+
+    assert asyncio.run(caller()) == list(range(6))
+    assert most[0] == 2

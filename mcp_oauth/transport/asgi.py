@@ -43,6 +43,7 @@ import asyncio
 import contextvars
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -117,6 +118,15 @@ class RequestThread(Executor):
             self._executor = None
 
 
+#: At most this many :func:`call_on_request_thread` calls run at once per event loop (worker);
+#: more wait on the loop, holding no thread (a burst of token requests cannot grow the worker's
+#: threads past it; its database pool is smaller anyway).
+CALL_THREADS = IDLE_THREADS
+
+#: event loop -> the semaphore of its :func:`call_on_request_thread` calls.
+_call_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
 async def call_on_request_thread(fn: Callable[..., T], /, *args: Any) -> T:
     """``fn(*args)`` on a thread of the request-thread pool, in a copy of the caller's context:
     one thread hop, for a request whose sync work is a single call (the token lane).
@@ -124,12 +134,17 @@ async def call_on_request_thread(fn: Callable[..., T], /, *args: Any) -> T:
     Leaner than ``sync_to_async`` in a ``ThreadSensitiveContext``: no context is copied back,
     and the result comes back through one ``call_soon_threadsafe``. Code in ``fn`` that calls
     ``async_to_sync`` still works (asgiref runs the coroutine on an event loop of its own).
-    The thread goes back to the pool once ``fn`` returned, also when the caller was cancelled
-    meanwhile (a client that left): the call itself is never interrupted.
+    At most :data:`CALL_THREADS` calls run at once per event loop; the others wait for a slot
+    without a thread. The thread goes back to the pool once ``fn`` returned, also when the caller
+    was cancelled meanwhile (a client that left): the call itself is never interrupted.
 
     :raises: whatever ``fn`` raised.
     """
     loop = asyncio.get_running_loop()
+    slots = _call_slots.get(loop)
+    if slots is None:
+        slots = _call_slots[loop] = asyncio.Semaphore(CALL_THREADS)
+    await slots.acquire()
     future: asyncio.Future[T] = loop.create_future()
     context = contextvars.copy_context()
     executor = _threads.acquire()
@@ -138,17 +153,23 @@ async def call_on_request_thread(fn: Callable[..., T], /, *args: Any) -> T:
         try:
             result = context.run(fn, *args)
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
-            loop.call_soon_threadsafe(_settle, future, None, exc)
+            loop.call_soon_threadsafe(_settle, future, None, exc, slots)
         else:
-            loop.call_soon_threadsafe(_settle, future, result, None)
+            loop.call_soon_threadsafe(_settle, future, result, None, slots)
         finally:
             _threads.release(executor)
 
-    executor.submit(run)
+    try:
+        executor.submit(run)
+    except BaseException:  # an executor shut down under us (interpreter exit)
+        _threads.release(executor)
+        slots.release()
+        raise
     return await future
 
 
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None, slots: asyncio.Semaphore) -> None:
+    slots.release()  # on the loop, once the call is over (whether or not its caller still waits)
     if future.cancelled():
         return
     if exc is not None:
