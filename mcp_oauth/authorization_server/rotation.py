@@ -20,6 +20,8 @@ replaces the refresh branch of token saving:
   having locked the members' rows first where the database has row locks (refresh token before
   access token, the order of DOT's ``revoke()``: a concurrent revocation is waited for, not a
   deadlock), one ``UPDATE`` revokes the members, and the new rows are single ``INSERT`` statements.
+  On PostgreSQL all of that after the claim is one statement (:mod:`.rotation_statement`), the
+  grant's audit event included, when nothing asks for the statements one by one (see there).
 * **Grace window.** A request that arrives after the rotation, presenting a token the
   rotation revoked, within ``MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"]`` (default 60) of it,
   while the successor generation is still the newest and alive, gets a *sibling*: a new
