@@ -8,9 +8,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
-__all__ = ["password_change", "race_inside_grant", "someone_waits"]
+__all__ = ["password_change", "race_against_transaction", "race_inside_grant", "someone_waits"]
 
 
 def someone_waits() -> bool:
@@ -62,6 +62,46 @@ def race_inside_grant(
     finally:
         release.set()
         monkeypatch.setattr(MCPOAuth2Validator, "_save_bearer_token", save_bearer_token)
+
+
+def race_against_transaction(
+    hold: Callable[[], Any],
+    competitor: Callable[[], Any],
+    then: Callable[[Any], Any] | None = None,
+    settle_seconds: float = 10.0,
+) -> Any:
+    """Run ``hold()`` in a transaction on a thread and keep the transaction open; then run
+    ``competitor()`` on another thread, and once the competitor waits for a lock on PostgreSQL
+    (:func:`someone_waits`), has finished, or ``settle_seconds`` have passed, run ``then(what
+    hold() returned)`` in the same transaction and commit it.
+
+    The holder's connections are closed; the competitor closes its own. :returns: ``competitor()``.
+    """
+    held, proceed = threading.Event(), threading.Event()
+
+    def holding() -> None:
+        try:
+            with transaction.atomic():
+                kept = hold()
+                held.set()
+                assert proceed.wait(timeout=30)
+                if then is not None:
+                    then(kept)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        holder = pool.submit(holding)
+        try:
+            assert held.wait(timeout=30)
+            competing = pool.submit(competitor)
+            deadline = time.monotonic() + settle_seconds
+            while not competing.done() and not someone_waits() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            proceed.set()
+        holder.result(timeout=30)
+        return competing.result(timeout=30)
 
 
 def password_change(user: Any) -> Callable[[], None]:

@@ -11,11 +11,12 @@ race. Figures (requests, generations, working pairs, 5xx) are printed; run with 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, connections
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import get_refresh_token_model
@@ -23,7 +24,7 @@ from oauth2_provider.models import get_refresh_token_model
 from mcp_oauth.models import AuditEvent, RefreshGeneration
 
 from .oauth_helpers import bearer_works, get_code, token_request
-from .races import password_change, race_inside_grant, someone_waits
+from .races import password_change, race_against_transaction, race_inside_grant
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -186,28 +187,12 @@ def test_a_revocation_racing_a_rotation_is_no_deadlock(client, user, resource, p
     first = token_request(client, public_app, code, verifier).json()
     RefreshToken = get_refresh_token_model()
     presented = RefreshToken.objects.get(revoked__isnull=True)
-    locked, proceed = threading.Event(), threading.Event()
 
-    def revoke():
-        try:
-            with transaction.atomic():
-                row = RefreshToken.objects.select_for_update().get(pk=presented.pk)
-                locked.set()
-                assert proceed.wait(timeout=30)
-                row.revoke()
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        revocation = pool.submit(revoke)
-        assert locked.wait(timeout=30)
-        rotation = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
-        deadline = timezone.now() + timedelta(seconds=10)
-        while not rotation.done() and not someone_waits() and timezone.now() < deadline:
-            threading.Event().wait(0.05)
-        proceed.set()
-        revocation.result(timeout=30)
-        [(status, body)] = rotation.result(timeout=30)
+    [(status, body)] = race_against_transaction(
+        lambda: RefreshToken.objects.select_for_update().get(pk=presented.pk),  # then revoked while the rotation waits
+        lambda: concurrent_refreshes(public_app, first["refresh_token"], 1),
+        then=lambda row: row.revoke(),
+    )
 
     assert (status, body["error"]) == (400, "invalid_grant")
     assert not RefreshToken.objects.filter(revoked__isnull=True).exists()
@@ -270,30 +255,44 @@ def test_a_grace_request_waiting_for_a_revocation_of_the_users_grants_issues_no_
     first = token_request(client, public_app, code, verifier).json()
     [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
     assert status == 200
-    revoked, proceed = threading.Event(), threading.Event()
-
-    def revoke():
-        try:
-            with transaction.atomic():
-                revoke_user_grants(user, reason=reason)
-                revoked.set()
-                assert proceed.wait(timeout=30)
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        revocation = pool.submit(revoke)
-        assert revoked.wait(timeout=30)
-        grace = pool.submit(concurrent_refreshes, public_app, first["refresh_token"], 1)
-        deadline = timezone.now() + timedelta(seconds=10)
-        while not grace.done() and not someone_waits() and timezone.now() < deadline:
-            threading.Event().wait(0.05)
-        proceed.set()
-        revocation.result(timeout=30)
-        [(status, body)] = grace.result(timeout=30)
+    [(status, body)] = race_against_transaction(
+        lambda: revoke_user_grants(user, reason=reason),
+        lambda: concurrent_refreshes(public_app, first["refresh_token"], 1),
+    )
 
     assert not get_refresh_token_model().objects.filter(revoked__isnull=True).exists()
     assert (status, body.get("error")) == (400, "invalid_grant"), body
+
+
+def deleting(model, pk) -> Callable[[], str]:
+    """A competitor that deletes the ``model`` row ``pk`` (the admin's delete), then closes its connections."""
+
+    def delete() -> str:
+        try:
+            model.objects.get(pk=pk).delete()
+        finally:
+            connections.close_all()
+        return "deleted"
+
+    return delete
+
+
+def refresh_held_against(client, user, public_app, monkeypatch, grace: bool, competitor) -> tuple:
+    """A refresh of a fresh pair's token (a grace refresh when ``grace``: the token was refreshed once
+    already), held inside its transaction while ``competitor()`` runs (:func:`race_inside_grant`).
+
+    :returns: ``((status, body) of the refresh, competitor())``.
+    """
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+    first = token_request(client, public_app, code, verifier).json()
+    if grace:
+        [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
+        assert status == 200
+    [refreshed], result = race_inside_grant(
+        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), competitor
+    )
+    return refreshed, result
 
 
 @pytest.mark.parametrize("grace", [False, True], ids=["rotation", "grace sibling"])
@@ -305,22 +304,8 @@ def test_a_client_deleted_while_its_token_is_refreshed_gives_no_server_error(
     generations), then deletes the pair it issued too; it never fails on rows it had not collected."""
     from oauth2_provider.models import get_access_token_model, get_application_model
 
-    client.force_login(user)
-    code, verifier, _ = get_code(client, public_app)
-    first = token_request(client, public_app, code, verifier).json()
-    if grace:
-        [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
-        assert status == 200
-
-    def delete_client():
-        try:
-            get_application_model().objects.get(pk=public_app.pk).delete()
-        finally:
-            connections.close_all()
-        return "deleted"
-
-    [(status, body)], deletion = race_inside_grant(
-        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), delete_client
+    (status, body), deletion = refresh_held_against(
+        client, user, public_app, monkeypatch, grace, deleting(get_application_model(), public_app.pk)
     )
     assert deletion == "deleted"
     assert status == 200, (status, body)  # it committed first; the deletion waited for it
@@ -347,14 +332,9 @@ def test_a_client_credentials_grant_racing_the_clients_deletion_gets_invalid_gra
         finally:
             connections.close_all()
 
-    def delete_client():
-        try:
-            get_application_model().objects.get(pk=app.pk).delete()
-        finally:
-            connections.close_all()
-        return "deleted"
-
-    response, deletion = race_inside_grant(monkeypatch, grant, delete_client, settle_seconds=2.0)
+    response, deletion = race_inside_grant(
+        monkeypatch, grant, deleting(get_application_model(), app.pk), settle_seconds=2.0
+    )
     assert deletion == "deleted"
     assert response.status_code in (200, 400), response.content
     if response.status_code == 400:
@@ -372,24 +352,8 @@ def test_a_user_deleted_while_their_token_is_refreshed_is_deleted(
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import get_access_token_model
 
-    client.force_login(user)
-    code, verifier, _ = get_code(client, public_app)
-    first = token_request(client, public_app, code, verifier).json()
-    if grace:
-        [(status, _)] = concurrent_refreshes(public_app, first["refresh_token"], 1)
-        assert status == 200
-
-    def delete_user():
-        try:
-            get_user_model().objects.get(pk=user.pk).delete()
-            return "deleted"
-        except Exception as exc:  # noqa: BLE001
-            return f"{type(exc).__name__}: {exc}"
-        finally:
-            connections.close_all()
-
-    [(status, body)], deletion = race_inside_grant(
-        monkeypatch, lambda: concurrent_refreshes(public_app, first["refresh_token"], 1), delete_user
+    (status, body), deletion = refresh_held_against(
+        client, user, public_app, monkeypatch, grace, deleting(get_user_model(), user.pk)
     )
     assert deletion == "deleted"
     assert status in (200, 400), (status, body)
