@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import secrets
+import time
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
+
+from mcp_oauth import throttling
 
 from .browser import pytest_collection_modifyitems, pytest_terminal_summary  # noqa: F401 - hooks: no Chromium, one line
 
@@ -90,3 +94,13 @@ def service(resource):
     secret = app.client_secret
     app.save()
     return app, secret
+
+
+@pytest.fixture
+def steady_throttle_clock(monkeypatch):
+    """The throttles' clock (:mod:`mcp_oauth.throttling`) stands still at the start of a minute, in
+    the middle of an hour: a test that counts up to a limit cannot straddle a fixed window's
+    boundary, where the count starts again. Nothing else's clock is touched."""
+    now = int(time.time() // 3600) * 3600 + 1800.0
+    monkeypatch.setattr(throttling, "time", SimpleNamespace(time=lambda: now))
+    return now

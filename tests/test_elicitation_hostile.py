@@ -1562,7 +1562,7 @@ def test_tool_and_admin_supplied_text_is_escaped_on_the_pages(user, session, moc
 
 
 @pytest.mark.django_db
-def test_the_pages_are_rate_limited_with_429_and_retry_after(user, provider, session):
+def test_the_pages_are_rate_limited_with_429_and_retry_after(user, provider, session, steady_throttle_clock):
     row = connect_request(user, session)
     client = browser(user)
     statuses = [client.get(path_of(row)).status_code for _ in range(60)]
@@ -1583,7 +1583,7 @@ def test_the_pages_are_rate_limited_with_429_and_retry_after(user, provider, ses
 
 
 @pytest.mark.django_db
-def test_forged_forwarding_headers_do_not_escape_the_rate_limit(user, provider, session):
+def test_forged_forwarding_headers_do_not_escape_the_rate_limit(user, provider, session, steady_throttle_clock):
     row = connect_request(user, session)
     client = browser(user)
     for i in range(60):
