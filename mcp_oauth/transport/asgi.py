@@ -150,14 +150,16 @@ async def call_on_request_thread(fn: Callable[..., T], /, *args: Any) -> T:
     executor = _threads.acquire()
 
     def run() -> None:
+        result: Any = None
+        error: BaseException | None = None
         try:
             result = context.run(fn, *args)
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
-            loop.call_soon_threadsafe(_settle, future, None, exc, slots)
-        else:
-            loop.call_soon_threadsafe(_settle, future, result, None, slots)
+            error = exc
+        try:
+            _threads.release(executor)  # before the caller resumes: the thread is free for its next call
         finally:
-            _threads.release(executor)
+            loop.call_soon_threadsafe(_settle, future, result, error, slots)
 
     try:
         executor.submit(run)
