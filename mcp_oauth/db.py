@@ -180,26 +180,14 @@ def insert(instance: M, *, using: str | None = None) -> M:
     row: Any = instance  # the private save helpers used below are not in the type stubs
     if using is None:
         using = router.db_for_write(cls, instance=instance)
-    pk: Any = cls._meta.pk
-    if getattr(instance, pk.attname) is None:
-        setattr(instance, pk.attname, pk.get_pk_value_on_save(instance))
-    auto_pk = getattr(instance, pk.attname) is None
-    plan = _insert_plan(cls, using, auto_pk)
+    plan = _plan_for(instance, using)
     if plan is None:
         instance.save(force_insert=True, using=using)
         return instance
-    row._prepare_related_fields_for_save(operation_name="save")
-    if pre_save.has_listeners(cls):
-        pre_save.send(sender=cls, instance=instance, raw=False, using=using, update_fields=None)
+    params = _prepare(instance, using, plan)
     connection: Any = connections[using]
-    params = []
-    for field in plan.fields:
-        value = field.pre_save(instance, True)
-        if hasattr(value, "resolve_expression"):
-            break  # an expression value (F(), Now(), a database default…): the ORM compiles it
-        params.append(field.get_db_prep_save(value, connection))
     try:  # transaction.mark_for_rollback_on_error(), as save() does, without a generator
-        if len(params) < len(plan.fields):
+        if params is None:  # an expression value (F(), Now(), a database default…): the ORM compiles it
             row._save_table(cls=cls, force_insert=True, using=using)
         else:
             _execute_insert(instance, plan, params, connection)
@@ -208,11 +196,7 @@ def insert(instance: M, *, using: str | None = None) -> M:
             connection.needs_rollback = True
             connection.rollback_exc = exc
         raise
-    instance._state.db = using
-    instance._state.adding = False
-    if post_save.has_listeners(cls):
-        post_save.send(sender=cls, instance=instance, created=True, update_fields=None, raw=False, using=using)
-    return instance
+    return inserted(instance, using, None)
 
 
 def insert_values(
@@ -230,14 +214,31 @@ def insert_values(
     :raises TypeError: a value is an expression (``F()``, ``Now()``…), set by the caller or by a
         ``pre_save`` receiver: such a row can only be written by :func:`insert` or ``save()``.
     """
-    cls = type(instance)
-    row: Any = instance
-    pk: Any = cls._meta.pk
-    if getattr(instance, pk.attname) is None and pk.name not in linked:
-        setattr(instance, pk.attname, pk.get_pk_value_on_save(instance))
-    plan = _insert_plan(cls, using, getattr(instance, pk.attname) is None and pk.name not in linked)
+    plan = _plan_for(instance, using, linked)
     if plan is None:
         return None
+    params = _prepare(instance, using, plan, linked)
+    if params is None:
+        raise TypeError(f"a value of this {type(instance).__name__} is an expression: write the row with insert()")
+    return plan, params
+
+
+def _plan_for(instance: Model, using: str, linked: frozenset[str] = frozenset()) -> InsertPlan | None:
+    """Set a primary key the model generates (as ``save()`` does); the row's insert plan, or None."""
+    pk: Any = type(instance)._meta.pk
+    if pk.name in linked:  # the key comes from another row of the statement
+        return _insert_plan(type(instance), using, False)
+    if getattr(instance, pk.attname) is None:
+        setattr(instance, pk.attname, pk.get_pk_value_on_save(instance))
+    return _insert_plan(type(instance), using, getattr(instance, pk.attname) is None)
+
+
+def _prepare(instance: Model, using: str, plan: InsertPlan, linked: frozenset[str] = frozenset()) -> list[Any] | None:
+    """What ``save()`` does before its ``INSERT``: the related-object check, ``pre_save`` (when it has
+    receivers) and each value prepared for the database, in ``plan.fields`` order without the
+    ``linked`` fields. None when a value is an expression (only the ORM can compile it)."""
+    cls = type(instance)
+    row: Any = instance
     row._prepare_related_fields_for_save(operation_name="save", fields=_unlinked_fields(cls, linked))
     if pre_save.has_listeners(cls):
         pre_save.send(sender=cls, instance=instance, raw=False, using=using, update_fields=None)
@@ -248,9 +249,9 @@ def insert_values(
             continue
         value = field.pre_save(instance, True)
         if hasattr(value, "resolve_expression"):
-            raise TypeError(f"{cls.__name__}.{field.name} is an expression: write the row with insert()")
+            return None
         params.append(field.get_db_prep_save(value, connection))
-    return plan, params
+    return params
 
 
 def _unlinked_fields(model: type[Model], linked: frozenset[str]) -> frozenset[Field] | None:
@@ -285,22 +286,26 @@ def insert_sql(plan: InsertPlan, linked: dict[str, str] | None = None) -> str:
     return f"{head} VALUES ({', '.join(placeholders)}){tail.partition(')')[2]}"
 
 
-def inserted(instance: M, using: str, plan: InsertPlan, returned: Any = None) -> M:
+def inserted(instance: M, using: str, plan: InsertPlan | None, returned: Any = None) -> M:
     """Finish :func:`insert_values` once the statement ran: the auto primary key ``returned``
-    (converted as :func:`insert` converts it), ``_state``, and ``post_save`` (``created=True``)
-    when it has receivers. Linked foreign keys are the caller's to set first. :returns: ``instance``."""
+    (converted as :func:`insert` converts it; ``plan`` None: already set), ``_state``, and
+    ``post_save`` (``created=True``) when it has receivers. Linked foreign keys are the caller's to
+    set first. :returns: ``instance``."""
     cls = type(instance)
-    if plan.returning:
-        field = plan.returning[0]
-        connection = connections[using]
-        for converter in plan.converters[0]:
-            returned = converter(returned, field.get_col(cls._meta.db_table), connection)
-        setattr(instance, field.attname, returned)
+    if plan is not None and plan.returning:
+        _set_returned_pk(instance, plan, returned, connections[using])
     instance._state.db = using
     instance._state.adding = False
     if post_save.has_listeners(cls):
         post_save.send(sender=cls, instance=instance, created=True, update_fields=None, raw=False, using=using)
     return instance
+
+
+def _set_returned_pk(instance: Model, plan: InsertPlan, value: Any, connection: Any) -> None:
+    field = plan.returning[0]
+    for converter in plan.converters[0]:
+        value = converter(value, field.get_col(type(instance)._meta.db_table), connection)
+    setattr(instance, field.attname, value)
 
 
 def _execute_insert(instance: Model, plan: InsertPlan, params: list[Any], connection: Any) -> None:
@@ -316,14 +321,11 @@ def _insert_with(opened: Any, instance: Model, plan: InsertPlan, params: list[An
     meta: Any = type(instance)._meta
     opened.execute(plan.sql, params)
     if plan.returning:
-        field = plan.returning[0]
         if connection.features.can_return_columns_from_insert:
             value = opened.fetchone()[0]
         else:
-            value = connection.ops.last_insert_id(opened, meta.db_table, field.column)
-        for converter in plan.converters[0]:
-            value = converter(value, field.get_col(meta.db_table), connection)
-        setattr(instance, field.attname, value)
+            value = connection.ops.last_insert_id(opened, meta.db_table, plan.returning[0].column)
+        _set_returned_pk(instance, plan, value, connection)
 
 
 def _read_plan(model: type[Model], using: str) -> _ReadPlan:
