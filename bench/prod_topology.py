@@ -397,16 +397,20 @@ async def run_calls(port: int, token: str, kind: str, seconds: float, connection
 
 def scenario_compare(args, fx) -> None:
     token, _ = fx["mint"]()
-    ports = {name: free_port() for name in ("ours", "sdk-stateful", "sdk-stateless", "bare", "ours-noauth")}
-    servers = {
-        "ours": gunicorn("ours", 1, ports["ours"]),
-        "sdk-stateful": sdk("sdk-stateful", ports["sdk-stateful"], stateless=False),
-        "sdk-stateless": sdk("sdk-stateless", ports["sdk-stateless"], stateless=True),
-        "bare": gunicorn(
-            "bare", 1, ports["bare"], app="bench.bare_asgi:application", DJANGO_SETTINGS_MODULE="bench.bare_settings"
+    starters = {
+        "ours": lambda port: gunicorn("ours", 1, port),
+        "sdk-stateful": lambda port: sdk("sdk-stateful", port, stateless=False),
+        "sdk-stateless": lambda port: sdk("sdk-stateless", port, stateless=True),
+        "bare": lambda port: gunicorn(
+            "bare", 1, port, app="bench.bare_asgi:application", DJANGO_SETTINGS_MODULE="bench.bare_settings"
         ),
-        "ours-noauth": gunicorn("ours-noauth", 1, ports["ours-noauth"], app="bench.noauth_asgi:application"),
+        "ours-noauth": lambda port: gunicorn("ours-noauth", 1, port, app="bench.noauth_asgi:application"),
     }
+    if args.servers:  # a subset, e.g. ours-noauth alone for the auth overhead
+        wanted = set(args.servers.split(",")) | {"ours"}
+        starters = {name: start for name, start in starters.items() if name in wanted}
+    ports = {name: free_port() for name in starters}
+    servers = {name: start(ports[name]) for name, start in starters.items()}
     if args.baseline:  # the same scenario served by an earlier source tree, interleaved
         ports["before"] = free_port()
         servers["before"] = gunicorn("before", 1, ports["before"], cwd=Path(args.baseline))
@@ -416,8 +420,11 @@ def scenario_compare(args, fx) -> None:
             server.wait_ready()
         for name, server in servers.items():  # warm up: caches, pools, imports
             asyncio.run(run_calls(server.port, token, name, 1.0, 4))
-        for _ in range(args.rounds):
-            for name, server in servers.items():
+        names = list(servers)
+        for round_ in range(args.rounds):
+            # each round starts with the next server: no server always runs first or after the same one
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                server = servers[name]
                 cpu = server.cpu()
                 started = time.monotonic()
                 tally, bad = asyncio.run(run_calls(server.port, token, name, args.seconds, args.connections))
@@ -444,16 +451,18 @@ def scenario_compare(args, fx) -> None:
             f"{name:15} {rps:8.0f} {1000 * percentile(tally.latencies, 0.5):8.1f} "
             f"{1000 * percentile(tally.latencies, 0.99):8.1f} {cpu_ms:12.2f} {total['bad'] + tally.errors:7d}"
         )
-    ref_rps, ref_cpu = rows["sdk-stateful"]
-    for name in ("ours", "sdk-stateless", "bare", "ours-noauth", "before"):
-        if name not in rows:
-            continue
-        rps, cpu_ms = rows[name]
-        print(f"{name} / sdk-stateful: {rps / ref_rps:.2f} x req/s, {cpu_ms / ref_cpu:.2f} x CPU per call")
-    print(
-        f"auth overhead, ours / ours-noauth: {rows['ours'][0] / rows['ours-noauth'][0]:.2f} x req/s, "
-        f"{rows['ours'][1] / rows['ours-noauth'][1]:.2f} x CPU per call"
-    )
+    if "sdk-stateful" in rows:
+        ref_rps, ref_cpu = rows["sdk-stateful"]
+        for name in ("ours", "sdk-stateless", "bare", "ours-noauth", "before"):
+            if name not in rows:
+                continue
+            rps, cpu_ms = rows[name]
+            print(f"{name} / sdk-stateful: {rps / ref_rps:.2f} x req/s, {cpu_ms / ref_cpu:.2f} x CPU per call")
+    if "ours-noauth" in rows:
+        print(
+            f"auth overhead, ours / ours-noauth: {rows['ours'][0] / rows['ours-noauth'][0]:.2f} x req/s, "
+            f"{rows['ours'][1] / rows['ours-noauth'][1]:.2f} x CPU per call"
+        )
     if "before" in rows:
         print(
             f"ours / before: {rows['ours'][0] / rows['before'][0]:.2f} x req/s, "
@@ -487,11 +496,54 @@ def scenario_auth(args, fx) -> None:
     for _ in range(n):
         resource_by_uri(BASE + "/mcp")
     registry = (time.process_time() - started) / n
+    authenticate_bearer(request, resource)  # the entry again, after the cold loop's last fill
+    loop_path = asyncio.run(event_loop_checks(token, n))
     print("\n== bearer check, in process (CPU per call)")
     print(
         f"warm cache (Redis GET + checks): {warm * 1e6:.0f} us; cold (PostgreSQL + cache fill): {cold * 1e6:.0f} us;"
         f" resource registry lookup: {registry * 1e6:.0f} us"
     )
+    print(
+        "from the event loop (the MCP lane), one MGET each, interleaved: "
+        + "; ".join(f"{name} {cpu * 1e6:.0f} us" for name, cpu in loop_path.items())
+    )
+
+
+async def event_loop_checks(token: str, n: int) -> dict[str, float]:
+    """CPU per call of the lane's cached bearer check (the token entry kept decoded, and decoded
+    every time) and of the same MGET without the check, interleaved in 10 blocks (medians)."""
+    import statistics
+
+    from django.test import AsyncRequestFactory
+
+    from mcp_oauth.resource_server import cache as token_cache
+    from mcp_oauth.resource_server.authentication import authenticate_bearer_cached
+    from mcp_oauth.transport.sessions import session_cache_key
+
+    request = AsyncRequestFactory().post("/mcp", headers={"Authorization": f"Bearer {token}"})
+    session_key = session_cache_key(uuid.uuid4().hex)
+    token_cache._cache().set(session_key, {"user_id": 1}, 60)
+    uri = BASE + "/mcp"
+
+    async def kept() -> None:
+        assert await authenticate_bearer_cached(request, uri, [session_key], {}) is not None
+
+    async def decoded() -> None:
+        token_cache._decoded.clear()
+        assert await authenticate_bearer_cached(request, uri, [session_key], {}) is not None
+
+    async def unchecked() -> None:
+        await token_cache.aget_many([session_key])
+
+    variants = {"check, entry kept decoded": kept, "check, entry decoded": decoded, "the MGET alone": unchecked}
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(10):
+        for name, call in variants.items():
+            started = time.process_time()
+            for _ in range(n // 10):
+                await call()
+            samples[name].append((time.process_time() - started) / (n // 10))
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 async def grant_loop(port: int, seconds: float, tally: Tally, body_for, on_ok) -> None:
@@ -932,6 +984,11 @@ def main() -> None:
         default="",
         help="an earlier source tree to serve next to this one "
         "(compare, redeem, grants: before/after in one interleaved run)",
+    )
+    parser.add_argument(
+        "--servers",
+        default="",
+        help="compare: only these servers besides ours (ours-noauth,sdk-stateful,sdk-stateless,bare)",
     )
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)

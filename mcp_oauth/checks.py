@@ -391,6 +391,21 @@ def check_request_state_keys_set(app_configs, **kwargs):
     ]
 
 
+@register()
+def check_decoded_token_entries(app_configs, **kwargs):
+    """E070 ``DECODED_TOKEN_ENTRIES`` is not a non-negative integer (the bearer check of every
+    request would fail on it)."""
+    size = mcp_oauth_settings.DECODED_TOKEN_ENTRIES
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+        return []
+    return [
+        Error(
+            'MCP_OAUTH["DECODED_TOKEN_ENTRIES"] must be an integer of at least 0 (0: keep none).',
+            id="mcp_oauth.E070",
+        )
+    ]
+
+
 @register(Tags.security)
 def check_client_secret_hasher(app_configs, **kwargs):
     """E050 ``OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"]`` names a hasher missing from ``PASSWORD_HASHERS``:

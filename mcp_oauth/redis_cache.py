@@ -23,6 +23,8 @@ Reads also have a native async form (:meth:`RedisCache.aget`, :meth:`RedisCache.
 ``redis.asyncio``, one client per event loop) so that the hot path of an async view reads its
 caches without a sync/async thread hop (Django's default ``aget`` runs ``get`` in a thread).
 ``native_async`` is True on this backend; writes stay synchronous (they are rare).
+:meth:`RedisCache.aget_many_raw` answers the stored bytes, for the bearer check's per-process
+decoded entries (:mod:`mcp_oauth.resource_server.decoded`).
 """
 
 from __future__ import annotations
@@ -130,5 +132,20 @@ class RedisCache(DjangoRedisCache):
             return {}
         made = {self.make_and_validate_key(key, version=version): key for key in keys}
         values = await self._async_client().mget(list(made))
-        loads = self._cache._serializer.loads  # type: ignore[attr-defined]  # Django's private cache-client attribute, absent from django-stubs
+        loads = self.loads
         return {made[k]: loads(v) for k, v in zip(made, values, strict=True) if v is not None}
+
+    async def aget_many_raw(self, keys: list[str]) -> list[bytes | None]:
+        """The stored bytes of ``keys`` (one ``MGET`` from the event loop), in order, not decoded
+        (:meth:`loads` decodes one): for a caller that keeps what it decoded.
+
+        The keys get the cache's prefix and version but are not checked for memcached
+        portability (Django's ``validate_key`` only warns, and costs more than the read): use it
+        with keys the caller builds itself.
+        """
+        make_key = self.make_key
+        return await self._async_client().mget([make_key(key) for key in keys])
+
+    def loads(self, raw: bytes) -> Any:
+        """Decode a value as stored by this backend (Django's ``RedisSerializer``)."""
+        return self._cache._serializer.loads(raw)  # type: ignore[attr-defined]  # Django's private cache-client attribute, absent from django-stubs

@@ -87,6 +87,10 @@ def implied(scopes: Iterable[str]) -> set[str]:
 
 def missing(granted: Iterable[str], needed: Iterable[str]) -> list[str]:
     """The scopes of ``needed`` that ``granted`` does not grant, even through the hierarchy (in ``needed`` order)."""
+    granted = granted if isinstance(granted, (set, frozenset)) else set(granted)
+    needed = list(needed)
+    if all(scope in granted for scope in needed):  # the hierarchy only adds scopes
+        return []
     have = implied(granted)
     return [scope for scope in dict.fromkeys(needed) if scope not in have]
 

@@ -181,6 +181,11 @@ DEFAULTS: dict[str, Any] = {
     # How long one token lookup stays cached at most (seconds; never past the token's expiry).
     # Revocation, deletion, user deactivation and client changes delete the entry at once.
     "TOKEN_CACHE_SECONDS": 300,
+    # How many token-cache entries each worker keeps decoded, next to the bytes they came from
+    # (mcp_oauth.resource_server.decoded): the cache is still read on every request, but an
+    # unchanged entry is not decoded again. About 8 KB each (1,024: ~8 MB per worker). 0: decode
+    # every time.
+    "DECODED_TOKEN_ENTRIES": 1024,
     # How long a worker keeps the token endpoint's clients and trust rules in memory at most
     # (seconds), even when no change is announced through the cache (a change made while the
     # cache was unreachable, a bulk write without bump_clients_generation()). 0: no memory.

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from ..adapter import get_adapter
+from ..adapter import DefaultMCPAdapter, get_adapter
 from ..models import ProtectedResource
 from ..scopes import missing as scope_missing
 from .cache import (
@@ -196,14 +196,19 @@ def _principal(
     )
 
 
-def _default_authentication(adapter: Any) -> bool:
-    from ..adapter import DefaultMCPAdapter
+#: Adapter class -> whether it keeps the default ``authenticate_request`` and ``user_for_token``.
+_default_kinds: dict[type, bool] = {}
 
+
+def _default_authentication(adapter: Any) -> bool:
     kind = type(adapter)
-    return (
-        kind.authenticate_request is DefaultMCPAdapter.authenticate_request
-        and kind.user_for_token is DefaultMCPAdapter.user_for_token
-    )
+    default = _default_kinds.get(kind)
+    if default is None:
+        default = _default_kinds[kind] = (
+            kind.authenticate_request is DefaultMCPAdapter.authenticate_request
+            and kind.user_for_token is DefaultMCPAdapter.user_for_token
+        )
+    return default
 
 
 async def authenticate_bearer_cached(

@@ -37,7 +37,8 @@ A cache outage degrades to database lookups (logged), never to a refused request
 
 **Without a thread hop.** An async front end first tries :func:`aget_many` (one ``MGET`` from
 the event loop with a backend that has ``native_async`` reads, such as
-:class:`mcp_oauth.redis_cache.RedisCache`; a plain read of an in-process backend) and
+:class:`mcp_oauth.redis_cache.RedisCache`; a plain read of an in-process backend; the same
+bytes are not decoded twice, :mod:`~mcp_oauth.resource_server.decoded`) and
 :func:`resource_from_generation` / :func:`token_from_entry` on what it got; anything missing,
 stale or revoked sends it to the synchronous functions above (one thread hop, the database).
 """
@@ -64,6 +65,7 @@ from ..models import ProtectedResource
 from ..overload import UNAVAILABLE_ERRORS
 from ..resources import canonicalize_resource
 from ..settings import mcp_oauth_settings
+from .decoded import TOMBSTONE, DecodedEntries
 
 __all__ = [
     "RESOURCE_GENERATION_KEY",
@@ -86,7 +88,6 @@ logger = logging.getLogger("mcp_oauth.resource_server")
 
 TOKEN_PREFIX = "mcp_oauth:token:"
 RESOURCE_GENERATION_KEY = "mcp_oauth:resources:gen"
-TOMBSTONE = "revoked"
 #: How long an invalidated token entry refuses to be re-cached (seconds): longer than any request.
 TOMBSTONE_SECONDS = 60
 
@@ -155,6 +156,9 @@ async def aget_many(keys: list[str]) -> dict[str, Any] | None:
     """
     cache = _cache()
     try:
+        read_raw = getattr(cache, "aget_many_raw", None)
+        if read_raw is not None:
+            return _decoded_values(cache, keys, await read_raw(keys))
         if getattr(cache, "native_async", False):
             return await cache.aget_many(keys)
         if isinstance(cache, (LocMemCache, DummyCache)):  # in process: no I/O to wait for
@@ -162,6 +166,25 @@ async def aget_many(keys: list[str]) -> dict[str, Any] | None:
     except _CACHE_ERRORS:
         return None  # the synchronous path logs the outage
     return None
+
+
+#: Token entries and the resource generation as decoded by this process, with their bytes.
+_decoded = DecodedEntries(lambda: mcp_oauth_settings.DECODED_TOKEN_ENTRIES)
+
+
+def _decoded_values(cache: Any, keys: list[str], raws: list[bytes | None]) -> dict[str, Any]:
+    """``{key: value}`` of the keys present; token entries and the resource generation through
+    :data:`_decoded` (the same bytes are not decoded twice), the rest decoded as stored."""
+    loads = cache.loads
+    values: dict[str, Any] = {}
+    for key, raw in zip(keys, raws, strict=True):
+        if raw is None:
+            continue
+        if key.startswith(TOKEN_PREFIX) or key == RESOURCE_GENERATION_KEY:
+            values[key] = _decoded.decode(key, raw, loads)
+        else:
+            values[key] = loads(raw)
+    return values
 
 
 def token_from_entry(entry: Any) -> Any:
