@@ -56,12 +56,17 @@ def revoke_on_credentials_change(sender, instance, created=False, raw=False, **k
 def revoke_on_delete(sender, instance, **kwargs) -> None:
     """``pre_delete``: revoke the user's grants (audited) before the account goes.
 
-    Then delete the user's tokens here: Django collected the rows to delete before sending
-    ``pre_delete``, and a refresh in flight that :func:`revoke_user_grants` waited for committed a
-    new pair after that; left to the deletion, those rows would fail its foreign-key check at
-    commit (the account deletion would fail)."""
-    revoke_user_grants(instance, reason="deleted")
-    if instance.pk is not None:
+    First the user's pending authorization codes are locked: a code exchange in flight holds its
+    code's row until it commits, so the deletion waits for it (later exchanges find the code gone:
+    ``invalid_grant``). Then the grants are revoked, and the user's tokens deleted here: Django
+    collected the rows to delete before sending ``pre_delete``, and an exchange or a refresh in
+    flight (which :func:`revoke_user_grants` waited for) committed a new pair after that; left to
+    the deletion, those rows would fail its foreign-key check at commit (the account deletion
+    would fail)."""
+    with transaction.atomic(using=router.db_for_write(type(instance))):
+        take_write_lock()
+        list(get_grant_model().objects.select_for_update().filter(user_id=instance.pk).values_list("pk"))
+        revoke_user_grants(instance, reason="deleted")
         get_refresh_token_model().objects.filter(user_id=instance.pk).delete()
         get_access_token_model().objects.filter(user_id=instance.pk).delete()
 

@@ -21,7 +21,7 @@ from mcp_oauth.resource_server.authentication import authenticate_bearer_cached
 from mcp_oauth.resource_server.cache import TOKEN_PREFIX, TOMBSTONE, access_token_by_checksum, token_checksum
 from mcp_oauth.resource_server.decoded import DecodedEntries, detached_copy
 
-from .topology import REDIS_URL, require_postgres_and_redis
+from .topology import REDIS_URL, require_redis
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -145,7 +145,7 @@ def test_other_kinds_of_entries_are_not_kept():
 @pytest.fixture
 def redis_token_cache(settings):
     """The token cache on Redis through the project's backend (native async reads, raw bytes)."""
-    require_postgres_and_redis()
+    require_redis()
     settings.CACHES = {
         "default": {
             "BACKEND": "mcp_oauth.redis_cache.RedisCache",

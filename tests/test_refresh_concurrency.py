@@ -359,3 +359,28 @@ def test_a_user_deleted_while_their_token_is_refreshed_is_deleted(
     assert status in (200, 400), (status, body)
     assert not get_refresh_token_model().objects.filter(user_id=user.pk).exists()
     assert not get_access_token_model().objects.filter(user_id=user.pk).exists()
+
+
+def test_a_user_deleted_while_their_code_is_exchanged_is_deleted(client, user, resource, public_app, monkeypatch):
+    """A user deletes their account while their client exchanges its authorization code: the
+    deletion waits for the exchange (mcp_oauth.lifecycle locks the user's pending codes, as the
+    exchange does) and deletes the pair it issued too, instead of failing at commit on rows it had
+    not collected."""
+    from django.contrib.auth import get_user_model
+    from oauth2_provider.models import get_access_token_model
+
+    client.force_login(user)
+    code, verifier, _ = get_code(client, public_app)
+
+    def exchange():
+        try:
+            return token_request(Client(), public_app, code, verifier)
+        finally:
+            connections.close_all()
+
+    response, deletion = race_inside_grant(monkeypatch, exchange, deleting(get_user_model(), user.pk))
+    assert deletion == "deleted"
+    assert response.status_code in (200, 400), response.content
+    assert not get_user_model().objects.filter(pk=user.pk).exists()
+    assert not get_refresh_token_model().objects.filter(user_id=user.pk).exists()
+    assert not get_access_token_model().objects.filter(user_id=user.pk).exists()

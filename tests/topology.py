@@ -23,6 +23,11 @@ def require_postgres_and_redis() -> None:
     """Skip unless the test database is PostgreSQL and Redis answers at :data:`REDIS_URL`."""
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (DATABASE_URL=postgres://…)")
+    require_redis()
+
+
+def require_redis() -> None:
+    """Skip unless Redis answers at :data:`REDIS_URL`."""
     redis = pytest.importorskip("redis")
     try:
         redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
