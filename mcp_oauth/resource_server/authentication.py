@@ -196,19 +196,12 @@ def _principal(
     )
 
 
-#: Adapter class -> whether it keeps the default ``authenticate_request`` and ``user_for_token``.
-_default_kinds: dict[type, bool] = {}
-
-
 def _default_authentication(adapter: Any) -> bool:
-    kind = type(adapter)
-    default = _default_kinds.get(kind)
-    if default is None:
-        default = _default_kinds[kind] = (
-            kind.authenticate_request is DefaultMCPAdapter.authenticate_request
-            and kind.user_for_token is DefaultMCPAdapter.user_for_token
-        )
-    return default
+    kind = type(adapter)  # looked up each time: a class patched at run time (tests) is honoured
+    return (
+        kind.authenticate_request is DefaultMCPAdapter.authenticate_request
+        and kind.user_for_token is DefaultMCPAdapter.user_for_token
+    )
 
 
 async def authenticate_bearer_cached(
