@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import pickle
 import random
-import secrets
 import threading
 from datetime import timedelta
 
@@ -57,36 +56,9 @@ from mcp_oauth.resource_server.authentication import authenticate_bearer_cached
 from mcp_oauth.resource_server.cache import TOKEN_PREFIX, access_token_by_checksum, token_checksum
 from mcp_oauth.resource_server.decoded import DecodedEntries
 
-from .topology import REDIS_URL, require_redis
+from .test_decoded_entries import check, redis_token_cache, token  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def token(resource, user, public_app, mint_token):
-    return mint_token(user, public_app, "mcp", resource.uri)
-
-
-@pytest.fixture
-def redis_token_cache(settings):
-    """The token cache on Redis through the project's backend (raw bytes, kept decodes)."""
-    require_redis()
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "mcp_oauth.redis_cache.RedisCache",
-            "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "attack-" + secrets.token_hex(4),
-        }
-    }
-    token_cache._decoded.clear()
-    yield
-    caches["default"].clear()
-    token_cache._decoded.clear()
-
-
-def check(token: str, resource):
-    request = AsyncRequestFactory().post("/mcp", headers={"Authorization": f"Bearer {token}"})
-    return asyncio.run(authenticate_bearer_cached(request, resource.uri))
 
 
 def kept(token: str):
@@ -166,8 +138,8 @@ def test_a_deleted_client_and_a_deleted_user_are_refused(
     of_client = mint_token(user, other_app, "mcp", resource.uri)
     of_user = mint_token(other_user, public_app, "mcp", resource.uri)
     survivor = mint_token(user, public_app, "mcp", resource.uri)
-    for token in (of_client, of_user, survivor):
-        warm(token, resource)
+    for minted in (of_client, of_user, survivor):
+        warm(minted, resource)
     other_app.delete()
     other_user.delete()
     assert check(of_client, resource) is None

@@ -12,7 +12,6 @@ Skipped unless DATABASE_URL names PostgreSQL and Redis answers at TEST_REDIS_URL
 
 from __future__ import annotations
 
-import secrets
 from datetime import timedelta
 
 import httpx2
@@ -24,39 +23,10 @@ from mcp_oauth.resource_server.cache import TOKEN_PREFIX, token_checksum
 from mcp_oauth.signals import ensure_default_resource
 
 from .live import free_port
-from .topology import asgi_worker, redis_cache_settings, require_postgres_and_redis
+from .test_production_topology import INIT, headers, shared  # noqa: F401 - shared is a fixture
+from .topology import asgi_worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "attack", "version": "1"}},
-}
-
-
-def headers(token: str) -> dict[str, str]:
-    return {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-    }
-
-
-@pytest.fixture
-def shared(settings):
-    require_postgres_and_redis()
-    prefix = "attack-topo-" + secrets.token_hex(4)
-    settings.CACHES = redis_cache_settings(prefix)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": base}
-    settings.ALLOWED_HOSTS = ["127.0.0.1"]
-    yield port, base, prefix
-    from django.core.cache import cache
-
-    cache.clear()
 
 
 def statuses(urls: list[str], token: str) -> list[int]:
