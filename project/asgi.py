@@ -5,10 +5,10 @@ Django's middleware stack, the token endpoint by the token lane in one thread ho
 (:func:`mcp_oauth.authorization_server.asgi.token_lane`); every other path (pages, admin, the
 other OAuth endpoints) by Django.
 
-Once the application is built, everything it loaded (modules, settings, URL patterns, the
-resource registry's code paths: ~130,000 objects) is moved out of the garbage collector's reach
-with :func:`gc.freeze`: they live as long as the process, and a full collection would otherwise
-walk all of them (~120 ms on a small machine) every few thousand requests.
+Once the application is built, everything it loaded (modules, settings, URL patterns, the apps'
+models and admin: ~130,000 objects) is moved out of the garbage collector's reach with
+:func:`gc.freeze`: they live as long as the process, and a full collection would otherwise walk
+all of them (~120 ms on a small machine) every few thousand requests.
 """
 
 import gc
