@@ -134,17 +134,21 @@ def transport_problem(env: dict[str, str]) -> str | None:
         ] + [f"DJANGO_ALLOWED_HOSTS names {host}" for host in allowed if not is_loopback_host(host)]
         if off_loopback:
             return (
-                f"{LOOPBACK_SWITCH}=1 serves plain http on loopback only, not with " + ", ".join(off_loopback) + ".\n"
+                f"{LOOPBACK_SWITCH}=1 serves plain http on loopback only, not with "
+                + ", ".join(off_loopback)
+                + ".\n"
                 + TWO_WAYS
             )
     elif env.get(DEMO_SWITCH) == "1":
         return f"{DEMO_SWITCH}=1 (a superuser with the demo password) is for {LOOPBACK_SWITCH}=1 only."
     elif env["DJANGO_DEBUG"] != "1":
         if not env.get(PROXY_HEADER):
-            return f"Without DEBUG every http request is redirected to https, and nothing here serves https.\n{TWO_WAYS}"
+            return (
+                f"Without DEBUG every http request is redirected to https, and nothing here serves https.\n{TWO_WAYS}"
+            )
         if urlsplit(base).scheme != "https":
             return f"Behind a TLS proxy MCP_BASE_URL must be the https URL clients use, not {base}.\n{TWO_WAYS}"
-    if not validate_host(base_host, allowed):
+    if not validate_host(f"[{base_host}]" if ":" in base_host else base_host, allowed):  # Django's IPv6 form
         return f"DJANGO_ALLOWED_HOSTS ({','.join(allowed)}) does not name the host of MCP_BASE_URL ({base_host})."
     return None
 

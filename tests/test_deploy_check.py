@@ -126,7 +126,9 @@ def test_the_readme_names_the_client_secret_hasher_check_by_its_id(settings):
     fired = [message.id for message in check_fast_client_secret_hasher(None)]
     assert fired == ["mcp_oauth.W051"]
     text = (ROOT / "README.md").read_text()
-    named = re.findall(r"`mcp_oauth\.client_secrets\.ClientSecretHasher` in `PASSWORD_HASHERS` \(check `([^`]+)`\)", text)
+    named = re.findall(
+        r"`mcp_oauth\.client_secrets\.ClientSecretHasher` in `PASSWORD_HASHERS` \(check `([^`]+)`\)", text
+    )
     assert named == fired
 
 
