@@ -77,7 +77,7 @@ def _ensure_database(url: str) -> None:
     with psycopg.connect(admin, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             conn.execute(f'CREATE DATABASE "{name}"')
-            print(f"created database {name}")
+            print(f"created database {name}", flush=True)
 
 
 def _netloc(host: str, port: str) -> str:
@@ -255,7 +255,7 @@ def main() -> int:
     env = with_secrets(env)
     prepare(env)
     processes = {name: subprocess.Popen(argv, cwd=ROOT, env=penv) for name, argv, penv in commands(env)}
-    print(banner(env))
+    print(banner(env), flush=True)
     stopping = False
 
     def stop(*_: object) -> None:
