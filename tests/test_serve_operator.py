@@ -14,12 +14,19 @@ production"), WORKERS=2, on a PostgreSQL database of its own and Redis (``TEST_R
 * SIGTERM stops the topology: ``project.serve`` exits 0 and every process it started is gone,
   no connection to its database is left, and the database is dropped.
 
+Then the same behind a TLS-terminating proxy (``tests/tls_proxy.py``: ``https://localhost:<port>``
+setting ``X-Forwarded-Proto``) with the documented proxy variables (``MCP_BASE_URL`` https,
+``DJANGO_ALLOWED_HOSTS``, ``DJANGO_SECURE_PROXY_SSL_HEADER``): pages are secure (HSTS, Secure
+cookies) and never redirected again, a request around the proxy is redirected to it once, the SDK
+client completes OAuth over https, and the administrator signs in in Chromium.
+
 Skipped unless the test database is PostgreSQL and Redis answers (tests/topology.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import shutil
@@ -27,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -34,10 +42,13 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 import psycopg
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
-from .browser import chromium_path, open_chromium, shot
+from .browser import chromium_path, open_chromium, same_origin_posts, shot
 from .live import HeadlessBrowser, free_port
-from .test_e2e_python_sdk import Live, MemoryStorage, make_provider, session_run, structured
+from .test_e2e_python_sdk import Live, MemoryStorage, make_provider, structured
+from .tls_proxy import client_context, tls_proxy
 from .topology import REDIS_URL, database_url, require_postgres_and_redis
 
 pytestmark = [pytest.mark.e2e]
@@ -98,6 +109,7 @@ class Topology:
     tree: Path
     env: dict[str, str]
     base: str
+    backend: str
     port: int
     database: str
     process: subprocess.Popen
@@ -135,16 +147,16 @@ class Topology:
 
 
 def wait_until_serving(topology: Topology, timeout: float = 180) -> None:
+    """Until gunicorn answers at all (directly, not through a proxy); fails when serve exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if topology.process.poll() is not None:
             raise AssertionError(f"project.serve exited with {topology.process.returncode}:\n{topology.output()}")
         try:
-            if httpx2.get(topology.base + "/.well-known/oauth-protected-resource/mcp", timeout=2).status_code == 200:
-                return
+            httpx2.get(topology.backend + "/.well-known/oauth-protected-resource/mcp", timeout=2)
+            return
         except httpx2.HTTPError:
-            pass
-        time.sleep(0.25)
+            time.sleep(0.25)
     raise AssertionError(f"the topology did not answer within {timeout} s:\n{topology.output()}")
 
 
@@ -157,17 +169,20 @@ def started_processes(topology: Topology, count: int, timeout: float = 60) -> li
     return [command_line(pid) for pid in session_pids(topology.process.pid)]
 
 
-@pytest.fixture(scope="module")
-def topology(tmp_path_factory):
+@contextlib.contextmanager
+def running_topology(tree: Path, base: str | None = None, port: int = 0, **documented: str) -> Iterator[Topology]:
+    """``python -m project.serve`` in ``tree`` (its own session) with the machine's environment
+    (PATH, HOME, …), a database of its own, Redis, WORKERS=2 and ``documented``; stopped, every
+    process gone, the database dropped and the Redis DB flushed when the block ends."""
     require_postgres_and_redis()
-    tree = fresh_tree(tmp_path_factory.mktemp("fresh-clone"))
+    import redis
+
     server = database_url().rsplit("/", 1)[0]
     name = database_url().rsplit("/", 1)[1].removeprefix("test_") + "_serve_" + secrets.token_hex(3)
-    port = free_port()
+    port = port or free_port()
     env = {k: os.environ[k] for k in SYSTEM if k in os.environ}
     env.update(
         {
-            "DJANGO_INSECURE_LOOPBACK_HTTP": "1",
             "DATABASE_URL": f"{server}/{name}",
             "REDIS_URL": REDIS_URL,
             "HOST": "127.0.0.1",
@@ -176,8 +191,10 @@ def topology(tmp_path_factory):
             "DB_POOL_MAX_SIZE": "2",
             "DB_POOL_MAX_SIZE_CELERY": "1",
             "CELERY_CONCURRENCY": "1",
+            **documented,
         }
     )
+    redis.Redis.from_url(REDIS_URL).flushdb()  # this test's Redis DB: no cache entry of another site
     log = tree / "serve.log"
     with log.open("w") as output:
         process = subprocess.Popen(
@@ -188,20 +205,26 @@ def topology(tmp_path_factory):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    running = Topology(tree, env, f"http://127.0.0.1:{port}", port, name, process, log)
+    backend = f"http://127.0.0.1:{port}"
+    running = Topology(tree, env, base or backend, backend, port, name, process, log)
     try:
         wait_until_serving(running)
         yield running
     finally:
         running.stop()
-        leftover = session_pids(process.pid)
-        for pid in leftover:  # only if a test failed before the SIGTERM test: never leave them
+        for pid in session_pids(process.pid):  # only when a test failed before its SIGTERM: never leave them
             os.kill(pid, signal.SIGKILL)
         with psycopg.connect(admin_url(env["DATABASE_URL"]), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        import redis
-
         redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory):
+    """Plain http on loopback (the switch), in a fresh tree."""
+    tree = fresh_tree(tmp_path_factory.mktemp("fresh-clone"))
+    with running_topology(tree, DJANGO_INSECURE_LOOPBACK_HTTP="1") as running:
+        yield running
 
 
 def test_a_fresh_tree_is_served_with_static_files_and_no_demo_account(topology):
@@ -255,19 +278,45 @@ def test_pages_answer_over_http_without_redirect_and_the_issuer_ignores_forwarde
     )
 
 
-def test_the_official_python_sdk_client_completes_oauth_and_calls_tools(topology):
+@dataclass
+class VerifyingBrowser(HeadlessBrowser):
+    """The headless user agent of ``tests/live.py``, verifying TLS against ``verify``."""
+
+    verify: object = True
+
+    def __post_init__(self) -> None:
+        self.http = httpx2.AsyncClient(base_url=self.base_url, follow_redirects=False, timeout=30, verify=self.verify)
+
+
+def sdk_client_run(topology: Topology, verify: object = True) -> tuple[dict, str, Live, VerifyingBrowser]:
+    """The official SDK client (DCR, the administrator's login and consent in the headless user
+    agent) lists tools and calls ``whoami`` twice and ``echo`` at ``topology.base``; returns what
+    it saw, its client_id, the exchanges and the user agent."""
     live = Live(base=topology.base, port=topology.port)
     storage = MemoryStorage()
-    browser = HeadlessBrowser(topology.base, ADMIN, ADMIN_PASSWORD)
+    browser = VerifyingBrowser(topology.base, ADMIN, ADMIN_PASSWORD, verify=verify)
+
+    async def record(response: httpx2.Response) -> None:
+        live.exchanges.append((response.request.method, response.request.url.path, response.status_code))
 
     async def scenario():
+        provider = make_provider(live, storage, browser)
         try:
-            return await session_run(live, make_provider(live, storage, browser), "auto", calls=2)
+            hooks = {"response": [record]}
+            async with httpx2.AsyncClient(auth=provider, timeout=30, verify=verify, event_hooks=hooks) as http:
+                async with Client(streamable_http_client(live.mcp_url, http_client=http), mode="auto") as client:
+                    tools = await client.list_tools()
+                    whoami = [await client.call_tool("whoami", {}) for _ in range(2)]
+                    echo = await client.call_tool("echo", {"text": "héllo"})
+            return {"tools": tools, "whoami": whoami, "echo": echo}
         finally:
             await browser.aclose()
 
     seen = asyncio.run(scenario())
-    client_id = storage.client_info.client_id
+    return seen, storage.client_info.client_id, live, browser
+
+
+def assert_sdk_run(topology: Topology, seen: dict, client_id: str, live: Live, browser: VerifyingBrowser) -> None:
     assert {"whoami", "echo"} <= {tool.name for tool in seen["tools"].tools}
     for result in seen["whoami"]:
         assert not result.is_error, result
@@ -275,6 +324,7 @@ def test_the_official_python_sdk_client_completes_oauth_and_calls_tools(topology
         assert (data["user"], data["client_id"]) == (ADMIN, client_id)
     assert "héllo" in seen["echo"].content[0].text
     assert any("/accounts/login/" in url for url in browser.visited)
+    assert all(url.startswith(topology.base + "/") for url in browser.visited), browser.visited
     steps = [(method, path, status) for method, path, status in live.exchanges]
     for step in [
         ("POST", "/mcp", 401),
@@ -292,6 +342,50 @@ def test_the_official_python_sdk_client_completes_oauth_and_calls_tools(topology
     ) == [(ADMIN, "dcr")]
 
 
+def test_the_official_python_sdk_client_completes_oauth_and_calls_tools(topology):
+    assert_sdk_run(topology, *sdk_client_run(topology))
+
+
+async def admin_sign_in(chromium, base: str, styles: list, https: bool = False) -> tuple[str, str, str, str]:
+    """In a fresh Chromium context: /admin/ → the login page (its stylesheets recorded in
+    ``styles``), the administrator signs in; returns (login path, header colour, path after, user tools)."""
+    context = await chromium.browser.new_context(viewport={"width": 1000, "height": 800}, ignore_https_errors=https)
+    context.on("response", chromium._record)
+    chromium.contexts.append(context)
+    page = await context.new_page()
+
+    async def on_response(response):
+        if response.request.resource_type == "stylesheet":
+            styles.append((response.url, response.status, (await response.all_headers()).get("content-type", "")))
+
+    page.on("response", on_response)
+    await page.goto(base + "/admin/")
+    login_path = urlsplit(page.url).path
+    header_color = await page.eval_on_selector("#header", "e => getComputedStyle(e).backgroundColor")
+    await shot(page, "serve-admin-login")
+    await page.fill("#id_username", ADMIN)
+    await page.fill("#id_password", ADMIN_PASSWORD)
+    async with page.expect_navigation():
+        await page.click("form [type=submit]")
+    await shot(page, "serve-admin-index")
+    return login_path, header_color, urlsplit(page.url).path, await page.inner_text("#user-tools")
+
+
+def assert_admin_signed_in(base: str, styles: list, seen: tuple, posts: list) -> None:
+    login_path, header_color, after, user_tools = seen
+    assert login_path == "/admin/login/"
+    base_css = [item for item in styles if "/static/admin/css/base." in item[0]]
+    assert base_css, styles
+    for url, status, kind in styles:
+        assert url.startswith(base + "/static/") and status == 200 and kind.startswith("text/css"), styles
+    # collectstatic's manifest names: base.<hash>.css, not base.css
+    assert not base_css[0][0].endswith("/static/admin/css/base.css"), base_css
+    assert header_color not in ("rgba(0, 0, 0, 0)", "transparent")
+    assert after == "/admin/"
+    assert ADMIN.upper() in user_tools.upper()
+    assert [(post["status"], post["origin"]) for post in posts] == [(302, base)]
+
+
 @pytest.mark.browser
 def test_in_chromium_the_admin_login_is_styled_and_the_administrator_signs_in(topology, request):
     executable = chromium_path()
@@ -299,36 +393,10 @@ def test_in_chromium_the_admin_login_is_styled_and_the_administrator_signs_in(to
 
     async def scenario():
         async with open_chromium(executable, request.node.name) as chromium:
-            page = await chromium.new_page()
+            return await admin_sign_in(chromium, topology.base, styles), same_origin_posts(chromium, topology.base)
 
-            async def on_response(response):
-                if response.request.resource_type == "stylesheet":
-                    kind = (await response.all_headers()).get("content-type", "")
-                    styles.append((response.url, response.status, kind))
-
-            page.on("response", on_response)
-            await page.goto(topology.base + "/admin/")
-            login_path = urlsplit(page.url).path
-            header_color = await page.eval_on_selector("#header", "e => getComputedStyle(e).backgroundColor")
-            await shot(page, "serve-admin-login")
-            await page.fill("#id_username", ADMIN)
-            await page.fill("#id_password", ADMIN_PASSWORD)
-            async with page.expect_navigation():
-                await page.click("form [type=submit]")
-            await shot(page, "serve-admin-index")
-            return login_path, header_color, urlsplit(page.url).path, await page.inner_text("#user-tools")
-
-    login_path, header_color, after, user_tools = asyncio.run(scenario())
-    assert login_path == "/admin/login/"
-    base_css = [item for item in styles if "/static/admin/css/base." in item[0]]
-    assert base_css, styles
-    for url, status, kind in styles:
-        assert url.startswith(topology.base + "/static/") and status == 200 and kind.startswith("text/css"), styles
-    # collectstatic's manifest names: base.<hash>.css, not base.css
-    assert not base_css[0][0].endswith("/static/admin/css/base.css"), base_css
-    assert header_color not in ("rgba(0, 0, 0, 0)", "transparent")
-    assert after == "/admin/"
-    assert ADMIN.upper() in user_tools.upper()
+    seen, posts = asyncio.run(scenario())
+    assert_admin_signed_in(topology.base, styles, seen, posts)
 
 
 def test_sigterm_stops_every_process_and_leaves_no_connection(topology):
@@ -346,3 +414,68 @@ def test_sigterm_stops_every_process_and_leaves_no_connection(topology):
         gone = conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (topology.database,))
         assert gone.fetchone() == (0,)
     assert "Traceback" not in topology.output(), topology.output()
+
+
+# --- behind a TLS-terminating proxy ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory):
+    """https://localhost:<port> (tests/tls_proxy.py) → gunicorn on loopback, in a fresh tree, with
+    the documented proxy variables; the administrator made with ``createsuperuser --noinput``."""
+    require_postgres_and_redis()
+    tree = fresh_tree(tmp_path_factory.mktemp("fresh-clone-proxied"))
+    port = free_port()
+    with tls_proxy(f"http://127.0.0.1:{port}") as (base, proxy):
+        with running_topology(
+            tree,
+            base,
+            port=port,
+            MCP_BASE_URL=base,
+            DJANGO_ALLOWED_HOSTS="localhost",
+            DJANGO_SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO",
+        ) as running:
+            created = running.manage(
+                "createsuperuser",
+                "--noinput",
+                DJANGO_SUPERUSER_USERNAME=ADMIN,
+                DJANGO_SUPERUSER_EMAIL=ADMIN_EMAIL,
+                DJANGO_SUPERUSER_PASSWORD=ADMIN_PASSWORD,
+            )
+            assert created.returncode == 0, created.stdout + created.stderr
+            yield running
+
+
+def test_behind_the_proxy_pages_are_secure_and_a_request_around_it_is_sent_to_it_once(proxied):
+    https = httpx2.Client(verify=client_context(), timeout=10)
+    login = https.get(proxied.base + "/admin/login/")
+    assert login.status_code == 200
+    assert login.headers["strict-transport-security"] == "max-age=31536000; includeSubDomains; preload"
+    assert login.headers["set-cookie"].startswith("csrftoken=") and "; Secure" in login.headers["set-cookie"]
+    spoofed = {"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "http"}
+    metadata = https.get(proxied.base + "/.well-known/oauth-authorization-server", headers=spoofed)
+    assert metadata.json()["issuer"] == proxied.base
+    assert metadata.json()["token_endpoint"] == proxied.base + "/oauth/token"
+    # Around the proxy (plain http to gunicorn, the public Host): one redirect, to the proxy.
+    around = httpx2.get(proxied.backend + "/admin/login/", headers={"Host": urlsplit(proxied.base).netloc}, timeout=10)
+    assert (around.status_code, around.headers["location"]) == (301, proxied.base + "/admin/login/")
+    # A Host that is not the site's: refused.
+    assert httpx2.get(proxied.backend + "/admin/login/", timeout=10).status_code == 400
+
+
+def test_behind_the_proxy_the_official_python_sdk_client_completes_oauth(proxied):
+    assert_sdk_run(proxied, *sdk_client_run(proxied, verify=client_context()))
+
+
+@pytest.mark.browser
+def test_behind_the_proxy_in_chromium_the_administrator_signs_in(proxied, request):
+    executable = chromium_path()
+    styles: list[tuple[str, int, str]] = []
+
+    async def scenario():
+        async with open_chromium(executable, request.node.name) as chromium:
+            seen = await admin_sign_in(chromium, proxied.base, styles, https=True)
+            return seen, same_origin_posts(chromium, proxied.base)
+
+    seen, posts = asyncio.run(scenario())
+    assert_admin_signed_in(proxied.base, styles, seen, posts)
