@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -244,3 +245,26 @@ def test_the_settings_refuse_the_loopback_switch_off_loopback(env, says):
         in result.stderr
     )
     assert says in result.stderr
+
+
+def test_check_deploy_reports_exactly_what_the_loopback_switch_turns_off():
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(SITE_PREFIXES)}
+    env = {
+        **clean,
+        **LOOPBACK,
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "serve-transport-test-" + "k" * 40,
+        "ELICITATION_ENCRYPTION_KEYS": "X92QSNoDmtPFsChL9dqwHiIybErPh6w6IMjIOw9LYJ8=",
+        "MCP_REQUEST_STATE_KEYS": "serve-transport-test-request-state-key-0123456789",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    ids = re.findall(r"^\?: \(([a-z_]+\.[A-Z]\d+)\)", result.stderr, flags=re.MULTILINE)
+    assert ids == ["security.W004", "security.W008", "security.W012", "security.W016"], result.stderr
