@@ -59,20 +59,24 @@ ADMIN, ADMIN_EMAIL, ADMIN_PASSWORD = "operator", "operator@example.com", "operat
 SYSTEM = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER")
 
 
+#: What a clone does not have (``.gitignore``), for a tree that is not a git checkout.
+NOT_IN_A_CLONE = (".git", ".venv", ".local", "staticfiles", "node_modules", "__pycache__", "*.sqlite3", ".*_cache")
+
+
 def fresh_tree(target: Path) -> Path:
     """The project's files as a clone has them (tracked and new, not ignored) copied to ``target``."""
     listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True
+    )
+    if listed.returncode != 0:  # not a git checkout (an unpacked archive): everything a clone would have
+        shutil.copytree(ROOT, target, ignore=shutil.ignore_patterns(*NOT_IN_A_CLONE), dirs_exist_ok=True)
+    for name in filter(None, listed.stdout.decode().split("\0") if listed.returncode == 0 else []):
         source = ROOT / name
         if source.is_file() and not source.is_symlink():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     assert not (target / "staticfiles").exists() and not (target / ".local").exists()
+    assert (target / "project" / "serve.py").is_file()
     return target
 
 
