@@ -57,7 +57,11 @@ run: migrate
 
 # The production topology on this machine (README "Run in production"): PostgreSQL (bounded
 # psycopg pool per worker), Redis (cache, Celery broker, wake-ups), gunicorn with WORKERS uvicorn
-# workers, a Celery worker and beat. Override DATABASE_URL, REDIS_URL, WORKERS, DB_POOL_MAX_SIZE, PORT.
+# workers, a Celery worker and beat; migrates and collects the static files first. Say where TLS
+# terminates: behind a proxy (MCP_BASE_URL=https://… DJANGO_ALLOWED_HOSTS=…
+# DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO) or plain http on loopback
+# (DJANGO_INSECURE_LOOPBACK_HTTP=1); otherwise it stops before starting anything. No demo account
+# unless SERVE_DEMO_SUPERUSER=1 (loopback only). Override DATABASE_URL, REDIS_URL, WORKERS, PORT, …
 serve: install
 	$(PY) -m project.serve
 

@@ -24,18 +24,24 @@
 | DJANGO_HSTS_SECONDS | 31536000 without DEBUG (Strict-Transport-Security max-age) |
 | DJANGO_HSTS_INCLUDE_SUBDOMAINS, DJANGO_HSTS_PRELOAD | "1" without DEBUG |
 | DJANGO_SECURE_PROXY_SSL_HEADER | unset; behind a TLS proxy that sets X-Forwarded-Proto: HTTP_X_FORWARDED_PROTO |
+| DJANGO_INSECURE_LOOPBACK_HTTP | unset; "1": without DEBUG over plain http, loopback only (no https redirect, no HSTS, cookies without Secure); ImproperlyConfigured when MCP_BASE_URL or DJANGO_ALLOWED_HOSTS is not loopback |
 
-Production: DJANGO_DEBUG=0 with DJANGO_SECRET_KEY, MCP_BASE_URL=https://…, DJANGO_ALLOWED_HOSTS,
-DATABASE_URL and ELICITATION_ENCRYPTION_KEYS set; `manage.py check --deploy` is then clean
-(tests/test_deploy_check.py).
+Production: the variables README "Run in production" marks required (DJANGO_DEBUG=0,
+DJANGO_SECRET_KEY, MCP_BASE_URL=https://…, DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER,
+DATABASE_URL, REDIS_URL, CELERY_BROKER_URL, ELICITATION_ENCRYPTION_KEYS, MCP_REQUEST_STATE_KEYS);
+`manage.py check --deploy` is then clean (tests/test_deploy_check.py reads that table).
 """
 
 import json
 import os
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from mcp_oauth.loopback import is_loopback_host
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -233,6 +239,22 @@ def _elicitation_keys() -> list[str]:
     return path.read_text().split()
 
 
+def _refuse_loopback_http_off_loopback(base_url: str, allowed_hosts: list[str]) -> None:
+    """DJANGO_INSECURE_LOOPBACK_HTTP is for loopback only (RFC 8252 §8.3: plain http is acceptable
+    there alone). :raises ImproperlyConfigured: MCP_BASE_URL or an ALLOWED_HOSTS entry is not loopback."""
+    if not is_loopback_host(urlsplit(base_url).hostname):
+        raise ImproperlyConfigured(
+            f"DJANGO_INSECURE_LOOPBACK_HTTP=1 serves plain http on loopback only; MCP_BASE_URL={base_url} is not "
+            "loopback. Behind a TLS proxy, leave it unset and set DJANGO_SECURE_PROXY_SSL_HEADER instead."
+        )
+    public = [host for host in allowed_hosts if not is_loopback_host(host)]
+    if public:
+        raise ImproperlyConfigured(
+            f"DJANGO_INSECURE_LOOPBACK_HTTP=1 serves plain http on loopback only; DJANGO_ALLOWED_HOSTS names "
+            f"{', '.join(public)}."
+        )
+
+
 ELICITATION = {
     "ENCRYPTION_KEYS": _elicitation_keys(),
 }
@@ -248,11 +270,19 @@ LOGGING = {
 }
 
 # --- Production (DJANGO_DEBUG=0): https only, secure cookies, HSTS ---------------------------------
+# TLS terminates in front of the site (a proxy that sets X-Forwarded-Proto, named by
+# DJANGO_SECURE_PROXY_SSL_HEADER); the issuer and every URL the site announces come from
+# MCP_BASE_URL, never from a request's Host or X-Forwarded-* headers (USE_X_FORWARDED_HOST stays off).
+# DJANGO_INSECURE_LOOPBACK_HTTP=1 runs without DEBUG over plain http, for loopback only: no https
+# redirect, no HSTS, cookies without the Secure flag (a browser would not send them back over http).
+LOOPBACK_HTTP = os.environ.get("DJANGO_INSECURE_LOOPBACK_HTTP", "0") == "1"
+if LOOPBACK_HTTP:
+    _refuse_loopback_http_off_loopback(MCP_OAUTH["BASE_URL"], ALLOWED_HOSTS)
 if not DEBUG:
-    SECURE_SSL_REDIRECT = os.environ.get("DJANGO_SECURE_SSL_REDIRECT", "1") == "1"
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_SSL_REDIRECT = not LOOPBACK_HTTP and os.environ.get("DJANGO_SECURE_SSL_REDIRECT", "1") == "1"
+    SESSION_COOKIE_SECURE = not LOOPBACK_HTTP
+    CSRF_COOKIE_SECURE = not LOOPBACK_HTTP
+    SECURE_HSTS_SECONDS = 0 if LOOPBACK_HTTP else int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("DJANGO_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
     SECURE_HSTS_PRELOAD = os.environ.get("DJANGO_HSTS_PRELOAD", "1") == "1"
     if os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER"):

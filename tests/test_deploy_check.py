@@ -1,5 +1,9 @@
 """`manage.py check --deploy` on a production configuration, and the redirect-scheme rule behind it.
 
+The production configuration is the one README "Run in production" documents: the test reads the
+variables its environment table marks **required** and runs ``check --deploy --fail-level WARNING``
+with exactly those (and nothing else of the site's).
+
 RFC 9700 §2.1 wants https redirect URIs except the loopback ones of native apps (RFC 8252 §7.3).
 DOT can only keep ``http`` for every host or for none; the app keeps it for loopback hosts and
 refuses it everywhere else, and its deploy check says so instead of DOT's ``E003``.
@@ -8,6 +12,7 @@ refuses it everywhere else, and its deploy check says so instead of DOT's ``E003
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,19 +27,48 @@ from oauth2_provider.models import get_application_model
 from tests.oauth_helpers import authorize_params, pkce_pair
 
 ROOT = Path(__file__).resolve().parent.parent
+SITE_PREFIXES = ("DJANGO_", "MCP_", "ELICITATION_", "DATABASE_", "REDIS_", "CELERY_", "DB_")
 
+#: A value for each variable README "Run in production" marks required (the test checks the two agree).
 PRODUCTION_ENV = {
     "DJANGO_DEBUG": "0",
     "DJANGO_SECRET_KEY": "k7#Qp2!vX9zL4mR8wT1yB6nC3dF5gH0jK2lM4nP6qR8sT0uV2wX4yZ6aB8cD0eF2",
     "MCP_BASE_URL": "https://mcp.example.com",
     "DJANGO_ALLOWED_HOSTS": "mcp.example.com",
+    "DJANGO_SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO",
+    "DATABASE_URL": "postgres://mcp@db.internal:5432/mcp_authz",
+    "REDIS_URL": "redis://redis.internal:6379/0",
+    "CELERY_BROKER_URL": "redis://redis.internal:6379/0",
     "ELICITATION_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
     "MCP_REQUEST_STATE_KEYS": "request-state-key-for-the-deploy-check-0123456789",
 }
 
 
+def readme_environment_table() -> dict[str, str]:
+    """``{variable: "required or default" cell}`` of the environment table in README "Run in production"."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("\n## Run in production") : text.index("\n## ", text.index("\n## Run in production") + 5)]
+    header = section.index("| variable | required or default | meaning |")
+    rows: dict[str, str] = {}
+    for line in section[header:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        names = re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[0])
+        assert names, line
+        for name in names:
+            rows[name] = cells[1]
+    return rows
+
+
+def documented_production_env() -> dict[str, str]:
+    required = {name for name, cell in readme_environment_table().items() if cell.startswith("**required**")}
+    assert required == set(PRODUCTION_ENV), (sorted(required), sorted(PRODUCTION_ENV))
+    return {name: PRODUCTION_ENV[name] for name in sorted(required)}
+
+
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "MCP_", "ELICITATION_"))}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(SITE_PREFIXES)}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
@@ -45,10 +79,34 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+def test_the_readme_documents_every_variable_it_names_and_the_site_reads_them():
+    table = readme_environment_table()
+    assert len(table) >= len(PRODUCTION_ENV)
+    sources = "".join((ROOT / "project" / name).read_text() for name in ("settings.py", "serve.py"))
+    assert [name for name in table if f'"{name}"' not in sources] == []
+
+
 def test_check_deploy_is_clean_with_the_documented_production_settings():
-    result = manage("check", "--deploy", "--fail-level", "WARNING", **PRODUCTION_ENV)
+    result = manage("check", "--deploy", "--fail-level", "WARNING", **documented_production_env())
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "System check identified no issues (0 silenced)." in result.stdout
+    assert result.stdout == "System check identified no issues (0 silenced).\n"
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("left_out", "reported"),
+    [
+        ("DJANGO_DEBUG", "security.W018"),
+        ("DJANGO_SECRET_KEY", "security.W009"),
+        ("ELICITATION_ENCRYPTION_KEYS", "elicitation.W001"),
+        ("MCP_REQUEST_STATE_KEYS", "mcp_oauth.W060"),
+    ],
+)
+def test_check_deploy_reports_a_documented_secret_or_switch_left_out(left_out, reported):
+    env = {k: v for k, v in documented_production_env().items() if k != left_out}
+    result = manage("check", "--deploy", "--fail-level", "WARNING", **env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"({reported})" in result.stderr
 
 
 def test_check_deploy_still_warns_about_a_weaker_production_site():
@@ -60,10 +118,18 @@ def test_check_deploy_still_warns_about_a_weaker_production_site():
     assert "oauth2_provider.E003" not in result.stderr
 
 
-def test_the_development_secret_key_is_reported_in_production():
-    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "DJANGO_SECRET_KEY"}
-    result = manage("check", "--deploy", **env)
-    assert "(security.W009)" in result.stderr
+def test_the_readme_names_the_client_secret_hasher_check_by_its_id(settings):
+    """The check that fires when ``ClientSecretHasher`` is left out of ``PASSWORD_HASHERS`` is the one the README names."""
+    from mcp_oauth.checks import check_fast_client_secret_hasher
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    fired = [message.id for message in check_fast_client_secret_hasher(None)]
+    assert fired == ["mcp_oauth.W051"]
+    text = (ROOT / "README.md").read_text()
+    named = re.findall(
+        r"`mcp_oauth\.client_secrets\.ClientSecretHasher` in `PASSWORD_HASHERS` \(check `([^`]+)`\)", text
+    )
+    assert named == fired
 
 
 def deploy_ids() -> list[str]:
