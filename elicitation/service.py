@@ -45,6 +45,7 @@ from .tasks import notify_elicitation_complete
 
 __all__ = [
     "check_link_scheme",
+    "close_answer",
     "complete_elicitation",
     "create_unsent_secret_request",
     "create_url_elicitation",
@@ -80,6 +81,7 @@ def create_url_elicitation(
     request_id: Any = None,
     ttl_seconds: float | None = None,
     send: bool = False,
+    application: Any = None,
 ) -> Elicitation:
     """Create a pending URL-mode elicitation for ``user`` (sync; any Django code).
 
@@ -94,6 +96,8 @@ def create_url_elicitation(
     :param send: also put ``elicitation/create`` (``mode: "url"``) in the session's outbox, so the
         client shows the link without a tool call (the session must declare URL mode).
     :param ttl_seconds: lifetime of the link; default ``ELICITATION["URL_ELICITATION_TTL_SECONDS"]``.
+    :param application: the OAuth client (an ``Application`` or its pk) whose token asked; the
+        pages name it as the consent page does. Default: the session's client (None without one).
     :returns: the saved :class:`~elicitation.models.Elicitation`; give the client :attr:`~Elicitation.url`.
     :raises ValueError: a bad argument (unknown or disabled provider, missing field, dead session,
         another user's session, empty message, a non-https target, ``send`` without a session).
@@ -130,6 +134,9 @@ def create_url_elicitation(
         fields["target_url"] = target_url
     else:
         raise ValueError(f"unknown URL elicitation kind {kind!r}")
+    application_id = getattr(application, "pk", application)
+    if application_id is None and session is not None:
+        application_id = session.application_id
     ttl = float(elicitation_settings.URL_ELICITATION_TTL_SECONDS if ttl_seconds is None else ttl_seconds)
     if ttl <= 0:
         raise ValueError("ttl_seconds must be positive")
@@ -140,6 +147,7 @@ def create_url_elicitation(
             message=message,
             user=user,
             session=session,
+            application_id=application_id,
             request_id="" if request_id is None else json.dumps(request_id)[:200],
             tool_name=str(tool_name or "")[:128],
             expires_at=timezone.now() + timedelta(seconds=ttl),
@@ -354,6 +362,12 @@ async def set_status(row: Elicitation, status: str, error: str = "") -> None:
         status=status, error=error[:500], completed_at=timezone.now()
     )
     row.status = status
+
+
+async def close_answer(pk: int) -> None:
+    """The asking tool read the client's answer to its ``elicitation/create`` (or stopped waiting
+    for it): the row takes no later answer (:func:`~elicitation.signals.record_client_answer`)."""
+    await Elicitation.objects.filter(pk=pk, client_answered_at__isnull=True).aupdate(client_answered_at=timezone.now())
 
 
 async def wait_for_outcome(pk: int, seconds: float) -> Elicitation | None:
