@@ -35,6 +35,7 @@ from mcp_oauth.models import AuditEvent, McpSession
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.taskqueue import send_or_run
 from mcp_oauth.text import storable
+from mcp_oauth.transport import wakeup
 from mcp_oauth.transport.sessions import enqueue_session_message
 
 from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
@@ -52,6 +53,7 @@ __all__ = [
     "find_connection",
     "finish_elicitation",
     "get_secret",
+    "outcome_topic",
     "pending_url_request",
     "set_status",
     "wait_for_outcome",
@@ -215,6 +217,7 @@ def finish_elicitation(
         )
         if outcome in {"deferred", "failed"}:  # the task (or, were it lost, the reconciler) sends it
             transaction.on_commit(lambda: _queue_notification(row.pk))
+        wakeup.publish_on_commit(outcome_topic(row.pk))  # a tool or a retry waiting on any worker
         transaction.on_commit(lambda: elicitation_finished.send(sender=Elicitation, elicitation=row))
     return True
 
@@ -370,14 +373,23 @@ async def close_answer(pk: int) -> None:
     await Elicitation.objects.filter(pk=pk, client_answered_at__isnull=True).aupdate(client_answered_at=timezone.now())
 
 
+def outcome_topic(pk: int) -> str:
+    """Wake-up topic (:mod:`mcp_oauth.transport.wakeup`) published when the URL elicitation ``pk``
+    finishes (:func:`finish_elicitation`, once committed)."""
+    return f"elicitation:{pk}"
+
+
 async def wait_for_outcome(pk: int, seconds: float) -> Elicitation | None:
-    """The row ``pk`` once it is no longer pending, or as it is after ``seconds`` (polled every
-    ``MCP_OAUTH["SSE_POLL_INTERVAL_SECONDS"]``); None when it does not exist."""
+    """The row ``pk`` once it is no longer pending, or as it is after ``seconds``; None when it
+    does not exist. Woken by :func:`outcome_topic` from whichever worker finished it; re-read
+    every ``MCP_OAUTH["SSE_POLL_INTERVAL_SECONDS"]`` without a shared wake-up channel (every
+    ``WAKEUP_SAFETY_POLL_SECONDS`` with one, in case a wake-up was lost)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, float(seconds))
-    interval = float(mcp_oauth_settings.SSE_POLL_INTERVAL_SECONDS)
-    while True:
-        row = await Elicitation.objects.filter(pk=pk).select_related("provider").afirst()
-        if row is None or row.status != Elicitation.Status.PENDING or loop.time() >= deadline:
-            return row
-        await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
+    interval = wakeup.answer_poll_interval(float(mcp_oauth_settings.SSE_POLL_INTERVAL_SECONDS))
+    with wakeup.hub.subscribe(outcome_topic(pk)) as subscription:  # before reading: no wake-up is missed
+        while True:
+            row = await Elicitation.objects.filter(pk=pk).select_related("provider").afirst()
+            if row is None or row.status != Elicitation.Status.PENDING or loop.time() >= deadline:
+                return row
+            await subscription.wait(min(interval, max(0.0, deadline - loop.time())))

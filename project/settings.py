@@ -20,8 +20,6 @@
 | MCP_SSE_POLL_INTERVAL_SECONDS | 0.25: how often waiting streams poll when no shared wake-up channel is configured |
 | MCP_THROTTLE_RATES | JSON merged over the default THROTTLE_RATES, e.g. '{"token": null}' |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
-| ELICITATION_URL_ANSWER_TIMEOUT_SECONDS | 300: how long a 2025-11-25 tool waits for the client's answer to a URL-mode elicitation/create |
-| ELICITATION_URL_RETRY_WAIT_SECONDS | 120: how long a 2026-07-28 retry is held while its URL flow is still in progress |
 | DJANGO_SECURE_SSL_REDIRECT | "1" without DEBUG: http requests are redirected to https |
 | DJANGO_HSTS_SECONDS | 31536000 without DEBUG (Strict-Transport-Security max-age) |
 | DJANGO_HSTS_INCLUDE_SUBDOMAINS, DJANGO_HSTS_PRELOAD | "1" without DEBUG |
@@ -237,8 +235,6 @@ def _elicitation_keys() -> list[str]:
 
 ELICITATION = {
     "ENCRYPTION_KEYS": _elicitation_keys(),
-    "URL_ANSWER_TIMEOUT_SECONDS": float(os.environ.get("ELICITATION_URL_ANSWER_TIMEOUT_SECONDS", "300")),
-    "URL_RETRY_WAIT_SECONDS": float(os.environ.get("ELICITATION_URL_RETRY_WAIT_SECONDS", "120")),
 }
 
 LOGGING = {
