@@ -120,6 +120,11 @@ def final_message(response: httpx2.Response, request_id: int) -> dict:
     return response.json()
 
 
+def without_meta(result: dict) -> dict:
+    """A result without its ``_meta`` (server information)."""
+    return {key: value for key, value in result.items() if key != "_meta"}
+
+
 def bearer(token: str) -> dict[str, str]:
     return {
         "Authorization": f"Bearer {token}",

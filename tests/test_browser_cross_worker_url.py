@@ -35,6 +35,7 @@ from .cross_worker_url import (
     modern_headers,
     sse_messages,
     two_workers,
+    without_meta,
 )
 from .elicitation_helpers import PASSWORD, demo_provider
 from .live import free_port
@@ -147,7 +148,7 @@ def test_modern_connect_interstitial_in_chromium_on_the_other_worker_then_cancel
     assert seen["title"] == "Connect Demo provider (this site)?"
     assert seen["client"] == HOSTILE_NAME and seen["pwned"] == "undefined"
     assert "Cancelled" in seen["done"]
-    assert seen["retry"]["result"] == {
+    assert without_meta(seen["retry"]["result"]) == {
         "resultType": "complete",
         "content": [{"type": "text", "text": "You did not connect your Demo provider (this site) account."}],
         "isError": True,

@@ -37,6 +37,7 @@ from .cross_worker_url import (
     modern_headers,
     sse_messages,
     two_workers,
+    without_meta,
 )
 from .elicitation_helpers import PASSWORD, demo_provider
 from .live import free_port
@@ -217,11 +218,6 @@ def retry(http: httpx2.Client, url: str, token: str, state: str, request_id: int
     return final_message(response, request_id)["result"]
 
 
-def complete(result: dict) -> dict:
-    """A complete result without its ``_meta``."""
-    return {key: value for key, value in result.items() if key != "_meta"}
-
-
 def test_modern_retry_after_the_page_was_finished_completes_on_either_worker(site, user, public_app, person):
     """The first round on A or B, the page finished on A or B, then the retry on A or B: complete."""
     port_a, token = site
@@ -231,7 +227,7 @@ def test_modern_retry_after_the_page_was_finished_completes_on_either_worker(sit
             link, state = first_round(http, workers.urls[first_on], token)
             page = person.save_secret(workers.on(page_on, link), f"sk-modern-{n}").text
             result = retry(http, workers.urls[retry_on], token, state, 2)
-            assert complete(result) == {
+            assert without_meta(result) == {
                 "resultType": "complete",
                 "content": [{"type": "text", "text": STORED}],
                 "isError": False,
@@ -258,7 +254,7 @@ def test_modern_retry_before_the_page_is_finished_asks_again_then_completes(site
             assert Elicitation.objects.get(pk=row.pk).status == "pending", where
             person.save_secret(workers.on(page_on, link), f"sk-later-{n}")
             done = retry(http, workers.urls[again_on], token, again["requestState"], 3)
-            assert complete(done) == {
+            assert without_meta(done) == {
                 "resultType": "complete",
                 "content": [{"type": "text", "text": STORED}],
                 "isError": False,
@@ -283,7 +279,7 @@ def test_modern_retry_held_while_the_page_is_finished_completes(site, person):
                 assert row.status == "pending", where
                 person.save_secret(workers.on(page_on, link), f"sk-held-{n}")
                 final = next(m for m in sse_messages(held.iter_lines()) if m.get("id") == 2)
-            assert complete(final["result"]) == {
+            assert without_meta(final["result"]) == {
                 "resultType": "complete",
                 "content": [{"type": "text", "text": STORED}],
                 "isError": False,
