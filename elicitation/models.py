@@ -134,7 +134,9 @@ class Elicitation(models.Model):
         null=True,
         blank=True,
         editable=False,
-        help_text=_("when the client's answer to our elicitation/create was recorded (only the first one counts)"),
+        help_text=_(
+            "when the row stopped taking the client's answer: its first one was recorded, or the tool stopped waiting"
+        ),
     )
     error = models.CharField(_("error"), max_length=500, blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)

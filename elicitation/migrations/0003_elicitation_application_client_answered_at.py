@@ -21,6 +21,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='elicitation',
             name='client_answered_at',
-            field=models.DateTimeField(blank=True, editable=False, help_text="when the client's answer to our elicitation/create was recorded (only the first one counts)", null=True, verbose_name='client answered'),
+            field=models.DateTimeField(blank=True, editable=False, help_text="when the row stopped taking the client's answer: its first one was recorded, or the tool stopped waiting", null=True, verbose_name='client answered'),
         ),
     ]
