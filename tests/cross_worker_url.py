@@ -2,9 +2,10 @@
 site on the test database, an MCP client of either era, and a user finishing the page over HTTP.
 
 Workers run ``tests.worker_settings`` with short timeouts. On PostgreSQL with Redis reachable they
-share Redis (cache and wake-ups) and their safety poll is set to 60 s, longer than any timeout
-here: an answer or a completion that reaches the other worker is then delivered in time only by a
-wake-up. On SQLite (or without Redis) they have no shared channel and poll the database.
+share Redis (cache and wake-ups) and their safety poll is set to 60 s, longer than the waits here:
+an answer or a completion that reaches the other worker is delivered by its wake-up (a lost one
+would only delay the outcome to the wait's last read). On SQLite (or without Redis) they have no
+shared channel and poll the database every 0.1 s.
 """
 
 from __future__ import annotations
