@@ -74,6 +74,7 @@ from .protocol import (
 )
 from .providers import ProviderError, forget_rejected_connection, fresh_access_token
 from .service import (
+    close_answer,
     create_unsent_secret_request,
     create_url_elicitation,
     find_connection,
@@ -200,6 +201,11 @@ def _round(ctx: ToolContext) -> InputRound:
     return ctx.input_round
 
 
+def _application_id(ctx: ToolContext) -> Any:
+    """The pk of the OAuth client whose token makes this call (None without one): the pages name it."""
+    return getattr(ctx.application, "pk", None)
+
+
 def _request_id(ctx: ToolContext) -> str:
     return json.dumps(ctx.request_id)[:200]
 
@@ -209,8 +215,9 @@ async def _finish(row: Elicitation, status: str, *, content: dict | None = None,
     row.content = content
     row.error = error[:500]
     row.completed_at = timezone.now()
-    row.client_answer = None
-    await row.asave(update_fields=["status", "content", "error", "completed_at", "client_answer"])
+    row.client_answer = None  # read (or never coming): no later answer is taken
+    row.client_answered_at = row.client_answered_at or row.completed_at
+    await row.asave(update_fields=["status", "content", "error", "completed_at", "client_answer", "client_answered_at"])
 
 
 # --- form mode ---------------------------------------------------------------------------
@@ -266,6 +273,7 @@ async def elicit_form(
         requested_schema=form.schema,
         user=ctx.user if getattr(ctx.user, "pk", None) is not None else None,
         session=ctx.session,
+        application_id=_application_id(ctx),
         request_id=_request_id(ctx),
         expires_at=timezone.now() + timedelta(seconds=timeout),
     )
@@ -356,6 +364,7 @@ async def _form_round(ctx: ToolContext, message: str, form: ElicitationSchema) -
         requested_schema=form.schema,
         user=ctx.user if getattr(ctx.user, "pk", None) is not None else None,
         session=None,
+        application_id=_application_id(ctx),
         request_id=_request_id(ctx),
         expires_at=timezone.now() + timedelta(seconds=float(mcp_oauth_settings.REQUEST_STATE_TTL_SECONDS)),
     )
@@ -487,7 +496,13 @@ async def require_connection(
 
     async def create() -> Elicitation:
         row = await sync_to_async(pending_url_request)(
-            user, session, kind=Elicitation.Kind.CONNECT, provider=provider_row, scopes=requested, message=text
+            user,
+            session,
+            kind=Elicitation.Kind.CONNECT,
+            provider=provider_row,
+            scopes=requested,
+            message=text,
+            application_id=_application_id(ctx),
         )
         if row is None:
             row = await sync_to_async(create_url_elicitation)(
@@ -499,6 +514,7 @@ async def require_connection(
                 scopes=wanted,
                 request_id=ctx.request_id,
                 tool_name=ctx.tool_name,
+                application=_application_id(ctx),
             )
         return row
 
@@ -544,11 +560,14 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
             secret_name=name,
             request_id=ctx.request_id,
             tool_name=ctx.tool_name,
+            application=_application_id(ctx),
         )
         raise UrlElicitationRequired([row])
 
     async def create() -> Elicitation:
-        row = await sync_to_async(pending_url_request)(user, None, kind=Elicitation.Kind.SECRET, secret_name=name)
+        row = await sync_to_async(pending_url_request)(
+            user, None, kind=Elicitation.Kind.SECRET, secret_name=name, application_id=_application_id(ctx)
+        )
         if row is None:
             row = await sync_to_async(create_url_elicitation)(
                 user=user,
@@ -558,6 +577,7 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
                 secret_name=name,
                 request_id=ctx.request_id,
                 tool_name=ctx.tool_name,
+                application=_application_id(ctx),
             )
         return row
 
@@ -581,7 +601,7 @@ async def elicit_url(
     secret_name: str = "",
     target_url: str = "",
     wait_seconds: float | None = 300,
-    answer_timeout: float = 300,
+    answer_timeout: float | None = None,
 ) -> UrlResult:
     """Send the user to a page of this site during the call, and (by default) wait until they finish.
 
@@ -593,7 +613,9 @@ async def elicit_url(
         :func:`~elicitation.service.create_url_elicitation`.
     :param wait_seconds: (2025-11-25) after the client accepts, how long to wait for the interaction
         to finish (None: do not wait; ``completed`` is then False).
-    :param answer_timeout: (2025-11-25) how long to wait for the client's accept / decline / cancel.
+    :param answer_timeout: (2025-11-25) how long to wait for the client's accept / decline / cancel
+        (seconds; None: ``ELICITATION["URL_ANSWER_TIMEOUT_SECONDS"]``). The answer counts wherever
+        it arrives and whenever: also after the user already finished the page on another worker.
     :returns: :class:`UrlResult`.
     :raises UrlElicitationUnsupported: the client did not declare URL mode: nothing is sent to it
         (for ``kind="secret"`` the request waits for the user on the connections page, unbound to
@@ -619,6 +641,7 @@ async def elicit_url(
         target_url=target_url,
         request_id=ctx.request_id,
         tool_name=ctx.tool_name,
+        application=_application_id(ctx),
     )
     if ctx.modern:
         row = await _url_round(ctx, user, partial(create_row, session=None))
@@ -631,10 +654,14 @@ async def elicit_url(
         raise ElicitationUnsupported("This tool needs to show you a link, but this connection cannot carry one.")
     row = await create_row(session=ctx.session)
     try:
+        # The answer may reach another worker, before or after the user finished the page
+        # there: it is recorded on the row whatever its status (signals.record_client_answer).
         answer = await ctx.send_request(
             "elicitation/create",
             describe(row),
-            timeout=answer_timeout,
+            timeout=float(
+                elicitation_settings.URL_ANSWER_TIMEOUT_SECONDS if answer_timeout is None else answer_timeout
+            ),
             request_id=REQUEST_ID_PREFIX + row.elicitation_id,
             poll=stored_answer(row.pk),
         )
@@ -647,6 +674,8 @@ async def elicit_url(
     except asyncio.CancelledError:
         await asyncio.shield(set_status(row, Elicitation.Status.CANCELLED, "tool call cancelled"))
         raise
+    finally:
+        await asyncio.shield(close_answer(row.pk))
     action = answer.get("action")
     if action in ("decline", "cancel"):
         status = Elicitation.Status.DECLINED if action == "decline" else Elicitation.Status.CANCELLED

@@ -22,6 +22,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.loopback import is_https_or_loopback
 
@@ -109,6 +110,14 @@ class Elicitation(models.Model):
     session = models.ForeignKey(
         "mcp_oauth.McpSession", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    application = models.ForeignKey(
+        oauth2_settings.APPLICATION_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text=_("the OAuth client whose token asked (the pages name it as the consent page does)"),
+    )
     request_id = models.CharField(
         _("tools/call request id"), max_length=200, blank=True, help_text=_("JSON of the JSON-RPC id")
     )
@@ -119,6 +128,15 @@ class Elicitation(models.Model):
         blank=True,
         editable=False,
         help_text=_("the client's JSON-RPC answer when it reached another worker; cleared once read"),
+    )
+    client_answered_at = models.DateTimeField(
+        _("client answered"),
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=_(
+            "when the row stopped taking the client's answer: its first one was recorded, or the tool stopped waiting"
+        ),
     )
     error = models.CharField(_("error"), max_length=500, blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)

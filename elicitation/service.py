@@ -35,6 +35,7 @@ from mcp_oauth.models import AuditEvent, McpSession
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.taskqueue import send_or_run
 from mcp_oauth.text import storable
+from mcp_oauth.transport import wakeup
 from mcp_oauth.transport.sessions import enqueue_session_message
 
 from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
@@ -45,12 +46,14 @@ from .tasks import notify_elicitation_complete
 
 __all__ = [
     "check_link_scheme",
+    "close_answer",
     "complete_elicitation",
     "create_unsent_secret_request",
     "create_url_elicitation",
     "find_connection",
     "finish_elicitation",
     "get_secret",
+    "outcome_topic",
     "pending_url_request",
     "set_status",
     "wait_for_outcome",
@@ -80,6 +83,7 @@ def create_url_elicitation(
     request_id: Any = None,
     ttl_seconds: float | None = None,
     send: bool = False,
+    application: Any = None,
 ) -> Elicitation:
     """Create a pending URL-mode elicitation for ``user`` (sync; any Django code).
 
@@ -94,6 +98,8 @@ def create_url_elicitation(
     :param send: also put ``elicitation/create`` (``mode: "url"``) in the session's outbox, so the
         client shows the link without a tool call (the session must declare URL mode).
     :param ttl_seconds: lifetime of the link; default ``ELICITATION["URL_ELICITATION_TTL_SECONDS"]``.
+    :param application: the OAuth client (an ``Application`` or its pk) whose token asked; the
+        pages name it as the consent page does. Default: the session's client (None without one).
     :returns: the saved :class:`~elicitation.models.Elicitation`; give the client :attr:`~Elicitation.url`.
     :raises ValueError: a bad argument (unknown or disabled provider, missing field, dead session,
         another user's session, empty message, a non-https target, ``send`` without a session).
@@ -130,6 +136,9 @@ def create_url_elicitation(
         fields["target_url"] = target_url
     else:
         raise ValueError(f"unknown URL elicitation kind {kind!r}")
+    application_id = getattr(application, "pk", application)
+    if application_id is None and session is not None:
+        application_id = session.application_id
     ttl = float(elicitation_settings.URL_ELICITATION_TTL_SECONDS if ttl_seconds is None else ttl_seconds)
     if ttl <= 0:
         raise ValueError("ttl_seconds must be positive")
@@ -140,6 +149,7 @@ def create_url_elicitation(
             message=message,
             user=user,
             session=session,
+            application_id=application_id,
             request_id="" if request_id is None else json.dumps(request_id)[:200],
             tool_name=str(tool_name or "")[:128],
             expires_at=timezone.now() + timedelta(seconds=ttl),
@@ -207,6 +217,7 @@ def finish_elicitation(
         )
         if outcome in {"deferred", "failed"}:  # the task (or, were it lost, the reconciler) sends it
             transaction.on_commit(lambda: _queue_notification(row.pk))
+        wakeup.publish_on_commit(outcome_topic(row.pk))  # a tool or a retry waiting on any worker
         transaction.on_commit(lambda: elicitation_finished.send(sender=Elicitation, elicitation=row))
     return True
 
@@ -356,14 +367,29 @@ async def set_status(row: Elicitation, status: str, error: str = "") -> None:
     row.status = status
 
 
+async def close_answer(pk: int) -> None:
+    """The asking tool read the client's answer to its ``elicitation/create`` (or stopped waiting
+    for it): the row takes no later answer (:func:`~elicitation.signals.record_client_answer`)."""
+    await Elicitation.objects.filter(pk=pk, client_answered_at__isnull=True).aupdate(client_answered_at=timezone.now())
+
+
+def outcome_topic(pk: int) -> str:
+    """Wake-up topic (:mod:`mcp_oauth.transport.wakeup`) published when the URL elicitation ``pk``
+    finishes (:func:`finish_elicitation`, once committed)."""
+    return f"elicitation:{pk}"
+
+
 async def wait_for_outcome(pk: int, seconds: float) -> Elicitation | None:
-    """The row ``pk`` once it is no longer pending, or as it is after ``seconds`` (polled every
-    ``MCP_OAUTH["SSE_POLL_INTERVAL_SECONDS"]``); None when it does not exist."""
+    """The row ``pk`` once it is no longer pending, or as it is after ``seconds``; None when it
+    does not exist. Woken by :func:`outcome_topic` from whichever worker finished it; re-read
+    every ``MCP_OAUTH["SSE_POLL_INTERVAL_SECONDS"]`` without a shared wake-up channel (every
+    ``WAKEUP_SAFETY_POLL_SECONDS`` with one, in case a wake-up was lost)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, float(seconds))
-    interval = float(mcp_oauth_settings.SSE_POLL_INTERVAL_SECONDS)
-    while True:
-        row = await Elicitation.objects.filter(pk=pk).select_related("provider").afirst()
-        if row is None or row.status != Elicitation.Status.PENDING or loop.time() >= deadline:
-            return row
-        await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
+    interval = wakeup.answer_poll_interval(float(mcp_oauth_settings.SSE_POLL_INTERVAL_SECONDS))
+    with wakeup.hub.subscribe(outcome_topic(pk)) as subscription:  # before reading: no wake-up is missed
+        while True:
+            row = await Elicitation.objects.filter(pk=pk).select_related("provider").afirst()
+            if row is None or row.status != Elicitation.Status.PENDING or loop.time() >= deadline:
+                return row
+            await subscription.wait(min(interval, max(0.0, deadline - loop.time())))

@@ -34,6 +34,9 @@ DEFAULTS: dict[str, Any] = {
     # still in progress is held open (SSE keepalives) until the flow finishes or this many
     # seconds pass; then the tool runs, or the URL request is sent again.
     "URL_RETRY_WAIT_SECONDS": 120.0,
+    # MCP 2025-11-25: how long elicit_url waits for the client's answer (accept / decline /
+    # cancel) to its URL-mode elicitation/create, in seconds (its answer_timeout argument wins).
+    "URL_ANSWER_TIMEOUT_SECONDS": 300.0,
     # How long the OAuth `state` of a third-party authorization stays valid (seconds).
     "STATE_TTL_SECONDS": 600,
     # Timeout of every HTTP request to a third-party authorization server (seconds).

@@ -25,12 +25,19 @@ PREFIX = "elicitation-"
 @receiver(client_response_received, dispatch_uid="elicitation.record_client_answer")
 def record_client_answer(sender: Any, session: Any, message: dict[str, Any], **kwargs: Any) -> None:
     """Keep the client's answer to one of our ``elicitation/create`` requests that reached a worker
-    where nobody waits for it: the asking tool (in another process) reads it from the row.
+    where nobody waits for it: the asking tool (in another process) reads it from the row
+    (:func:`~elicitation.protocol.stored_answer`; the POST publishes the session's answer wake-up).
 
-    Answers for another session's elicitation, for a finished one, or a second answer are ignored.
-    A URL elicitation sent through the outbox (nobody waits) that the user declined or
-    cancelled is finished here.
+    The first answer of the session that was asked is recorded whatever the row's status: the
+    user may finish the page (``completed``, on any worker) before the client's "accept" arrives,
+    or the row may have expired while the tool still waits; the tool decides from both. A row
+    that no tool call asked (sent through the outbox by site code) takes an answer only while
+    pending. Answers for another session's elicitation, for an unknown id, or a second answer
+    are ignored. An outbox-sent elicitation the client declined or cancelled is finished here.
     """
+    from django.db.models import Q
+    from django.utils import timezone
+
     from .models import Elicitation
 
     request_id = message.get("id")
@@ -45,18 +52,16 @@ def record_client_answer(sender: Any, session: Any, message: dict[str, Any], **k
             "error": {"code": -32602, "message": "the answer holds text that cannot be stored"},
         }
     rows = Elicitation.objects.filter(
+        Q(status=Elicitation.Status.PENDING) | ~Q(request_id=""),
         elicitation_id=request_id[len(PREFIX) :],
         session_id=session.pk,
-        status=Elicitation.Status.PENDING,
-        client_answer__isnull=True,
+        client_answered_at__isnull=True,
     )
-    if not rows.update(client_answer=message):
-        return  # another session's, a finished one, or a second answer: ignored
+    if not rows.update(client_answer=message, client_answered_at=timezone.now()):
+        return  # another session's, an unknown one, or a second answer: ignored
     result = message.get("result")
     action = result.get("action") if isinstance(result, dict) else None
     if action in ("decline", "cancel"):
-        from django.utils import timezone
-
         rows = Elicitation.objects.filter(
             elicitation_id=request_id[len(PREFIX) :],
             session_id=session.pk,

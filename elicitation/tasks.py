@@ -117,12 +117,13 @@ def reconcile_completion_notifications(
 
 @shared_task(name="elicitation.tasks.expire_elicitations", ignore_result=True)
 def expire_elicitations() -> int:
-    """Mark pending elicitations whose ``expires_at`` passed as ``expired``. :returns: how many."""
+    """Mark pending elicitations whose ``expires_at`` passed as ``expired``. A client answer in
+    transit stays on the row: a tool still waiting on another worker reads it. :returns: how many."""
     from .models import Elicitation
 
     now = timezone.now()
     return Elicitation.objects.filter(status=Elicitation.Status.PENDING, expires_at__lte=now).update(
-        status=Elicitation.Status.EXPIRED, completed_at=now, client_answer=None
+        status=Elicitation.Status.EXPIRED, completed_at=now
     )
 
 

@@ -34,6 +34,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from mcp_oauth import audit, throttling
+from mcp_oauth.adapter import get_adapter
 from mcp_oauth.authorization_server.views import UI_SECURITY_HEADERS
 from mcp_oauth.login import login_url
 from mcp_oauth.models import AuditEvent
@@ -141,7 +142,7 @@ def _pending(elicitation_id: str) -> Elicitation | None:
     if not isinstance(elicitation_id, str) or not ELICITATION_ID_RE.match(elicitation_id):
         return None
     row = (
-        Elicitation.objects.select_related("provider", "session", "session__application")
+        Elicitation.objects.select_related("provider", "application", "session", "session__application")
         .filter(elicitation_id=elicitation_id, mode=Elicitation.Mode.URL, status=Elicitation.Status.PENDING)
         .first()
     )
@@ -149,7 +150,7 @@ def _pending(elicitation_id: str) -> Elicitation | None:
         return None
     if row.is_expired:
         Elicitation.objects.filter(pk=row.pk, status=Elicitation.Status.PENDING).update(
-            status=Elicitation.Status.EXPIRED, completed_at=timezone.now(), client_answer=None
+            status=Elicitation.Status.EXPIRED, completed_at=timezone.now()
         )
         return None
     return row
@@ -200,8 +201,15 @@ def _send_to_provider(
 
 
 def _client_name(row: Elicitation) -> str:
-    application = row.session.application if row.session is not None else None
-    return getattr(application, "name", "") or "your MCP client"
+    """The asking client as the consent page names it (the token's OAuth client, in both eras;
+    the session's for a row created before rows kept it), else "your MCP client". Shown as text
+    (the templates escape it)."""
+    application = row.application
+    if application is None and row.session is not None:
+        application = row.session.application
+    if application is None:
+        return "your MCP client"
+    return str(get_adapter().describe_client(application)["name"] or "your MCP client")
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

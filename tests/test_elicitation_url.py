@@ -511,7 +511,7 @@ def test_start_page_shows_the_interstitial_to_the_right_user(user, provider, ses
     assert f'<h1 id="interstitial-title">Connect {PROVIDER_NAME}?</h1>' in html
     assert '<strong id="provider-host">site.example</strong>' in html
     assert '<dd id="account">alice</dd>' in html
-    assert "<strong>Test client</strong> asked for this" in html
+    assert '<strong id="client-name">Test client</strong> asked for this' in html
     assert '<q id="elicitation-message">Connect your Demo account to continue.</q>' in html
     assert '<dd id="scopes"><code>profile</code> </dd>' in html
     assert response["X-Frame-Options"] == "DENY"
@@ -1047,6 +1047,100 @@ def test_an_answer_for_a_finished_elicitation_is_ignored(user, provider, session
     record_client_answer(sender=McpSession, session=session, message=answer(row, "decline"))
     row = refresh(row)
     assert (row.status, row.client_answer) == ("completed", None)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", ["completed", "cancelled", "expired", "declined"])
+def test_the_answer_to_a_tool_s_request_is_recorded_whatever_the_row_s_status(user, provider, session, status):
+    """The user may finish the page (on another worker) before the client's answer arrives: the
+    asking tool still waits for that answer, so it is recorded; the status is left as it is."""
+    row = connect_request(user, session, request_id=5)  # asked by a tool call
+    Elicitation.objects.filter(pk=row.pk).update(status=status)
+    record_client_answer(sender=McpSession, session=session, message=answer(row, "accept"))
+    record_client_answer(sender=McpSession, session=session, message=answer(row, "decline"))
+    row = refresh(row)
+    assert (row.status, row.client_answer) == (status, answer(row, "accept"))
+    assert row.client_answered_at is not None
+
+
+@pytest.mark.django_db
+def test_a_row_whose_tool_stopped_waiting_takes_no_answer(user, public_app, resource, provider, session):
+    from elicitation.service import close_answer
+
+    row = connect_request(user, session, request_id=5)
+    async_to_sync(close_answer)(row.pk)
+    record_client_answer(sender=McpSession, session=session, message=answer(row, "accept"))
+    other = open_session(user, public_app, resource)
+    fresh = connect_request(user, session, request_id=6)
+    record_client_answer(sender=McpSession, session=other, message=answer(fresh, "accept"))
+    assert (refresh(row).client_answer, refresh(fresh).client_answer, refresh(fresh).client_answered_at) == (
+        None,
+        None,
+        None,
+    )
+
+
+@pytest.mark.django_db
+def test_expiry_keeps_an_answer_in_transit_for_the_waiting_tool(user, provider, session):
+    row = connect_request(user, session, request_id=5)
+    record_client_answer(sender=McpSession, session=session, message=answer(row, "accept"))
+    Elicitation.objects.filter(pk=row.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert expire_elicitations() == 1
+    row = refresh(row)
+    assert (row.status, row.client_answer) == ("expired", answer(row, "accept"))
+
+
+@pytest.mark.django_db
+def test_the_pages_name_the_token_s_client_without_a_session(user, public_app, provider):
+    """2026-07-28 rows have no session: the page names the client the row keeps, as the consent
+    page does (invisible format characters dropped); a row of no client says "your MCP client"."""
+    public_app.name = "Notes\u202e app"
+    public_app.save()
+    named = create_url_elicitation(
+        user=user, session=None, message="Connect.", kind="connect", provider="demo", application=public_app
+    )
+    secret = create_url_elicitation(
+        user=user, session=None, message="Key?", kind="secret", secret_name="k", application=public_app.pk
+    )
+    unnamed = create_url_elicitation(user=user, session=None, message="Connect.", kind="connect", provider="demo")
+    client = browser(user)
+    shown = [client.get(path_of(row)).content.decode() for row in (named, secret, unnamed)]
+    assert '<strong id="client-name">Notes app</strong> asked for this' in shown[0]
+    assert '<strong id="client-name">Notes app</strong> asked for this' in shown[1]
+    assert '<strong id="client-name">your MCP client</strong> asked for this' in shown[2]
+    assert (named.application_id, secret.application_id, unnamed.application_id) == (public_app.pk, public_app.pk, None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_finished_page_wakes_whoever_waits_for_the_row(settings, user, provider):
+    """finish_elicitation publishes the row's wake-up topic on commit (wait_for_outcome sleeps on
+    it, on every worker); a wake-up that arrives before anyone waits is kept for the next wait."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    from elicitation.service import finish_elicitation, outcome_topic
+    from mcp_oauth.transport import wakeup
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "WAKEUP_URL": None}
+    row = create_url_elicitation(user=user, session=None, message="Key?", kind="secret", secret_name="k")
+    other = create_url_elicitation(user=user, session=None, message="Key?", kind="secret", secret_name="j")
+
+    async def scenario():
+        with (
+            wakeup.hub.subscribe(outcome_topic(row.pk)) as woken,
+            wakeup.hub.subscribe(outcome_topic(other.pk)) as idle,
+        ):
+            assert await sync_to_async(finish_elicitation)(row.elicitation_id) is True
+            await asyncio.sleep(0)
+            return await woken.wait(0), await idle.wait(0)
+
+    assert async_to_sync(scenario)() == (True, False)
+
+
+@pytest.mark.django_db
+def test_a_session_s_row_keeps_the_session_s_client(user, public_app, provider, session):
+    assert connect_request(user, session).application_id == session.application_id == public_app.pk
 
 
 @pytest.mark.django_db
