@@ -101,6 +101,20 @@ def exit_code(process: subprocess.Popen, timeout: float = 30) -> int:
         return -9
 
 
+def stopped_gracefully(process: subprocess.Popen, timeout: float = 30) -> tuple[int, list[str]]:
+    """``(exit code, problems)`` of a worker told to stop with SIGTERM, once it exited.
+
+    uvicorn re-raises the signal it caught once its graceful shutdown is complete (its handler
+    gone, the default one kills the process): a finished shutdown exits with ``-SIGTERM``. The
+    problems are the output lines that say otherwise (tracebacks, tasks cancelled at the
+    graceful timeout, errors).
+    """
+    code = exit_code(process, timeout)
+    output = (process.stdout.read() or b"").decode(errors="replace") if process.stdout else ""
+    markers = ("Traceback", "graceful shutdown exceeded", "ERROR", "Exception")
+    return code, [line for line in output.splitlines() if any(marker in line for marker in markers)]
+
+
 def wait_for(predicate, timeout: float = 20, step: float = 0.05) -> bool:
     """Poll ``predicate()`` until it is true (True) or ``timeout`` passed (False)."""
     deadline = time.monotonic() + timeout
