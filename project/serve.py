@@ -15,6 +15,12 @@ are read from the environment or kept in .local/ (created once, mode 0600).
 
 Environment: DATABASE_URL, REDIS_URL, CELERY_BROKER_URL (default: REDIS_URL), HOST, PORT,
 WORKERS, DB_POOL_MAX_SIZE, DB_POOL_MAX_SIZE_CELERY, CELERY_CONCURRENCY, MCP_BASE_URL.
+
+Rolling restart (new code, new settings, no failed request): ``kill -HUP <pid of make serve>``
+(printed at start). The signal goes to gunicorn's master, which starts WORKERS new workers and
+sends SIGTERM to the old ones; those drain (mcp_oauth.drain): open GET and listen streams end
+with an SSE ``retry:`` hint and the clients reconnect to the new workers, requests in flight
+finish. The listening socket stays open throughout, so no connection is refused.
 """
 
 from __future__ import annotations
@@ -138,6 +144,18 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
     ]
 
 
+def forward_restarts(web: subprocess.Popen) -> None:
+    """SIGHUP to this supervisor -> SIGHUP to gunicorn's master ``web``: a rolling restart
+    (gunicorn's "reload the configuration, start new workers, gracefully shut down old ones")."""
+
+    def restart(*_: object) -> None:
+        print(f"rolling restart: SIGHUP -> gunicorn master (pid {web.pid})", flush=True)
+        web.send_signal(signal.SIGHUP)
+
+    signal.signal(signal.SIGHUP, restart)
+    print(f"  Rolling restart: kill -HUP {os.getpid()}   (forwarded to gunicorn's master, pid {web.pid})\n")
+
+
 def main() -> int:
     env = environment()
     if urlsplit(env["DATABASE_URL"]).scheme.startswith("postgres"):
@@ -150,6 +168,7 @@ def main() -> int:
         f"\n  MCP server: {env['MCP_BASE_URL']}/mcp   ({env.get('WORKERS', '2')} ASGI workers, "
         f"pool {env.get('DB_POOL_MAX_SIZE', '8')} each; Celery worker + beat on {env['CELERY_BROKER_URL']})\n"
     )
+    forward_restarts(processes["web"])
     stopping = False
 
     def stop(*_: object) -> None:
