@@ -207,3 +207,26 @@ def test_the_cache_probe_key_is_never_written(client):
 
     client.get("/readyz")
     assert cache.get(CACHE_PROBE_KEY, "absent") == "absent"
+
+
+@pytest.mark.parametrize(
+    "overrides, problems",
+    [
+        ({}, 0),
+        ({"LIVENESS_PATH": None, "READINESS_PATH": None}, 0),
+        ({"LIVENESS_PATH": "healthz"}, 1),
+        ({"READINESS_PATH": "/mcp"}, 1),
+        ({"READINESS_PATH": "/healthz"}, 1),
+        ({"READINESS_CHECKS": ["database", "disk"]}, 1),
+        ({"READINESS_CHECKS": "database"}, 1),
+        ({"READINESS_CHECK_TIMEOUT_SECONDS": 0}, 1),
+        ({"DRAIN_DELAY_SECONDS": -1}, 1),
+        ({"DRAIN_RETRY_MILLISECONDS": 0.5}, 1),
+        ({"DRAIN_RETRY_MILLISECONDS": True, "DRAIN_DELAY_SECONDS": "3"}, 2),
+    ],
+)
+def test_probe_and_drain_settings_are_checked(settings, overrides, problems):
+    from django.core.checks import run_checks
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, **overrides}
+    assert [m.id for m in run_checks() if m.id == "mcp_oauth.E080"] == ["mcp_oauth.E080"] * problems
