@@ -15,9 +15,10 @@ on ``lifespan.startup``) chains a handler in front of it. On the signal that han
    and every callback registered with :func:`add_listener` runs (``subscriptions/listen``
    streams end the same way, :class:`~mcp_oauth.transport.sse.ResponseChannel`). Push, not
    polling: nothing looks at the flag on a timer.
-2. ``MCP_OAUTH["DRAIN_DELAY_SECONDS"]`` later (0 by default), the server's own handler runs:
-   uvicorn stops accepting, closes idle keep-alive connections, waits for the responses in
-   flight (POSTed requests finish, a tool waiting for an elicitation answer included), then exits.
+2. ``MCP_OAUTH["DRAIN_DELAY_SECONDS"]`` later (0 by default), the worker stops accepting and,
+   :data:`ACCEPT_GRACE_SECONDS` later, the server's own handler runs: uvicorn closes idle
+   keep-alive connections, waits for the responses in flight (POSTed requests finish, a tool
+   waiting for an elicitation answer included), then exits.
    A delay keeps the worker serving while a load balancer's readiness probe notices the 503
    (the Kubernetes ``preStop`` pattern); gunicorn's rolling restart needs none (its new workers
    accept on the same listening socket).
@@ -45,6 +46,9 @@ logger = logging.getLogger("mcp_oauth.drain")
 
 #: The signals a server stops on gracefully (uvicorn's HANDLED_SIGNALS).
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+#: Seconds between closing the listening sockets and the server's own shutdown (see ``_ChainedHandler.stop``).
+ACCEPT_GRACE_SECONDS = 0.25
 
 _draining = False
 _listeners: set[Callable[[], None]] = set()
@@ -112,12 +116,30 @@ class _ChainedHandler:
         delay = float(mcp_oauth_settings.DRAIN_DELAY_SECONDS)
         try:
             self.loop.call_soon_threadsafe(begin)
-            if delay > 0:
-                self.loop.call_soon_threadsafe(self.loop.call_later, delay, self.previous, signum, None)
-                return
+            self.loop.call_soon_threadsafe(self.loop.call_later, delay, self.stop, signum)
         except RuntimeError:  # the loop is closed: nothing to drain
-            pass
-        self.previous(signum, frame)
+            self.previous(signum, frame)
+
+    def stop(self, signum: int) -> None:
+        """Stop accepting, then hand the signal to the server.
+
+        uvicorn's shutdown closes every connection that has no request in progress, also one
+        it accepted an instant before whose request is still on its way (the client gets no
+        response on a new connection). So when the server is uvicorn (the handler's ``__self__``
+        has its listening ``servers``) they are closed first, and the server's own handler runs
+        :data:`ACCEPT_GRACE_SECONDS` later, when such requests have arrived and are answered.
+        Under gunicorn the listening socket is shared: the other workers go on accepting.
+        """
+        listeners = getattr(getattr(self.previous, "__self__", None), "servers", None) or []
+        for listener in listeners:
+            try:
+                listener.close()
+            except Exception:  # noqa: BLE001 - the server's own shutdown closes it anyway
+                logger.exception("could not stop accepting")
+        if listeners:
+            self.loop.call_later(ACCEPT_GRACE_SECONDS, self.previous, signum, None)
+        else:
+            self.previous(signum, None)
 
 
 def install(loop: asyncio.AbstractEventLoop | None = None) -> bool:
