@@ -39,6 +39,7 @@ from types import FrameType
 from typing import Any
 
 from .settings import mcp_oauth_settings
+from .transport.wakeup import hub
 
 __all__ = ["add_listener", "begin", "install", "is_draining", "remove_listener", "reset"]
 
@@ -82,8 +83,6 @@ def begin() -> None:
         return
     _draining = True
     logger.warning("draining: readiness answers 503, open streams end with a retry hint")
-    from .transport.wakeup import hub  # models: not before Django's app loading
-
     hub.wake_all_local()
     with _lock:
         callbacks = list(_listeners)

@@ -239,3 +239,39 @@ def test_gunicorn_rolling_restart_resumes_the_stream_on_the_new_worker(site):
             [(_, message)] = read_events(lines, 1)
             assert message == note(2)
         writer.join()
+
+
+def test_get_stream_under_djangos_handler_ends_with_retry(user, public_app):
+    """A site without the lean lane serves GET streams through Django's handler
+    (:func:`~mcp_oauth.transport.sse.outbox_stream`): the same retry hint when the worker drains."""
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+
+    from mcp_oauth import drain
+    from mcp_oauth.models import McpSession
+    from mcp_oauth.transport.sse import outbox_stream
+
+    session = McpSession.objects.create(
+        user=user,
+        application=public_app,
+        resource=ensure_default_resource(),
+        protocol_version="2025-11-25",
+        client_capabilities={},
+    )
+
+    async def run() -> list[bytes]:
+        stream = outbox_stream(session.pk, 0, poll_seconds=30, keepalive_seconds=30)
+        seen = [await anext(stream)]
+        following = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.3)  # the stream read the outbox (empty) and waits for a wake-up
+        seen.append(b"waiting" if not following.done() else b"not waiting")
+        drain.begin()  # wakes every waiter of the hub: pushed, the 30 s poll is not what ends it
+        seen.append(await asyncio.wait_for(following, 10))
+        seen.extend([chunk async for chunk in stream])
+        return seen
+
+    try:
+        assert async_to_sync(run)() == [b": stream open\n\n", b"waiting", b"retry: 500\n\n"]
+    finally:
+        drain.reset()
