@@ -12,11 +12,14 @@ sessions:
   worker's stream; the worker then exits 0;
 * with ``DRAIN_DELAY_SECONDS`` the worker keeps serving while readiness answers 503 ``draining``;
 * gunicorn's rolling restart (``kill -HUP`` of the master): the stream's old worker exits, the
-  new one serves the same session from where the client stopped.
+  new one serves the same session from where the client stopped; so it does for the official
+  ``mcp`` SDK client, which reconnects its GET stream after the ``retry`` time;
+* a GET stream served through Django's handler (no lean lane) ends the same way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -25,9 +28,17 @@ import threading
 
 import httpx2
 import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ResourceUpdatedNotification
 
+from mcp_oauth import drain
+from mcp_oauth.models import McpSession
 from mcp_oauth.signals import ensure_default_resource
 from mcp_oauth.transport.sessions import enqueue_session_message
+from mcp_oauth.transport.sse import outbox_stream
+from mcp_oauth.transport.wakeup import released
 
 from .live import free_port
 from .topology import REDIS_URL, require_postgres_and_redis
@@ -244,14 +255,6 @@ def test_gunicorn_rolling_restart_resumes_the_stream_on_the_new_worker(site):
 def test_get_stream_under_djangos_handler_ends_with_retry(user, public_app):
     """A site without the lean lane serves GET streams through Django's handler
     (:func:`~mcp_oauth.transport.sse.outbox_stream`): the same retry hint when the worker drains."""
-    import asyncio
-
-    from asgiref.sync import async_to_sync
-
-    from mcp_oauth import drain
-    from mcp_oauth.models import McpSession
-    from mcp_oauth.transport.sse import outbox_stream
-
     session = McpSession.objects.create(
         user=user,
         application=public_app,
@@ -275,3 +278,55 @@ def test_get_stream_under_djangos_handler_ends_with_retry(user, public_app):
         assert async_to_sync(run)() == [b": stream open\n\n", b"waiting", b"retry: 500\n\n"]
     finally:
         drain.reset()
+
+
+def test_official_sdk_client_keeps_its_session_and_stream_through_a_rolling_restart(site):
+    """The ``mcp`` SDK client (legacy mode: a session and its GET stream) on gunicorn; a rolling
+    restart replaces the worker; the client reconnects its GET stream after the ``retry`` time
+    with ``Last-Event-ID``, gets the event written meanwhile, and its session works on the new
+    worker."""
+    port, _, env, token = site
+    received: list[str] = []
+    arrived = asyncio.Event()
+
+    async def on_message(message) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            received.append(str(message.params.uri))
+            arrived.set()
+
+    async def until(count: int) -> None:
+        while len(received) < count:
+            arrived.clear()
+            await asyncio.wait_for(arrived.wait(), 20)
+
+    def updated(n: int) -> dict:
+        return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": f"note://{n}"}}
+
+    # on a thread of its own whose database connection is closed after each call (else it would
+    # keep the test database open at teardown)
+    enqueue = sync_to_async(released(enqueue_session_message), thread_sensitive=False)
+    only_session = sync_to_async(released(lambda: McpSession.objects.get().pk), thread_sensitive=False)
+
+    async def run(master) -> tuple[list[str], str]:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with Client(
+                streamable_http_client(url, http_client=http), mode="legacy", message_handler=on_message
+            ) as client:
+                session = await only_session()
+                await asyncio.sleep(0.5)  # the client opens its GET stream after initialize
+                await enqueue(session, updated(1))
+                await until(1)
+                [old] = worker_pids(master)
+                os.kill(master.pid, signal.SIGHUP)
+                replaced = await asyncio.to_thread(
+                    wait_for, lambda: old not in worker_pids(master) and len(worker_pids(master)) == 1, 60
+                )
+                assert replaced
+                await enqueue(session, updated(2))
+                await until(2)
+                echoed = await client.call_tool("echo", {"text": "after the restart"})
+                return received, echoed.content[0].text
+
+    with gunicorn_server(port, env) as master:
+        assert asyncio.run(run(master)) == (["note://1", "note://2"], "after the restart")
