@@ -23,6 +23,9 @@ authentication, answered ``Cache-Control: no-store`` with a JSON body:
     the probe never answers 500. While the worker drains (:mod:`mcp_oauth.drain`) it answers
     ``503 {"status": "draining"}`` without running the checks. Other methods: 405 with ``Allow``.
 
+While the worker drains every response :func:`health_lane` passes on says ``Connection: close``,
+so that clients leave their keep-alive connections to it as they use them.
+
 **Where they are served.** :func:`health_lane` wraps the site's ASGI application and answers
 the two paths from ASGI messages, before Django: no middleware, so no session, CSRF,
 throttling, ``ALLOWED_HOSTS`` check (a probe by pod IP) or ``SECURE_SSL_REDIRECT`` (a probe on
@@ -183,6 +186,8 @@ class HealthLane:
             # The server ran without a lifespan (uvicorn --lifespan off): chain the handler now.
             self._signals_installed = True
             drain.install()
+        if kind == "http" and drain.is_draining():
+            send = _closing(send)
         probe = self.probe(scope)
         if probe is None:
             await self.app(scope, receive, send)
@@ -211,6 +216,20 @@ class HealthLane:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _closing(send: Any) -> Any:
+    """``send`` that adds ``Connection: close`` to the response head (RFC 9112 §9.6): while the
+    worker drains, a client that is sending requests moves to a new connection (another worker)
+    after its current response, instead of keeping a keep-alive connection that the server's
+    shutdown would close under a request on its way (which the client gets no answer to)."""
+
+    async def closing_send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
+        await send(message)
+
+    return closing_send
 
 
 def health_lane(app: Any) -> HealthLane:

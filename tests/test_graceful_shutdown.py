@@ -210,7 +210,11 @@ def test_drain_delay_keeps_serving_while_readiness_is_503(site):
         worker.send_signal(signal.SIGTERM)
         assert wait_for(lambda: httpx2.get(f"{base}/readyz").status_code == 503)
         draining = httpx2.get(f"{base}/readyz")
-        assert (draining.json(), draining.headers["retry-after"]) == ({"status": "draining"}, "2")
+        assert (draining.json(), draining.headers["retry-after"], draining.headers["connection"]) == (
+            {"status": "draining"},
+            "2",
+            "close",
+        )
         assert httpx2.get(f"{base}/healthz").json() == {"status": "alive"}
         with httpx2.Client(timeout=10) as http:
             session = open_session(http, f"{base}/mcp", token)  # still served during the delay
@@ -222,6 +226,7 @@ def test_drain_delay_keeps_serving_while_readiness_is_503(site):
             }
             answered = http.post(f"{base}/mcp", headers=mcp_headers(token, session), json=echo)
             assert answered.status_code == 200
+            assert answered.headers["connection"] == "close"  # clients leave a draining worker
         worker.send_signal(signal.SIGTERM)  # a second signal: the server stops now
         assert stopped_gracefully(worker) == (-signal.SIGTERM, [])
 
