@@ -74,6 +74,7 @@ class Outcomes:
         self.reconnects = 0
         self.stream_failures: Counter[str] = Counter()
         self.received: dict[str, list[int]] = {}
+        self.elapsed = 0.0
 
 
 async def send(conn: Connection, outcomes: Outcomes, method: str, headers: dict[str, str], body: bytes):
@@ -263,8 +264,6 @@ def main() -> None:
     args = parser.parse_args()
     django_setup()
     fx = fixtures()
-    from mcp_oauth.transport.sessions import create_session  # noqa: F401 - app loaded
-
     port = free_port()
     server = gunicorn(
         "restart",
@@ -313,7 +312,7 @@ def main() -> None:
         await asyncio.sleep(3)  # the last rows reach the streams
         stop.set()
         await asyncio.gather(*streams, probes)
-        outcomes.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
+        outcomes.elapsed = time.monotonic() - started
 
     cpu = server.cpu()  # of the process tree: an old worker's CPU leaves with it (printed without restarts only)
     try:
@@ -331,7 +330,7 @@ def main() -> None:
         + ")"
     )
     print(
-        f"   requests {count + failed}, answered {count} ({count / outcomes.elapsed:.0f}/s), "  # type: ignore[attr-defined]
+        f"   requests {count + failed}, answered {count} ({count / outcomes.elapsed:.0f}/s), "
         f"failed {failed} {dict(outcomes.failures) or ''}, sent again after no response: "
         f"{outcomes.retried[True]} (idle keep-alive connection) + {outcomes.retried[False]} (new connection), "
         f"p50 {1000 * percentile(outcomes.latencies, 0.5):.0f} ms, p99 {1000 * percentile(outcomes.latencies, 0.99):.0f} ms, "
