@@ -30,6 +30,12 @@ class Response:
         return [json.loads(self.body)] if self.body else []
 
 
+class NoResponse(ConnectionError):
+    """The server closed (or reset) the connection before any byte of the response: the request
+    may be sent again on a new connection, as HTTP clients do for an idle keep-alive connection
+    the server closed (RFC 9112 §9.3.1)."""
+
+
 class Connection:
     """One keep-alive connection to ``host:port``."""
 
@@ -55,12 +61,16 @@ class Connection:
             await self.open()
         head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", f"Content-Length: {len(body)}"]
         head += [f"{name}: {value}" for name, value in headers.items()]
-        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         reader = self.reader
-        status_line = await reader.readline()
+        try:
+            self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+            status_line = await reader.readline()
+        except ConnectionResetError as exc:
+            await self.close()
+            raise NoResponse(f"connection reset before the response: {exc}") from exc
         if not status_line:
             await self.close()
-            raise ConnectionError("connection closed by the server")
+            raise NoResponse("connection closed by the server")
         status = int(status_line.split()[1])
         response_headers: dict[str, str] = {}
         while True:

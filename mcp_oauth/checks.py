@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
+from .health import CHECKS as READINESS_CHECK_NAMES
 from .settings import DOT_SECURITY_KEYS, mcp_oauth_settings
 
 
@@ -404,6 +405,41 @@ def check_decoded_token_entries(app_configs, **kwargs):
             id="mcp_oauth.E070",
         )
     ]
+
+
+def _is_number(value, minimum: float, above: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return value > minimum if above else value >= minimum
+
+
+@register()
+def check_probes_and_drain(app_configs, **kwargs):
+    """E080 a probe or drain setting that would break the probes or the shutdown
+    (:mod:`mcp_oauth.health`, :mod:`mcp_oauth.drain`)."""
+    problems = []
+    paths: dict[str, str] = {}
+    for key in ("LIVENESS_PATH", "READINESS_PATH"):
+        path = getattr(mcp_oauth_settings, key)
+        if path is None:
+            continue
+        if not isinstance(path, str) or not path.startswith("/"):
+            problems.append(f'MCP_OAUTH["{key}"] must be None or a path starting with "/" (got {path!r}).')
+        elif path.rstrip("/") == str(mcp_oauth_settings.MCP_PATH).rstrip("/") or path in paths.values():
+            problems.append(f'MCP_OAUTH["{key}"] ({path!r}) must differ from MCP_PATH and from the other probe.')
+        paths[key] = path
+    names = mcp_oauth_settings.READINESS_CHECKS
+    if not isinstance(names, (list, tuple)) or any(name not in READINESS_CHECK_NAMES for name in names):
+        known = ", ".join(READINESS_CHECK_NAMES)
+        problems.append(f'MCP_OAUTH["READINESS_CHECKS"] must be a list of check names among: {known} (got {names!r}).')
+    if not _is_number(mcp_oauth_settings.READINESS_CHECK_TIMEOUT_SECONDS, 0, above=True):
+        problems.append('MCP_OAUTH["READINESS_CHECK_TIMEOUT_SECONDS"] must be a number of seconds above 0.')
+    if not _is_number(mcp_oauth_settings.DRAIN_DELAY_SECONDS, 0):
+        problems.append('MCP_OAUTH["DRAIN_DELAY_SECONDS"] must be a number of seconds of at least 0.')
+    retry = mcp_oauth_settings.DRAIN_RETRY_MILLISECONDS
+    if not isinstance(retry, int) or isinstance(retry, bool) or retry < 0:
+        problems.append('MCP_OAUTH["DRAIN_RETRY_MILLISECONDS"] must be an integer of at least 0.')
+    return [Error(problem, id="mcp_oauth.E080") for problem in problems]
 
 
 @register(Tags.security)

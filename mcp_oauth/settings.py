@@ -175,6 +175,24 @@ DEFAULTS: dict[str, Any] = {
     # Retry-After (seconds) of the 503 answered when the database pool is exhausted, the
     # database is slow past its statement_timeout, or the cache is unreachable.
     "OVERLOAD_RETRY_AFTER_SECONDS": 2,
+    # --- health probes and draining (mcp_oauth.health, mcp_oauth.drain) ---
+    # Liveness probe path: 200 while the process serves, no dependency touched. None: off.
+    "LIVENESS_PATH": "/healthz",
+    # Readiness probe path: 200 when every check in READINESS_CHECKS is up, else (or while the
+    # worker drains) 503 + Retry-After (OVERLOAD_RETRY_AFTER_SECONDS). None: off.
+    "READINESS_PATH": "/readyz",
+    # Checks of the readiness probe, run concurrently: "database" (a pooled SELECT 1),
+    # "cache" (a round trip to the TOKEN_CACHE alias), "broker" (a connection to the Celery
+    # broker; "off" when tasks run eagerly or no Celery app is configured).
+    "READINESS_CHECKS": ["database", "cache", "broker"],
+    # How long one readiness check may take before it counts as down (seconds).
+    "READINESS_CHECK_TIMEOUT_SECONDS": 1.0,
+    # After SIGTERM/SIGINT: seconds the worker keeps accepting (readiness 503) before the server
+    # stops accepting and waits for the responses in flight. 0: at once (gunicorn rolling restarts).
+    "DRAIN_DELAY_SECONDS": 0.0,
+    # SSE "retry:" (milliseconds) sent as the last field of a stream closed because its worker
+    # drains: when the client should reconnect (to another worker).
+    "DRAIN_RETRY_MILLISECONDS": 500,
     # Django cache alias holding token principals and the resource-registry generation
     # (a shared cache such as Redis with several processes; invalidation is a key delete).
     "TOKEN_CACHE": "default",

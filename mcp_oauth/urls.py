@@ -9,7 +9,10 @@
   ``mcp-oauth-connected-apps``): the clients they authorized, revoke one;
 * the MCP endpoint at ``MCP_OAUTH["MCP_PATH"]`` (``/mcp``; ``/mcp/`` is served too, never redirected);
 * the app's own login page at ``oauth/login`` (``mcp-oauth-login``), used when the site has none
-  (see :mod:`mcp_oauth.login`).
+  (see :mod:`mcp_oauth.login`);
+* the liveness and readiness probes at ``MCP_OAUTH["LIVENESS_PATH"]`` / ``["READINESS_PATH"]``
+  (``/healthz``, ``/readyz``; :mod:`mcp_oauth.health`), for a site that does not serve them
+  before Django with :func:`mcp_oauth.health.health_lane`.
 """
 
 import re
@@ -35,6 +38,7 @@ from .authorization_server.views import (
     MCPTokenView,
 )
 from .cors import public_cors
+from .health import liveness_view, readiness_view
 from .login import LOGIN_URL_NAME, MCPLoginView
 from .settings import mcp_oauth_settings
 from .text import refuse_unstorable_params
@@ -77,8 +81,18 @@ oauth_urlpatterns = [
 
 _mcp_path = re.escape(mcp_oauth_settings.MCP_PATH.strip("/"))
 
+health_urlpatterns = [
+    path(str(probe_path).lstrip("/"), csrf_exempt(view), name=name)
+    for probe_path, view, name in (
+        (mcp_oauth_settings.LIVENESS_PATH, liveness_view, "mcp-oauth-liveness"),
+        (mcp_oauth_settings.READINESS_PATH, readiness_view, "mcp-oauth-readiness"),
+    )
+    if probe_path
+]
+
 urlpatterns = [
     *well_known_urlpatterns,
+    *health_urlpatterns,
     path("oauth/login", MCPLoginView.as_view(), name=LOGIN_URL_NAME),
     path("oauth/", include((oauth_urlpatterns, "oauth2_provider"))),
     path("oauth/connected-apps/", connected_apps, name="mcp-oauth-connected-apps"),

@@ -25,6 +25,12 @@ administrator with ``manage.py createsuperuser``.
 Environment: DATABASE_URL, REDIS_URL, CELERY_BROKER_URL (default: REDIS_URL), HOST, PORT,
 WORKERS, DB_POOL_MAX_SIZE, DB_POOL_MAX_SIZE_CELERY, CELERY_CONCURRENCY, MCP_BASE_URL,
 DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER, DJANGO_INSECURE_LOOPBACK_HTTP, SERVE_DEMO_SUPERUSER.
+
+Rolling restart (new code, new settings, no failed request): ``kill -HUP <pid of make serve>``
+(printed at start). The signal goes to gunicorn's master, which starts WORKERS new workers and
+sends SIGTERM to the old ones; those drain (mcp_oauth.drain): open GET and listen streams end
+with an SSE ``retry:`` hint and the clients reconnect to the new workers, requests in flight
+finish. The listening socket stays open throughout, so no connection is refused.
 """
 
 from __future__ import annotations
@@ -246,6 +252,18 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
     ]
 
 
+def forward_restarts(web: subprocess.Popen) -> None:
+    """SIGHUP to this supervisor -> SIGHUP to gunicorn's master ``web``: a rolling restart
+    (gunicorn's "reload the configuration, start new workers, gracefully shut down old ones")."""
+
+    def restart(*_: object) -> None:
+        print(f"rolling restart: SIGHUP -> gunicorn master (pid {web.pid})", flush=True)
+        web.send_signal(signal.SIGHUP)
+
+    signal.signal(signal.SIGHUP, restart)
+    print(f"  Rolling restart: kill -HUP {os.getpid()}   (forwarded to gunicorn's master, pid {web.pid})\n")
+
+
 def main() -> int:
     env = environment()
     problem = transport_problem(env)
@@ -256,6 +274,7 @@ def main() -> int:
     prepare(env)
     processes = {name: subprocess.Popen(argv, cwd=ROOT, env=penv) for name, argv, penv in commands(env)}
     print(banner(env), flush=True)
+    forward_restarts(processes["web"])
     stopping = False
 
     def stop(*_: object) -> None:

@@ -15,6 +15,7 @@ from oauth2_provider.models import get_application_model
 from mcp_oauth.authorization_server.asgi import TokenLane
 from mcp_oauth.authorization_server.clients import CLIENTS_GENERATION_KEY, bump_clients_generation
 from mcp_oauth.client_secrets import hash_client_secret
+from mcp_oauth.health import HealthLane
 from mcp_oauth.models import TrustRule
 from mcp_oauth.settings import mcp_oauth_settings
 
@@ -175,7 +176,9 @@ def test_the_lane_serves_only_the_token_endpoint(django_app):
 def test_the_site_asgi_application_routes_the_token_endpoint_through_the_lane():
     from project.asgi import application
 
-    assert isinstance(application, TokenLane)
+    # the health probes first (mcp_oauth.health), then the token lane
+    assert isinstance(application, HealthLane)
+    assert isinstance(application.app, TokenLane)
 
 
 def test_the_lane_answers_503_when_the_cache_is_away(settings, resource, django_app):

@@ -22,6 +22,17 @@ Two kinds of stream, both async generators of ``bytes`` for a
   response says where it starts (:class:`OutboxCursor`).
 
 Both send a ``: keepalive`` comment after ``SSE_KEEPALIVE_SECONDS`` of silence.
+
+**When the worker drains** (:mod:`mcp_oauth.drain`, on SIGTERM): a GET stream ends with
+``retry: <DRAIN_RETRY_MILLISECONDS>`` (:func:`drain_retry`; WHATWG HTML §9.2.6: the reconnection
+time) and the client resumes it elsewhere with ``Last-Event-ID`` (nothing lost: the outbox is the
+record); so does a ``subscriptions/listen`` stream (``ResponseChannel(close_on_drain=True)``;
+2026-07-28 has no resumability, the client listens again and re-reads what it caches). A POST
+stream of any other request is *not* closed: its events are not stored (2025-11-25 request
+streams are not resumable, 2026-07-28 has no resumability), so closing it would lose its
+response. It finishes within the server's graceful timeout, a tool waiting for an elicitation
+answer included: the answer may be POSTed to another worker, which stores it and publishes the
+wake-up that reaches the waiting tool here (:func:`~.wakeup.wait_for_answer`).
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 
+from .. import drain
 from ..settings import mcp_oauth_settings
 from . import wakeup
 from .jsonrpc import dumps
@@ -44,6 +56,13 @@ from .sessions import read_outbox, touch_session
 logger = logging.getLogger("mcp_oauth.transport")
 
 KEEPALIVE = b": keepalive\n\n"
+
+
+def drain_retry() -> bytes:
+    """The last bytes of a stream closed because its worker drains: an SSE ``retry`` field
+    (``DRAIN_RETRY_MILLISECONDS``) in an event without data, which sets the client's reconnection
+    time and dispatches nothing (WHATWG HTML §9.2.6)."""
+    return f"retry: {int(mcp_oauth_settings.DRAIN_RETRY_MILLISECONDS)}\n\n".encode()
 
 
 def format_event(event_id: str | None, message: Any) -> bytes:
@@ -147,6 +166,9 @@ async def outbox_stream(
     with wakeup.hub.subscribe(wakeup.session_topic(session_id)) as doorbell:
         woken = True
         while True:
+            if drain.is_draining():  # the hub woke every waiter: the client resumes elsewhere
+                yield drain_retry()
+                return
             if woken:
                 rows, live = await poll(session_id, last_id, batch)
                 if not live:
@@ -184,14 +206,24 @@ class ResponseChannel:
         have no ids (no resumability).
     :param cancel_on_close: a client closing the stream cancels the handler (2026-07-28:
         closing is cancellation); otherwise the handler finishes and its output is dropped.
+    :param close_on_drain: when the worker drains, end the stream with ``retry:``
+        (:func:`drain_retry`) instead of waiting for the handler: a stream with no final response
+        to lose (``subscriptions/listen``). The handler is cancelled with it.
     """
 
-    def __init__(self, *, event_ids: bool = True, cancel_on_close: bool = False) -> None:
+    def __init__(self, *, event_ids: bool = True, cancel_on_close: bool = False, close_on_drain: bool = False) -> None:
         self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.task: asyncio.Task | None = None
         self.event_ids = event_ids
         self.cancel_on_close = cancel_on_close
+        self.close_on_drain = close_on_drain
         self._opened = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _drained(self) -> None:
+        """A :func:`mcp_oauth.drain.add_listener` callback (from any thread)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, ("drain", None))
 
     async def send(self, message: dict[str, Any]) -> None:
         self.queue.put_nowait(("message", message))
@@ -229,6 +261,9 @@ class ResponseChannel:
             return format_event(f"r{nonce}-{count}" if self.event_ids else None, message)
 
         pending = first
+        if self.close_on_drain:
+            self._loop = asyncio.get_running_loop()
+            drain.add_listener(self._drained)
         try:
             if pending is None:
                 yield KEEPALIVE
@@ -243,6 +278,10 @@ class ResponseChannel:
                 pending = None
                 if kind == "open":
                     continue
+                if kind == "drain":
+                    self.task.cancel()  # nothing of it is lost: it has no final response
+                    yield drain_retry()
+                    return
                 if kind == "message":
                     yield event(item)
                     continue
@@ -259,6 +298,8 @@ class ResponseChannel:
                     yield event(final)
                 return
         finally:
+            if self.close_on_drain:
+                drain.remove_listener(self._drained)
             if not self.task.done():
                 if self.cancel_on_close:
                     self.task.cancel()

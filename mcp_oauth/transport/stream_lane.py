@@ -22,6 +22,11 @@ two events is what a worker pays per client. Under Django's handler an idle stre
    (``id: <row id>``) in one ``http.response.body`` message, sends ``: keepalive`` after
    ``SSE_KEEPALIVE_SECONDS`` of silence, touches the session now and then so that an open stream
    keeps it alive, and ends. When the session is gone (DELETE, expiry) it ends the response.
+4. **Drain**: when the worker is told to stop (:mod:`mcp_oauth.drain`), the hub wakes every
+   stream; a woken writer that finds the process draining sends ``retry: <DRAIN_RETRY_MILLISECONDS>``
+   and ends the response without reading the outbox. The client reconnects (to another worker:
+   this one no longer accepts) with ``Last-Event-ID``, and the outbox replays what it had not
+   received: nothing is lost. A stream opened while the worker drains ends the same way.
 
 The bytes on the wire are those of :func:`~.sse.outbox_stream` (which serves the same stream
 under Django's own ASGI handler): ``: stream open``, then the outbox rows after
@@ -44,11 +49,12 @@ from django.http import HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
 
+from .. import drain
 from ..overload import is_unavailable_error, unavailable_response
 from ..settings import mcp_oauth_settings
 from . import wakeup
 from .security_headers import add_security_headers
-from .sse import KEEPALIVE, format_event, read_outbox_released, touch_session_released
+from .sse import KEEPALIVE, drain_retry, format_event, read_outbox_released, touch_session_released
 
 __all__ = ["OutboxStreamer", "serve_get"]
 
@@ -59,7 +65,6 @@ BATCH = 100
 
 _STREAM_OPEN = {"type": "http.response.body", "body": b": stream open\n\n", "more_body": True}
 _KEEPALIVE = {"type": "http.response.body", "body": KEEPALIVE, "more_body": True}
-_END = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
 async def serve_get(lane: Any, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -244,6 +249,11 @@ class OutboxStreamer:
     # --- the writer -------------------------------------------------------------------------
 
     async def _write(self) -> None:
+        if drain.is_draining():
+            # The worker stops: the client reconnects elsewhere and resumes from last_id.
+            self.writer = None
+            await self._end(drain_retry())
+            return
         try:
             ended = await self._deliver()
         except asyncio.CancelledError:
@@ -255,13 +265,25 @@ class OutboxStreamer:
         if self.closed:
             return
         if ended:
-            self.closed = True
-            try:
-                await self.send(_END)
-            except Exception:  # noqa: BLE001 - the client is gone already
-                pass
+            await self._end(b"")
+            return
+        if drain.is_draining():  # began while this writer ran (its wake-up found the writer busy)
+            await self._end(drain_retry())
             return
         self._schedule()
+
+    async def _end(self, last: bytes) -> None:
+        """End the response with ``last`` (its final bytes; may be empty)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        try:
+            await self.send({"type": "http.response.body", "body": last, "more_body": False})
+        except Exception:  # noqa: BLE001 - the client is gone already
+            pass
 
     async def _deliver(self) -> bool:
         """Send what is due. :returns: True when the session is gone (the stream ends)."""

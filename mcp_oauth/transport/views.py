@@ -301,7 +301,11 @@ class McpView:
             except InsufficientScope as exc:
                 return self.scope_challenge(call.principal, exc)
             return json_response(message, status)
-        channel = ResponseChannel(event_ids=not call.modern, cancel_on_close=call.modern)
+        channel = ResponseChannel(
+            event_ids=not call.modern,
+            cancel_on_close=call.modern,
+            close_on_drain=call.method == "subscriptions/listen",  # no final response to lose
+        )
         call.sink = channel.send
         task = channel.start(methods.serve(entry, call))
         # Both eras: JSON when the handler finishes before sending anything; SSE from its first
