@@ -42,7 +42,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true", help="only the CPU time per call, without cProfile")
     parser.add_argument("--modern", action="store_true", help="2026-07-28 stateless calls")
+    parser.add_argument("--source", default="", help="serve this source tree (an earlier checkout) instead")
     args = parser.parse_args()
+    if args.source:  # before Django is set up: its packages are imported from there
+        sys.path.insert(0, str(Path(args.source).resolve()))
     django_setup()
     fx = fixtures()
     token, _ = fx["mint"]()
