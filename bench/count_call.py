@@ -7,7 +7,9 @@ Redis as ``bench/prod_topology.py`` configures them, ``PYTHONHASHSEED=0``), and 
 warm-up taken out. Cases: the 2025-11-25 session call (``legacy``) and the 2026-07-28 stateless
 call (``modern``), for this tree and for every ``--source`` tree (an earlier checkout, e.g.
 ``git archive <commit> | tar -x -C /tmp/base``). Each callgrind run takes 1-2 minutes; the
-cases run ``--jobs`` at a time.
+cases run ``--jobs`` at a time, each job on a database of its own (``<DATABASE_URL's name>_cg<n>``,
+created when missing): a run's fixtures change its bench user, which invalidates every cached
+token of that user, and would send a concurrent run's calls to the database.
 
     .venv/bin/python bench/count_call.py [--source /tmp/base] [--n1 160] [--n2 800] [--jobs 2]
 """
@@ -16,17 +18,34 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import re
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.prod_topology import DATABASE_URL  # noqa: E402
 
 
-def count(source: Path, modern: bool, calls: int) -> int:
+def job_database(n: int) -> str:
+    """The URL of job ``n``'s database, created when missing."""
+    parts = urlsplit(DATABASE_URL)
+    name = f"{parts.path.lstrip('/')}_cg{n}"
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def count(source: Path, modern: bool, calls: int, database_url: str = DATABASE_URL) -> int:
     """Instructions callgrind collected for one run of ``calls`` calls served by ``source``."""
     with tempfile.TemporaryDirectory() as folder:
         argv = [
@@ -41,7 +60,7 @@ def count(source: Path, modern: bool, calls: int) -> int:
             "--source",
             str(source),
         ] + (["--modern"] if modern else [])
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(source)}
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(source), "DATABASE_URL": database_url}
         run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         found = re.search(r"Collected : (\d+)", run.stderr)
         if run.returncode != 0 or found is None:
@@ -58,8 +77,19 @@ def main() -> None:
     args = parser.parse_args()
     sources = [ROOT] + [Path(s).resolve() for s in args.source]
     cases = [(source, modern, n) for source in sources for modern in (False, True) for n in (args.n1, args.n2)]
+    databases: queue.Queue[str] = queue.Queue()
+    for n in range(args.jobs):
+        databases.put(job_database(n))
+
+    def one(case: tuple[Path, bool, int]) -> int:
+        database_url = databases.get()
+        try:
+            return count(*case, database_url=database_url)
+        finally:
+            databases.put(database_url)
+
     with ThreadPoolExecutor(args.jobs) as pool:
-        totals = dict(zip(cases, pool.map(lambda case: count(*case), cases), strict=True))
+        totals = dict(zip(cases, pool.map(one, cases), strict=True))
     print(
         f"\n== instructions per warm tools/call (callgrind; ({args.n2} calls - {args.n1} calls) / {args.n2 - args.n1})"
     )
