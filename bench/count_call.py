@@ -61,7 +61,7 @@ def count(source: Path, modern: bool, calls: int, database_url: str = DATABASE_U
             str(source),
         ] + (["--modern"] if modern else [])
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(source), "DATABASE_URL": database_url}
-        run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        run = subprocess.run(argv, env=env, cwd=source, capture_output=True, text=True, check=False)
         found = re.search(r"Collected : (\d+)", run.stderr)
         if run.returncode != 0 or found is None:
             raise RuntimeError(f"callgrind run failed ({source}, modern={modern}): {run.stderr[-2000:]}")

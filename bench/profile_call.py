@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import os
 import pstats
 import sys
 import time
@@ -45,7 +46,9 @@ def main() -> None:
     parser.add_argument("--source", default="", help="serve this source tree (an earlier checkout) instead")
     args = parser.parse_args()
     if args.source:  # before Django is set up: its packages are imported from there
-        sys.path.insert(0, str(Path(args.source).resolve()))
+        source = Path(args.source).resolve()
+        sys.path.insert(0, str(source))
+        os.chdir(source)  # Celery's app loading puts the working directory first on sys.path
     django_setup()
     fx = fixtures()
     token, _ = fx["mint"]()
