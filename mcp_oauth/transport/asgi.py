@@ -255,7 +255,17 @@ class McpLane(ASGIHandler):
             body_file.close()
             await self.send_response(HttpResponse(status=400), send)
             return
-        response = await self._respond_watched(request, receive, send)
+        try:
+            response = await self._respond_watched(request, receive, send)
+        except asyncio.CancelledError:
+            # Cancelled from outside (server shutdown): the request still gives its database
+            # connections back (request_finished on the thread that holds them).
+            body_file.close()
+            from django.core import signals
+
+            if thread is not None and thread.used:
+                await sync_to_async(signals.request_finished.send)(sender=self.__class__)
+            raise
         if response is not None:
             if thread is not None and not thread.used:
                 # No sync code ran for this request: it holds no database connection (those
