@@ -7,12 +7,15 @@ run uses at most 20 PostgreSQL connections.
 
 Scenarios (``--only a,b``; all by default):
 
-``compare``   tools/call echo, C keep-alive connections, one interleaved run of R rounds:
-              ours (gunicorn, 1 uvicorn worker) vs the ``mcp`` SDK server stateful and stateless
-              (uvicorn, 1 process, bearer auth against the same token table) vs a bare async
-              Django JSON view (gunicorn, 1 worker) vs ours without the bearer check
-              (``bench/noauth_asgi.py``: the auth overhead). req/s, p50/p99, server CPU per call,
-              ratios.
+``compare``   tools/call echo, C keep-alive connections, one interleaved run of R rounds, both
+              MCP eras: ours (gunicorn, 1 uvicorn worker) vs the ``mcp`` SDK server stateful and
+              stateless (uvicorn, 1 process, bearer auth against the same token table) vs a bare
+              async Django JSON view (gunicorn, 1 worker) vs ours without the bearer check
+              (``bench/noauth_asgi.py``: the auth overhead); and 2026-07-28 stateless calls
+              (``_meta`` envelope, ``Mcp-Method``/``Mcp-Name``, ``resultType: complete`` checked)
+              to ours (``ours-modern``) and to the SDK server (``sdk-modern``), each on the same
+              process as its 2025 row. req/s, p50/p99, server CPU per call, ratios: ours-modern /
+              sdk-modern, ours / sdk-stateful, ours-modern / ours.
 ``overhead``  the auth overhead alone (ours / ours-noauth) from ``--pairs`` fresh pairs of server
               processes, ``--rounds`` interleaved rounds each: the median of the pairs' ratios
               (two processes of one server differ by up to ~15 % here).
@@ -347,7 +350,39 @@ def call_body(n: int) -> bytes:
     ).encode()
 
 
+MODERN_VERSION = "2026-07-28"
+#: ``params._meta`` of a 2026-07-28 request (MCP 2026-07-28 "Per-request protocol fields"): what
+#: the official Python client sends once ``server/discover`` chose the modern era.
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+}
+
+
+def modern_call_body(n: int) -> bytes:
+    """A stateless 2026-07-28 ``tools/call`` of ``echo`` with its ``_meta`` envelope."""
+    params = {"name": "echo", "arguments": {"text": "hello"}, "_meta": MODERN_META}
+    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}).encode()
+
+
+def modern_headers(token: str) -> dict[str, str]:
+    """The headers of that request: no session; version, method and name mirrored in headers."""
+    return {
+        **mcp_headers(token, version=False),
+        "MCP-Protocol-Version": MODERN_VERSION,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "echo",
+    }
+
+
+#: Client kinds that send 2026-07-28 stateless requests (no session, no handshake).
+MODERN_KINDS = frozenset({"modern"})
+
+
 async def open_session(conn: Connection, token: str, kind: str) -> dict[str, str] | None:
+    if kind in MODERN_KINDS:
+        return modern_headers(token)
     if kind in ("bare", "sdk-stateless"):
         headers = mcp_headers(token, version=kind != "bare")
         return headers
@@ -360,14 +395,23 @@ async def open_session(conn: Connection, token: str, kind: str) -> dict[str, str
     return headers
 
 
-def ok_call(response, n: int) -> bool:
+def ok_call(response, n: int, modern: bool = False) -> bool:
+    """A successful echo result for request ``n``; ``modern``: also ``resultType: complete`` (a
+    2026-07-28 result, not an ``input_required`` one or a 2025 answer)."""
     if response is None or response.status != 200:
         return False
     try:
         messages = response.json_messages()
     except ValueError:
         return False
-    return any(m.get("id") == n and "result" in m and not m["result"].get("isError") for m in messages)
+    return any(
+        m.get("id") == n
+        and isinstance(m.get("result"), dict)
+        and not m["result"].get("isError")
+        and (m["result"].get("content") or [{}])[0].get("text") == "hello"
+        and (not modern or m["result"].get("resultType") == "complete")
+        for m in messages
+    )
 
 
 async def call_loop(port: int, token: str, kind: str, seconds: float, tally: Tally, bad: list[int]) -> None:
@@ -379,12 +423,14 @@ async def call_loop(port: int, token: str, kind: str, seconds: float, tally: Tal
     if headers is None:
         tally.errors += 1
         return
+    modern = kind in MODERN_KINDS
+    body = modern_call_body if modern else call_body
     deadline = time.monotonic() + seconds
     n = 0
     while time.monotonic() < deadline:
         n += 1
-        response = await timed(conn, tally, "POST", "/mcp", headers, call_body(n))
-        if not ok_call(response, n):
+        response = await timed(conn, tally, "POST", "/mcp", headers, body(n))
+        if not ok_call(response, n, modern):
             bad[0] += 1
     await conn.close()
 
@@ -396,6 +442,11 @@ async def run_calls(port: int, token: str, kind: str, seconds: float, connection
 
 
 # --- scenarios --------------------------------------------------------------------------------
+
+
+#: Rows of ``compare`` that send 2026-07-28 stateless requests: row -> the server process it shares
+#: with its 2025-11-25 row (the same process serves both eras: era ratios free of process variance).
+MODERN_ROWS = {"ours-modern": "ours", "sdk-modern": "sdk-stateful", "before-modern": "before"}
 
 
 def scenario_compare(args, fx) -> None:
@@ -422,20 +473,27 @@ def scenario_compare(args, fx) -> None:
     if args.baseline:  # the same scenario served by an earlier source tree, interleaved
         ports["before"] = free_port()
         servers["before"] = gunicorn("before", 1, ports["before"], cwd=Path(args.baseline))
-    totals = {name: {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0, "rounds": []} for name in servers}
+    # row -> (server process, client kind): a server's own name is its 2025-11-25 row (its session
+    # kind); the 2026-07-28 rows send stateless tools/call to the same process.
+    rows_of: dict[str, tuple[str, str]] = {name: (name, name) for name in servers}
+    for row, server_name in MODERN_ROWS.items():
+        if server_name in servers:
+            rows_of[row] = (server_name, "modern")
+    totals = {name: {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0, "rounds": []} for name in rows_of}
     try:
         for server in servers.values():
             server.wait_ready()
-        for name, server in servers.items():  # warm up: caches, pools, imports
-            asyncio.run(run_calls(server.port, token, name, 1.0, 4))
-        names = list(servers)
+        for server_name, kind in rows_of.values():  # warm up: caches, pools, imports
+            asyncio.run(run_calls(servers[server_name].port, token, kind, 1.0, 4))
+        names = list(rows_of)
         for round_ in range(args.rounds):
-            # each round starts with the next server: no server always runs first or after the same one
+            # each round starts with the next row: no row always runs first or after the same one
             for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-                server = servers[name]
+                server_name, kind = rows_of[name]
+                server = servers[server_name]
                 cpu = server.cpu()
                 started = time.monotonic()
-                tally, bad = asyncio.run(run_calls(server.port, token, name, args.seconds, args.connections))
+                tally, bad = asyncio.run(run_calls(server.port, token, kind, args.seconds, args.connections))
                 totals[name]["seconds"] += time.monotonic() - started
                 totals[name]["cpu"] += server.cpu() - cpu
                 totals[name]["tally"].merge(tally)
@@ -446,7 +504,8 @@ def scenario_compare(args, fx) -> None:
             server.stop()
     print(
         f"\n== tools/call echo, {args.connections} connections, {args.rounds} interleaved rounds x {args.seconds}s "
-        "(1 server process each)"
+        "(1 server process each; a -modern row sends 2026-07-28 stateless requests to the process of its "
+        "2025-11-25 row)"
     )
     print(f"{'server':15} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/call':>12} {'errors':>7}  req/s per round")
     rows = {}
@@ -461,29 +520,33 @@ def scenario_compare(args, fx) -> None:
             f"{1000 * percentile(tally.latencies, 0.99):8.1f} {cpu_ms:12.2f} {total['bad'] + tally.errors:7d}  "
             + " ".join(f"{rate:.0f}" for rate in total["rounds"])
         )
-    if "sdk-stateful" in rows:
-        ref_rps, ref_cpu = rows["sdk-stateful"]
-        for name in ("ours", "sdk-stateless", "bare", "ours-noauth", "before"):
-            if name not in rows:
-                continue
-            rps, cpu_ms = rows[name]
-            print(f"{name} / sdk-stateful: {rps / ref_rps:.2f} x req/s, {cpu_ms / ref_cpu:.2f} x CPU per call")
+
+    def ratio(name: str, ref: str) -> None:
+        if name in rows and ref in rows:
+            (rps, cpu_ms), (ref_rps, ref_cpu) = rows[name], rows[ref]
+            # the machine's speed drifts between rounds: the ratio of each round's pair is steadier
+            paired = sorted(a / b for a, b in zip(totals[name]["rounds"], totals[ref]["rounds"], strict=True))
+            print(
+                f"{name} / {ref}: {rps / ref_rps:.2f} x req/s (per round: median {paired[len(paired) // 2]:.2f} x, "
+                f"from {paired[0]:.2f} to {paired[-1]:.2f}), {cpu_ms / ref_cpu:.2f} x CPU per call"
+            )
+
+    print("2026-07-28 (stateless):")
+    ratio("ours-modern", "sdk-modern")
+    ratio("before-modern", "sdk-modern")
+    print("2025-11-25 (sessions):")
+    for name in ("ours", "sdk-stateless", "bare", "ours-noauth", "before"):
+        ratio(name, "sdk-stateful")
+    print("era against era:")
+    ratio("ours-modern", "ours")
+    ratio("sdk-modern", "sdk-stateful")
+    ratio("before-modern", "before")
     if "ours-noauth" in rows:
-        # the machine's speed drifts between rounds: the ratio of each round's pair (run one after
-        # the other) is steadier than the ratio of the totals
-        paired = sorted(
-            ours / other for ours, other in zip(totals["ours"]["rounds"], totals["ours-noauth"]["rounds"], strict=True)
-        )
-        print(
-            f"auth overhead, ours / ours-noauth: {rows['ours'][0] / rows['ours-noauth'][0]:.2f} x req/s, "
-            f"{rows['ours'][1] / rows['ours-noauth'][1]:.2f} x CPU per call; per round: median "
-            f"{paired[len(paired) // 2]:.2f} x (from {paired[0]:.2f} to {paired[-1]:.2f})"
-        )
+        ratio("ours", "ours-noauth")  # the auth overhead
     if "before" in rows:
-        print(
-            f"ours / before: {rows['ours'][0] / rows['before'][0]:.2f} x req/s, "
-            f"{rows['ours'][1] / rows['before'][1]:.2f} x CPU per call"
-        )
+        print("after / before:")
+        ratio("ours", "before")
+        ratio("ours-modern", "before-modern")
 
 
 def scenario_overhead(args, fx) -> None:

@@ -4,7 +4,9 @@ Drives ``project.asgi.application`` (the lean lane) directly with ASGI messages,
 time on one event loop, against PostgreSQL and Redis as ``bench/prod_topology.py`` configures
 them, under cProfile; prints calls per second and the top functions by cumulative and own time.
 
-    .venv/bin/python bench/profile_call.py [--calls 2000] [--concurrency 16] [--top 40] [--no-profile]
+    .venv/bin/python bench/profile_call.py [--calls 2000] [--concurrency 16] [--top 40] [--no-profile] [--modern]
+
+``--modern``: 2026-07-28 stateless calls (``_meta`` envelope, no session) instead of a 2025-11-25 session's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import os
 import pstats
 import sys
 import time
@@ -22,7 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import asgi_post  # noqa: E402
-from bench.prod_topology import INIT, call_body, django_setup, fixtures, mcp_headers  # noqa: E402
+from bench.prod_topology import (  # noqa: E402
+    INIT,
+    call_body,
+    django_setup,
+    fixtures,
+    mcp_headers,
+    modern_call_body,
+    modern_headers,
+)
 
 
 def main() -> None:
@@ -31,7 +42,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true", help="only the CPU time per call, without cProfile")
+    parser.add_argument("--modern", action="store_true", help="2026-07-28 stateless calls")
+    parser.add_argument("--source", default="", help="serve this source tree (an earlier checkout) instead")
     args = parser.parse_args()
+    if args.source:  # before Django is set up: its packages are imported from there
+        source = Path(args.source).resolve()
+        sys.path.insert(0, str(source))
+        os.chdir(source)  # Celery's app loading puts the working directory first on sys.path
     django_setup()
     fx = fixtures()
     token, _ = fx["mint"]()
@@ -43,13 +60,16 @@ def main() -> None:
         )
         assert status == 200, status
         session_headers = mcp_headers(token, headers["mcp-session-id"])
+        body = call_body
+        if args.modern:
+            session_headers, body = modern_headers(token), modern_call_body
         for n in range(50):  # warm
-            await asgi_post(application, "/mcp", session_headers, call_body(n))
+            await asgi_post(application, "/mcp", session_headers, body(n))
         per = args.calls // args.concurrency
 
         async def worker() -> None:
             for n in range(per):
-                status, _, _ = await asgi_post(application, "/mcp", session_headers, call_body(n))
+                status, _, _ = await asgi_post(application, "/mcp", session_headers, body(n))
                 assert status == 200, status
 
         if args.no_profile:

@@ -481,3 +481,119 @@ def test_one_hop_calls_beyond_the_cap_wait_without_a_thread(monkeypatch):
 
     assert asyncio.run(caller()) == list(range(6))
     assert most[0] == 2
+
+
+def _modern_call(name: str) -> bytes:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"name": name, "arguments": {}, "_meta": meta}
+    return json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}).encode()
+
+
+def _modern_headers(token, name: str, body: bytes) -> dict:
+    return {
+        **mcp(token),
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": name,
+        "content-length": str(len(body)),
+    }
+
+
+def _waiting_tool_view(seen: dict):
+    from mcp_oauth.tools import ToolRegistry
+    from mcp_oauth.transport.views import McpView
+
+    registry = ToolRegistry("lane-leave")
+
+    async def wait_forever() -> str:
+        seen["running"].set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen["cancelled"] = True
+            raise
+        return "never"
+
+    registry.register(wait_forever)
+    return McpView.as_view(registry=registry)
+
+
+def test_a_modern_caller_that_leaves_cancels_the_tool_and_the_lane_finishes_the_request(token):
+    """2026-07-28: closing the response is cancellation. The lane answers in the request's own
+    task and starts listening for the disconnect only once the response takes a while: a client
+    that left is still noticed, the tool is cancelled, nothing is sent, request_finished fires."""
+    from django.core.signals import request_finished
+
+    seen: dict = {}
+    lane = McpLane(None, view=_waiting_tool_view(seen))
+    body = _modern_call("wait_forever")
+    sent: list[dict] = []
+    finished: list[object] = []
+
+    def on_finished(sender, **kwargs):
+        finished.append(sender)
+
+    async def run():
+        seen["running"] = asyncio.Event()
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await seen["running"].wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = http_scope("POST", "/mcp", _modern_headers(token, "wait_forever", body))
+        await lane(scope, receive, send)
+        return asyncio.current_task().cancelling()
+
+    request_finished.connect(on_finished)
+    try:
+        cancelling = async_to_sync(run)()
+    finally:
+        request_finished.disconnect(on_finished)
+    assert seen == {"running": seen["running"], "cancelled": True}
+    assert sent == []
+    assert finished == [McpLane]
+    assert cancelling == 0  # the lane's own cancellation does not leak into the server's task
+
+
+def test_a_lane_request_cancelled_from_outside_stays_cancelled(token):
+    """Server shutdown cancels the request's task: the lane does not take that for a client
+    that left, the cancellation propagates and the tool is cancelled with it."""
+    seen: dict = {}
+    lane = McpLane(None, view=_waiting_tool_view(seen))
+    body = _modern_call("wait_forever")
+
+    async def run():
+        seen["running"] = asyncio.Event()
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()  # the client stays
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            pass
+
+        scope = http_scope("POST", "/mcp", _modern_headers(token, "wait_forever", body))
+        task = asyncio.ensure_future(lane(scope, receive, send))
+        await seen["running"].wait()
+        await asyncio.sleep(0.1)  # past the lane's disconnect-watch delay: its listener is running
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "finished"
+
+    assert async_to_sync(run)() == "cancelled"
+    assert seen["cancelled"] is True

@@ -67,6 +67,10 @@ logger = logging.getLogger("mcp_oauth.transport")
 #: Idle request threads kept for reuse (more are created under load, and shut down when returned).
 IDLE_THREADS = 32
 
+#: Seconds a POST's response may take before the lane starts listening for the client's
+#: disconnect (:meth:`McpLane._respond_watched`); answers quicker than this need no listener task.
+WATCH_DISCONNECT_AFTER = 0.05
+
 
 class _ThreadPool:
     """Single-thread executors handed to requests one at a time, reused."""
@@ -251,24 +255,17 @@ class McpLane(ASGIHandler):
             body_file.close()
             await self.send_response(HttpResponse(status=400), send)
             return
-        tasks = [
-            asyncio.create_task(self.listen_for_disconnect(receive)),
-            asyncio.create_task(self._respond(request, send)),
-        ]
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in tasks:
-            if task.done():
-                try:
-                    task.result()
-                except RequestAborted:
-                    pass
-            else:
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-        response = tasks[1].result() if tasks[1].done() and not tasks[1].cancelled() else None
+        try:
+            response = await self._respond_watched(request, receive, send)
+        except asyncio.CancelledError:
+            # Cancelled from outside (server shutdown): the request still gives its database
+            # connections back (request_finished on the thread that holds them).
+            body_file.close()
+            from django.core import signals
+
+            if thread is not None and thread.used:
+                await sync_to_async(signals.request_finished.send)(sender=self.__class__)
+            raise
         if response is not None:
             if thread is not None and not thread.used:
                 # No sync code ran for this request: it holds no database connection (those
@@ -281,6 +278,57 @@ class McpLane(ASGIHandler):
 
             await signals.request_finished.asend(sender=self.__class__)
         body_file.close()
+
+    async def _respond_watched(self, request: ASGIRequest, receive: Any, send: Any) -> HttpResponse | None:
+        """:meth:`_respond` in this task, cancelled when the client disconnects; None then.
+
+        Django's handler runs the response as a second task next to a disconnect listener and
+        waits for the first of the two. Here the response runs in the request's own task and the
+        listener (``listen_for_disconnect``: one ``receive()``) starts only once the response has
+        taken :data:`WATCH_DISCONNECT_AFTER` seconds: most calls are answered before that and
+        create no task at all. A client that left earlier is noticed then (a long handler is
+        cancelled :data:`WATCH_DISCONNECT_AFTER` seconds late at most), or by the response's
+        own write.
+        """
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        listener: asyncio.Task | None = None
+        left = False
+
+        def on_disconnect(done: asyncio.Task) -> None:
+            nonlocal left
+            if not done.cancelled() and isinstance(done.exception(), RequestAborted):
+                left = True
+                task.cancel()
+
+        def watch() -> None:
+            nonlocal listener
+            listener = loop.create_task(self.listen_for_disconnect(receive))
+            listener.add_done_callback(on_disconnect)
+
+        timer = loop.call_later(WATCH_DISCONNECT_AFTER, watch)
+        try:
+            response = await self._respond(request, send)
+            if left:  # the cancellation landed in the response's write, which ends quietly on it
+                task.uncancel()
+            return response
+        except asyncio.CancelledError:
+            if not left or task.uncancel() > 0:
+                raise  # cancelled from outside (server shutdown), not (only) by the client leaving
+            return None
+        finally:
+            timer.cancel()
+            if listener is not None:
+                listener.remove_done_callback(on_disconnect)
+                if not listener.done():
+                    listener.cancel()
+                    try:
+                        await listener
+                    except (asyncio.CancelledError, RequestAborted):
+                        pass
+                elif not listener.cancelled():
+                    listener.exception()  # retrieved: RequestAborted is the expected outcome
 
     async def _respond(self, request: ASGIRequest, send: Any) -> HttpResponse:
         try:

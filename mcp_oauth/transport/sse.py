@@ -243,9 +243,15 @@ class ResponseChannel:
         return self.task
 
     async def first(self, timeout: float | None) -> tuple[str, Any] | None:
-        """The first sign from the handler, or None when ``timeout`` seconds passed without one."""
+        """The first sign from the handler, or None when ``timeout`` seconds passed without one.
+
+        Awaited in the caller's task under ``asyncio.timeout`` (``wait_for`` would run the
+        queue read as a task of its own: one more task per request)."""
+        if not self.queue.empty():
+            return self.queue.get_nowait()
         try:
-            return await asyncio.wait_for(self.queue.get(), timeout)
+            async with asyncio.timeout(timeout):
+                return await self.queue.get()
         except TimeoutError:
             return None
 

@@ -13,6 +13,8 @@ See :mod:`mcp_oauth.transport.handlers` for the registration API and the table i
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -218,14 +220,24 @@ class Method:
     streams: bool = False
 
 
+@functools.cache
+def package_version() -> str:
+    """This package's installed version ("0" when running from an uninstalled source tree).
+
+    Read once per process: ``importlib.metadata`` parses the distribution's whole ``METADATA``
+    file (the README included) on every call, ~2 ms, which every 2026-07-28 result's
+    ``serverInfo`` would otherwise pay.
+    """
+    try:
+        return metadata.version("django-mcp-authz")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
+
+
 def server_info() -> dict[str, str]:
-    """``Implementation`` of this server: ``{"name", "version"}`` from ``SERVER_NAME``/``SERVER_VERSION``."""
-    version = mcp_oauth_settings.SERVER_VERSION
-    if not version:
-        try:
-            version = metadata.version("django-mcp-authz")
-        except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-            version = "0"
+    """``Implementation`` of this server: ``{"name", "version"}`` from ``SERVER_NAME``/``SERVER_VERSION``
+    (None: :func:`package_version`), read on every call (settings may change at run time)."""
+    version = mcp_oauth_settings.SERVER_VERSION or package_version()
     return {"name": str(mcp_oauth_settings.SERVER_NAME), "version": str(version)}
 
 
@@ -241,10 +253,29 @@ def _invalid_params(method: str, exc: ValidationError) -> McpError:
     return McpError(INVALID_PARAMS, f"Invalid params for {method}: {listed}", {"errors": fields})
 
 
+#: Compact JSON without ASCII escaping: NUL comes out as ``\u0000``, a lone surrogate as itself.
+_TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+
+
 def unstorable_field(params: Any) -> str | None:
     """The dotted path (``"arguments.note"``, ``"params"`` for the top) of the first string in
     ``params``, or object key, that is not :func:`~mcp_oauth.text.storable` text (a NUL, a lone
-    surrogate), else None. PostgreSQL refuses NUL in text and jsonb."""
+    surrogate), else None. PostgreSQL refuses NUL in text and jsonb.
+
+    Every request's params go through here: the common answer (all text storable) comes from one
+    JSON encoding in C (no ``\u0000`` in it, and it encodes as UTF-8); only params that fail
+    that test, or are not JSON, are walked to name the field."""
+    try:
+        text = _TEXT_ENCODER.encode(params)
+        text.encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError):
+        return _unstorable_path(params)
+    if "\\u0000" in text:  # a NUL, or a backslash followed by "u0000" (walked to tell them apart)
+        return _unstorable_path(params)
+    return None
+
+
+def _unstorable_path(params: Any) -> str | None:
     stack: list[tuple[Any, str]] = [(params, "")]
     while stack:
         item, path = stack.pop()

@@ -1,0 +1,113 @@
+"""Instructions per warm ``tools/call``, counted by callgrind: repeatable on a noisy machine.
+
+Runs ``bench/profile_call.py --no-profile`` under ``valgrind --tool=callgrind`` twice per case,
+with ``--calls`` ``N1`` and ``N2`` (16 concurrent calls on one event loop, against PostgreSQL and
+Redis as ``bench/prod_topology.py`` configures them, ``PYTHONHASHSEED=0``), and prints
+``(instructions(N2) - instructions(N1)) / (N2 - N1)``: the cost of one more call, start-up and
+warm-up taken out. Cases: the 2025-11-25 session call (``legacy``) and the 2026-07-28 stateless
+call (``modern``), for this tree and for every ``--source`` tree (an earlier checkout, e.g.
+``git archive <commit> | tar -x -C /tmp/base``). Each callgrind run takes 1-2 minutes; the
+cases run ``--jobs`` at a time, each job on a database of its own (``<DATABASE_URL's name>_cg<n>``,
+created when missing): a run's fixtures change its bench user, which invalidates every cached
+token of that user, and would send a concurrent run's calls to the database.
+
+    .venv/bin/python bench/count_call.py [--source /tmp/base] [--n1 160] [--n2 800] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.prod_topology import DATABASE_URL  # noqa: E402
+
+
+def job_database(n: int) -> str:
+    """The URL of job ``n``'s database, created when missing."""
+    parts = urlsplit(DATABASE_URL)
+    name = f"{parts.path.lstrip('/')}_cg{n}"
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def count(source: Path, modern: bool, calls: int, database_url: str = DATABASE_URL) -> int:
+    """Instructions callgrind collected for one run of ``calls`` calls served by ``source``."""
+    with tempfile.TemporaryDirectory() as folder:
+        argv = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={folder}/out",
+            sys.executable,
+            str(ROOT / "bench" / "profile_call.py"),
+            "--no-profile",
+            "--calls",
+            str(calls),
+            "--source",
+            str(source),
+        ] + (["--modern"] if modern else [])
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(source), "DATABASE_URL": database_url}
+        run = subprocess.run(argv, env=env, cwd=source, capture_output=True, text=True, check=False)
+        found = re.search(r"Collected : (\d+)", run.stderr)
+        if run.returncode != 0 or found is None:
+            raise RuntimeError(f"callgrind run failed ({source}, modern={modern}): {run.stderr[-2000:]}")
+        return int(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", action="append", default=[], help="another source tree to count (repeatable)")
+    parser.add_argument("--n1", type=int, default=160)
+    parser.add_argument("--n2", type=int, default=800)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    sources = [ROOT] + [Path(s).resolve() for s in args.source]
+    cases = [(source, modern, n) for source in sources for modern in (False, True) for n in (args.n1, args.n2)]
+    databases: queue.Queue[str] = queue.Queue()
+    for n in range(args.jobs):
+        databases.put(job_database(n))
+
+    def one(case: tuple[Path, bool, int]) -> int:
+        database_url = databases.get()
+        try:
+            return count(*case, database_url=database_url)
+        finally:
+            databases.put(database_url)
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        totals = dict(zip(cases, pool.map(one, cases), strict=True))
+    print(
+        f"\n== instructions per warm tools/call (callgrind; ({args.n2} calls - {args.n1} calls) / {args.n2 - args.n1})"
+    )
+    per_call: dict[tuple[Path, bool], float] = {}
+    for source in sources:
+        for modern in (False, True):
+            per_call[(source, modern)] = (totals[(source, modern, args.n2)] - totals[(source, modern, args.n1)]) / (
+                args.n2 - args.n1
+            )
+        legacy, modern_count = per_call[(source, False)], per_call[(source, True)]
+        print(
+            f"{str(source):40} 2025-11-25 session {legacy:12,.0f}   2026-07-28 stateless {modern_count:12,.0f}   "
+            f"modern / legacy {modern_count / legacy:.3f} x"
+        )
+    for source in sources[1:]:
+        for modern, label in ((False, "2025-11-25"), (True, "2026-07-28")):
+            print(f"{label}: this tree / {source}: {per_call[(ROOT, modern)] / per_call[(source, modern)]:.3f} x")
+
+
+if __name__ == "__main__":
+    main()
