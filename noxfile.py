@@ -68,14 +68,18 @@ def _django_spec(version: str) -> str:
 def matrix(session: nox.Session, django: str) -> None:
     """One supported pair: migrations and system checks, the fresh site, a browser flow, 2026-07-28."""
     session.install("-e", ".[server,test]", _django_spec(django))
-    session.run("python", "-c", _ASSERT_DJANGO % django)
+    session.run("python", "-c", _ASSERT_PAIR.format(python=session.python, django=django))
     checks_env = {"DATABASE_URL": f"sqlite:///{Path(session.create_tmp()).resolve() / 'checks.sqlite3'}"}
     session.run("python", "manage.py", "check", "--fail-level", "WARNING", env=checks_env)
     session.run("python", "manage.py", "makemigrations", "--check", "--dry-run", env=checks_env)
     session.run("pytest", "-p", "no:cacheprovider", "-q", *SUBSET, *session.posargs)
 
 
-_ASSERT_DJANGO = "import django; assert django.get_version().startswith('%s.'), django.get_version()"
+# The pair the venv really has: its Python (major.minor) and Django feature release.
+_ASSERT_PAIR = (
+    "import sys, django; assert '%d.%d' % sys.version_info[:2] == '{python}', sys.version;"
+    " assert django.get_version().startswith('{django}.'), django.get_version()"
+)
 
 
 @nox.session(python=RELEASE[0])
@@ -100,7 +104,7 @@ def release(session: nox.Session) -> None:
         python, "-m", "pip", "install", "--quiet", f"{wheel}[server,test]", _django_spec(RELEASE[1]), external=True
     )
     with session.chdir(tmp):
-        session.run(python, "-c", _ASSERT_DJANGO % RELEASE[1], external=True)
+        session.run(python, "-c", _ASSERT_PAIR.format(python=RELEASE[0], django=RELEASE[1]), external=True)
         session.run(python, "-c", _ASSERT_INSTALLED_FROM_WHEEL % wheel.name, external=True)
 
     suite = tmp / "suite"
