@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import email.parser
 import os
+import re
 import shutil
 import subprocess
 import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import nox
 from packaging.requirements import Requirement
@@ -72,7 +74,17 @@ def matrix(session: nox.Session, django: str) -> None:
     checks_env = {"DATABASE_URL": f"sqlite:///{Path(session.create_tmp()).resolve() / 'checks.sqlite3'}"}
     session.run("python", "manage.py", "check", "--fail-level", "WARNING", env=checks_env)
     session.run("python", "manage.py", "makemigrations", "--check", "--dry-run", env=checks_env)
-    session.run("pytest", "-p", "no:cacheprovider", "-q", *SUBSET, *session.posargs)
+    session.run("pytest", "-p", "no:cacheprovider", "-q", *SUBSET, *session.posargs, env=_own_database(session))
+
+
+def _own_database(session: nox.Session) -> dict[str, str]:
+    """A PostgreSQL ``DATABASE_URL`` with the session's name appended to the database's, so that
+    no session meets another's test database (one still being dropped, or left by a killed run)."""
+    url = urlsplit(os.environ.get("DATABASE_URL", ""))
+    if not url.scheme.startswith("postgres"):
+        return {}
+    suffix = re.sub(r"[^a-z0-9]+", "_", session.name.lower()).strip("_")
+    return {"DATABASE_URL": urlunsplit(url._replace(path=f"{url.path.rstrip('/')}_{suffix}"))}
 
 
 # The pair the venv really has: its Python (major.minor) and Django feature release.
