@@ -139,7 +139,7 @@ def release(session: nox.Session) -> None:
             "-q",
             "tests/test_fresh_site.py",
             *session.posargs,
-            env={"MCP_AUTHZ_TEST_INSTALLED": "1", "PYTHONPATH": ""},
+            env={"MCP_AUTHZ_TEST_INSTALLED": "1", "PYTHONPATH": "", **_own_database(session)},
             external=True,
         )
 
