@@ -5,8 +5,8 @@ whole suite; these sessions add, in venvs of their own installed from the packag
 
 - ``matrix``: every other supported pair runs the migrations check (no migration churn), the
   system checks, ``tests/test_fresh_site.py`` (a new ``startproject`` site and the official client
-  end to end), one real-browser OAuth flow, ``tests/test_modern.py`` and the settings and deploy
-  check tests.
+  end to end), one real-browser OAuth flow, ``tests/test_modern.py`` and the settings, deploy
+  check and migrations tests.
 - ``release``: builds the sdist and the wheel (``python -m build``), checks their metadata
   (``twine check --strict``) and the wheel's files, installs the wheel (not editable) with
   Django 6.1 into a fresh venv on Python 3.13, and runs ``tests/test_fresh_site.py`` from a copy
@@ -43,6 +43,7 @@ SUBSET = [
     "tests/test_modern.py",
     "tests/test_settings_checks.py",
     "tests/test_deploy_check.py",
+    "tests/test_migrations.py",
     "tests/test_browser_oauth.py::test_dcr_client_login_and_consent_in_chromium",
 ]
 # What the release session copies to run the fresh-site test away from the source packages.
