@@ -73,8 +73,8 @@ def test_the_steps_are_the_readmes():
 
 
 # MCP_AUTHZ_TEST_INSTALLED=1 (the nox "release" session, which installed the built wheel): the
-# site imports mcp_oauth and elicitation as installed, and the test checks that no source tree
-# is on its path. Otherwise the site imports this source tree (ROOT), whatever is installed.
+# site has no source tree on its path and imports mcp_oauth and elicitation from site-packages
+# (checked below). Otherwise the site imports this source tree (ROOT), whatever is installed.
 INSTALLED = os.environ.get("MCP_AUTHZ_TEST_INSTALLED") == "1"
 
 
