@@ -6,6 +6,8 @@ editable and not listed, and the provider's client secret is a write-only field.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.db import models
@@ -185,8 +187,11 @@ class ThirdPartyConnectionAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
-    def get_actions(self, request):
-        actions = super().get_actions(request)
+    def get_actions(self, request, action_location: Any = None):
+        # Django 6.1 passes where the actions are shown (and warns about an override without the
+        # parameter); Django 5.2 and 6.0 have no such parameter.
+        where = {} if action_location is None else {"action_location": action_location}
+        actions = super().get_actions(request, **where)
         actions.pop("delete_selected", None)  # revoking also tells the provider and writes the audit log
         return actions
 

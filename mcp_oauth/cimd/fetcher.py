@@ -428,7 +428,9 @@ class SafeMetadataFetcher:
         if length is not None and length.strip().isdigit() and int(length) > max_size:
             raise too_large
         body = bytearray()
-        while True:
+        # Python >= 3.13 closes the response (and so the socket) as soon as read1() reaches
+        # Content-Length; earlier versions return b"" first. Either way the body is complete.
+        while not response.isclosed():
             remaining = deadline - time.monotonic()
             if remaining <= 0 or watchdog.fired:
                 raise FetchFailed("Fetching the metadata document took too long.", reason="timeout")
