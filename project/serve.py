@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -172,15 +173,23 @@ def prepare(env: dict[str, str]) -> None:
         subprocess.run([*manage, "ensure_demo_user", "--superuser"], cwd=ROOT, env=env, check=True)
 
 
+def database_assignment(url: str) -> str:
+    """``DATABASE_URL=…`` for a command the operator copies from the banner (without it,
+    ``manage.py`` would use the embedded SQLite database). A URL with a password is not printed."""
+    if urlsplit(url).password:
+        return "DATABASE_URL=<the DATABASE_URL of make serve>"
+    return f"DATABASE_URL={shlex.quote(url)}"
+
+
 def banner(env: dict[str, str]) -> str:
     """What is served where, and how to get an administrator."""
     if env.get(DEMO_SWITCH) == "1":
         admin = f"admin: {env['MCP_BASE_URL']}/admin/ as {env.get('DEMO_USERNAME', 'demo')} (the demo password)"
     else:
         admin = (
-            f"admin: {env['MCP_BASE_URL']}/admin/; create an administrator with\n"
-            f"    {sys.executable} manage.py createsuperuser   (or DJANGO_SUPERUSER_USERNAME, "
-            "DJANGO_SUPERUSER_EMAIL, DJANGO_SUPERUSER_PASSWORD with createsuperuser --noinput)"
+            f"admin: {env['MCP_BASE_URL']}/admin/; create an administrator in this database with\n"
+            f"    {database_assignment(env['DATABASE_URL'])} {sys.executable} manage.py createsuperuser   "
+            "(or DJANGO_SUPERUSER_USERNAME, DJANGO_SUPERUSER_EMAIL, DJANGO_SUPERUSER_PASSWORD with createsuperuser --noinput)"
         )
     return (
         f"\n  MCP server: {env['MCP_BASE_URL']}/mcp   ({env.get('WORKERS', '2')} ASGI workers, "

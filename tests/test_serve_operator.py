@@ -240,6 +240,8 @@ def test_a_fresh_tree_is_served_with_static_files_and_no_demo_account(topology):
     assert topology.query("SELECT username FROM auth_user") == []
     output = topology.output()
     assert "manage.py createsuperuser" in output and "DJANGO_SUPERUSER_PASSWORD" in output
+    # the printed command names this database (without it manage.py would use the embedded SQLite)
+    assert f"DATABASE_URL={topology.env['DATABASE_URL']} " in output
     assert f"MCP server: {topology.base}/mcp" in output
 
     # The processes: serve, gunicorn and its 2 workers, the Celery worker and its 1 child, beat.

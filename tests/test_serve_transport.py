@@ -268,3 +268,14 @@ def test_check_deploy_reports_exactly_what_the_loopback_switch_turns_off():
     assert result.returncode == 0, result.stderr
     ids = re.findall(r"^\?: \(([a-z_]+\.[A-Z]\d+)\)", result.stderr, flags=re.MULTILINE)
     assert ids == ["security.W004", "security.W008", "security.W012", "security.W016"], result.stderr
+
+
+def test_the_banner_names_the_database_an_administrator_is_created_in():
+    env = {"MCP_BASE_URL": "http://127.0.0.1:8000", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}
+    shown = serve.banner({**env, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/mcp_authz"})
+    assert "DATABASE_URL=postgres://postgres@127.0.0.1:5432/mcp_authz " in shown
+    assert "manage.py createsuperuser" in shown
+    # a password is never printed
+    secret = serve.banner({**env, "DATABASE_URL": "postgres://app:s3cret@db.internal:5432/mcp"})
+    assert "s3cret" not in secret
+    assert "DATABASE_URL=<the DATABASE_URL of make serve>" in secret
