@@ -26,6 +26,7 @@ from ..registry.handlers import server_capabilities as registry_capabilities
 from ..settings import mcp_oauth_settings
 from ..signals import mcp_session_started
 from ..text import storable
+from .extensions import server_extensions
 from .jsonrpc import INVALID_PARAMS, McpError
 from .sessions import create_session, set_log_level
 from .table import HANDSHAKE_VERSIONS, Call, parse_params, server_info
@@ -56,6 +57,7 @@ async def initialize(call: Call) -> types.InitializeResult:
         capabilities=types.ServerCapabilities(
             tools=types.ToolsCapability(list_changed=False),
             logging=types.LoggingCapability(),
+            extensions=server_extensions() or None,
             **registry_capabilities(),
         ),
         server_info=types.Implementation.model_validate(server_info()),

@@ -37,6 +37,7 @@ from asgiref.sync import sync_to_async
 from ..registry.handlers import server_capabilities as registry_capabilities
 from ..settings import mcp_oauth_settings
 from . import subscriptions
+from .extensions import server_extensions
 from .jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -281,6 +282,9 @@ def server_capabilities() -> dict[str, Any]:
     for name in ("resources", "prompts"):
         if name not in registry_capabilities():
             capabilities.pop(name, None)
+    extensions = server_extensions()
+    if extensions:
+        capabilities["extensions"] = extensions
     return capabilities
 
 

@@ -408,7 +408,11 @@ class MethodTable:
             meta.setdefault(types.SERVER_INFO_META_KEY, server_info())
             data["_meta"] = meta
         if (call.method, call.protocol_version) in mcp_methods.SERVER_RESULTS:
-            return mcp_methods.serialize_server_result(call.method, call.protocol_version, data)
+            shaped = mcp_methods.serialize_server_result(call.method, call.protocol_version, data)
+            extensions = (data.get("capabilities") or {}).get("extensions") if call.method == "initialize" else None
+            if extensions:  # the extensions framework (SEP-2133) is offered in both eras; 2025 schemas predate it
+                shaped["capabilities"]["extensions"] = extensions
+            return shaped
         return data
 
     async def serve(self, entry: Method, call: Call) -> tuple[dict[str, Any], int]:

@@ -1,0 +1,87 @@
+"""MCP extensions offered in ``capabilities.extensions`` (``mcp_oauth.transport.extensions``) in both
+eras, and what a client declared."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mcp_oauth.transport.extensions import (
+    client_extension,
+    register_extension,
+    server_extensions,
+    unregister_extension,
+)
+
+EXT = "com.example/test-extension"
+
+
+@pytest.fixture
+def offered():
+    register_extension(EXT, {"level": 2})
+    yield
+    unregister_extension(EXT)
+
+
+@pytest.fixture
+def token(resource, user, public_app, mint_token):
+    return mint_token(user, public_app, resource=resource.uri)
+
+
+def _post(client, token, message, **headers):
+    return client.post(
+        "/mcp",
+        json.dumps(message),
+        content_type="application/json",
+        headers={"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}", **headers},
+    )
+
+
+@pytest.mark.django_db
+def test_server_discover_offers_the_registered_extension(client, token, offered):
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "server/discover",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            }
+        },
+    }
+    response = _post(client, token, message, **{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"})
+    assert response.status_code == 200, response.content
+    assert response.json()["result"]["capabilities"]["extensions"] == {EXT: {"level": 2}}
+
+
+@pytest.mark.django_db
+def test_initialize_offers_the_registered_extension(client, token, offered):
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    response = _post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    assert response.status_code == 200, response.content
+    assert response.json()["result"]["capabilities"]["extensions"] == {EXT: {"level": 2}}
+
+
+@pytest.mark.django_db
+def test_nothing_is_offered_without_registrations(client, token):
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    response = _post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    assert "extensions" not in response.json()["result"]["capabilities"]
+
+
+def test_a_callable_returning_none_switches_the_extension_off():
+    register_extension(EXT, lambda: None)
+    try:
+        assert EXT not in server_extensions()
+    finally:
+        unregister_extension(EXT)
+
+
+def test_client_extension_reads_only_declared_objects():
+    assert client_extension({"extensions": {EXT: {"a": 1}}}, EXT) == {"a": 1}
+    assert client_extension({"extensions": {EXT: True}}, EXT) is None
+    assert client_extension({"extensions": []}, EXT) is None
+    assert client_extension({}, EXT) is None
