@@ -16,6 +16,12 @@ authentication, answered ``Cache-Control: no-store`` with a JSON body:
     * ``broker``: a connection to the Celery broker, opened and closed (``off`` when tasks run
       eagerly or no Celery app is configured: no broker to need).
 
+    The blocking checks run on a small thread pool of their own (``mcp-readyz``), never on the
+    request threads that the token endpoint and ``/mcp`` use, and each check runs at most once at
+    a time per event loop: a probe that arrives while one is running waits for that one (up to the
+    timeout) instead of starting another. So a dependency that hangs holds one probe thread, not
+    one per probe, and probing it never starves the site's own requests.
+
     ``200 {"status": "ready", "checks": {"database": "up", "cache": "up", "broker": "up"}}``
     when none is down; ``503`` + ``Retry-After`` (``OVERLOAD_RETRY_AFTER_SECONDS``, RFC 9110
     §10.2.3) with ``"status": "unavailable"`` and the down ones named ``"down"`` otherwise. A
@@ -47,14 +53,16 @@ import asyncio
 import json
 import logging
 import math
+import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
 from . import drain
 from .settings import mcp_oauth_settings
-from .transport.asgi import call_on_request_thread, http_path
+from .transport.asgi import http_path
 
 __all__ = ["CHECKS", "HealthLane", "health_lane", "liveness", "liveness_view", "readiness", "readiness_view"]
 
@@ -62,6 +70,21 @@ logger = logging.getLogger("mcp_oauth.health")
 
 #: The key the cache check reads (never written: a miss is a round trip too).
 CACHE_PROBE_KEY = "mcp_oauth:readyz"
+
+#: Threads of the blocking checks: one per check, at most (each runs once at a time), plus one.
+PROBE_THREADS = 4
+
+_probe_threads = ThreadPoolExecutor(max_workers=PROBE_THREADS, thread_name_prefix="mcp-readyz")
+
+#: event loop -> {check name: its running check}, for single flight (see the module docstring).
+_in_flight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Future[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _on_probe_thread(fn: Callable[[], Any]) -> Any:
+    """``fn()`` on a probe thread (not a request thread: see the module docstring)."""
+    return await asyncio.get_running_loop().run_in_executor(_probe_threads, fn)
 
 
 def check_database() -> None:
@@ -84,7 +107,7 @@ async def check_cache() -> None:
     if getattr(cache, "native_async", False):
         await cache.aget(CACHE_PROBE_KEY)
     else:
-        await call_on_request_thread(cache.get, CACHE_PROBE_KEY)
+        await _on_probe_thread(lambda: cache.get(CACHE_PROBE_KEY))
 
 
 def check_broker() -> bool:
@@ -97,13 +120,15 @@ def check_broker() -> bool:
     if not celery_configured() or current_app.conf.task_always_eager:
         return False
     timeout = float(mcp_oauth_settings.READINESS_CHECK_TIMEOUT_SECONDS)
-    with current_app.connection_for_write(connect_timeout=timeout) as conn:
+    # Socket timeouts too (Redis transport): a broker that accepts and never answers frees the thread.
+    options = {**(current_app.conf.broker_transport_options or {}), "socket_timeout": timeout}
+    with current_app.connection_for_write(connect_timeout=timeout, transport_options=options) as conn:
         conn.ensure_connection(max_retries=1, timeout=math.ceil(timeout))  # the caller's wait_for caps it
     return True
 
 
 async def _database() -> str:
-    await call_on_request_thread(check_database)
+    await _on_probe_thread(check_database)
     return "up"
 
 
@@ -113,17 +138,35 @@ async def _cache() -> str:
 
 
 async def _broker() -> str:
-    return "up" if await call_on_request_thread(check_broker) else "off"
+    return "up" if await _on_probe_thread(check_broker) else "off"
 
 
 #: Readiness check name -> coroutine function answering its state ("up" or "off"; raises when down).
 CHECKS: dict[str, Callable[[], Any]] = {"database": _database, "cache": _cache, "broker": _broker}
 
 
+def _running(name: str) -> asyncio.Future[str]:
+    """The running check ``name`` of this event loop, started when none runs."""
+    loop = asyncio.get_running_loop()
+    running = _in_flight.setdefault(loop, {})
+    check = running.get(name)
+    if check is None or check.done():
+        check = running[name] = asyncio.ensure_future(CHECKS[name]())
+        check.add_done_callback(lambda done: _finished(running, name, done))
+    return check
+
+
+def _finished(running: dict[str, asyncio.Future[str]], name: str, done: asyncio.Future[str]) -> None:
+    if running.get(name) is done:
+        del running[name]
+    if not done.cancelled():
+        done.exception()  # retrieved: a check nobody awaits any more does not log "never retrieved"
+
+
 async def _state(name: str) -> str:
     timeout = float(mcp_oauth_settings.READINESS_CHECK_TIMEOUT_SECONDS)
     try:
-        return await asyncio.wait_for(CHECKS[name](), timeout)
+        return await asyncio.wait_for(asyncio.shield(_running(name)), timeout)
     except TimeoutError:
         logger.warning("readiness check %s: no answer within %.1f s", name, timeout)
     except Exception as exc:  # noqa: BLE001 - a dependency that raises is down, never a 500

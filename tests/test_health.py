@@ -230,3 +230,38 @@ def test_probe_and_drain_settings_are_checked(settings, overrides, problems):
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, **overrides}
     assert [m.id for m in run_checks() if m.id == "mcp_oauth.E080"] == ["mcp_oauth.E080"] * problems
+
+
+def test_probing_a_hung_broker_never_starves_the_token_endpoint(worker):
+    """A broker that accepts and never answers, probed 60 times (bursts of 20 at once, as load
+    balancers and orchestrators do): every probe answers 503 naming the broker, and the token
+    endpoint, which runs on the request threads, still answers each request at once (before, each
+    probe held a request thread on the broker and /oauth/token hung after about 33 probes)."""
+    import socket
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(128)
+    try:
+        broker = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+        with worker(CELERY_BROKER_URL=broker) as base:
+            with ThreadPoolExecutor(20) as pool:
+                for _ in range(3):
+                    answers = list(pool.map(lambda _: probe(f"{base}/readyz"), range(20)))
+                    assert {(status, json.loads(body)["checks"]["broker"]) for status, _, body in answers} == {
+                        (503, "down")
+                    }
+                    started = time.monotonic()
+                    token = httpx2.post(
+                        f"{base}/oauth/token",
+                        data={"grant_type": "password"},
+                        headers={"X-Forwarded-Proto": "https"},  # uvicorn trusts it from loopback
+                        timeout=10,
+                    )
+                    assert token.status_code == 400, token.text
+                    assert token.json()["error"] == "unsupported_grant_type"
+                    assert time.monotonic() - started < 5
+    finally:
+        silent.close()
