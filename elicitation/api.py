@@ -400,7 +400,12 @@ async def _url_round(ctx: ToolContext, user: Any, create: Callable[[], Awaitable
                     row, Elicitation.Status.DECLINED if action == "decline" else Elicitation.Status.CANCELLED
                 )
             elif row.status == Elicitation.Status.PENDING and action == "accept":
-                row = await wait_for_outcome(row.pk, float(elicitation_settings.URL_RETRY_WAIT_SECONDS)) or row
+                row = (
+                    await wait_for_outcome(
+                        row.pk, float(elicitation_settings.URL_RETRY_WAIT_SECONDS), release_on_drain=True
+                    )
+                    or row
+                )
             marker = {"kind": "url", "eid": row.elicitation_id}
             if row.status != Elicitation.Status.PENDING:
                 rnd.settle(key, marker)

@@ -29,7 +29,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from mcp_oauth import audit
+from mcp_oauth import audit, drain
 from mcp_oauth.loopback import is_https_or_loopback
 from mcp_oauth.models import AuditEvent, McpSession
 from mcp_oauth.settings import mcp_oauth_settings
@@ -379,11 +379,16 @@ def outcome_topic(pk: int) -> str:
     return f"elicitation:{pk}"
 
 
-async def wait_for_outcome(pk: int, seconds: float) -> Elicitation | None:
+async def wait_for_outcome(pk: int, seconds: float, *, release_on_drain: bool = False) -> Elicitation | None:
     """The row ``pk`` once it is no longer pending, or as it is after ``seconds``; None when it
     does not exist. Woken by :func:`outcome_topic` from whichever worker finished it; re-read
     every ``MCP_OAUTH["SSE_POLL_INTERVAL_SECONDS"]`` without a shared wake-up channel (every
-    ``WAKEUP_SAFETY_POLL_SECONDS`` with one, in case a wake-up was lost)."""
+    ``WAKEUP_SAFETY_POLL_SECONDS`` with one, in case a wake-up was lost).
+
+    ``release_on_drain``: while this worker drains (:mod:`mcp_oauth.drain`, which wakes every
+    waiter) the row is returned as it is at once. For a wait the caller can answer without an
+    outcome and lose nothing: a held 2026-07-28 retry answers ``input_required`` again, and the
+    client's next retry reaches a worker that is not stopping."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, float(seconds))
     interval = wakeup.answer_poll_interval(float(mcp_oauth_settings.SSE_POLL_INTERVAL_SECONDS))
@@ -391,5 +396,7 @@ async def wait_for_outcome(pk: int, seconds: float) -> Elicitation | None:
         while True:
             row = await Elicitation.objects.filter(pk=pk).select_related("provider").afirst()
             if row is None or row.status != Elicitation.Status.PENDING or loop.time() >= deadline:
+                return row
+            if release_on_drain and drain.is_draining():
                 return row
             await subscription.wait(min(interval, max(0.0, deadline - loop.time())))

@@ -22,6 +22,7 @@ from elicitation.api import elicit_form, require_connection, require_secret
 from elicitation.form import ElicitationSchema
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from elicitation.service import complete_elicitation
+from mcp_oauth import drain
 from mcp_oauth.models import McpSession
 from mcp_oauth.tools import ToolContext, ToolRegistry
 from mcp_oauth.transport import request_state
@@ -742,6 +743,57 @@ def test_a_retry_is_held_open_with_keepalives_until_the_flow_completes(token, us
     (final,) = parse_sse(raw)
     assert final["id"] == 2 and final["result"]["content"][0]["text"] == "connected as alice@demo"
     assert elapsed >= 0.5  # it waited for the user
+
+
+def test_a_held_retry_is_answered_input_required_at_once_when_the_worker_drains(token, provider, settings):
+    """SIGTERM while a retry waits for the user: the retry gets ``input_required`` with the same
+    link at once (the client's next retry reaches a worker that is not stopping), instead of
+    holding the stopping worker until ``URL_RETRY_WAIT_SECONDS`` (30 s here)."""
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SSE_KEEPALIVE_SECONDS": 0.1}
+    settings.ELICITATION = {**settings.ELICITATION, "URL_RETRY_WAIT_SECONDS": 30}
+    first = first_round(Client(), token, "profile")
+    row = Elicitation.objects.get()
+
+    async def go():
+        async def sigterm():
+            await asyncio.sleep(0.5)
+            drain.begin()
+
+        stopping = asyncio.ensure_future(sigterm())
+        message = body(
+            "tools/call",
+            {
+                "name": "profile",
+                "arguments": {},
+                "requestState": first["requestState"],
+                "inputResponses": {"input-1": {"action": "accept"}},
+            },
+            id=2,
+        )
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        response = await AsyncClient().post(
+            "/mcp",
+            json.dumps(message),
+            content_type="application/json",
+            headers=headers(token, "tools/call", "profile"),
+        )
+        raw = b"".join([chunk async for chunk in response.streaming_content])
+        await stopping
+        return raw, loop.time() - started
+
+    try:
+        raw, elapsed = async_to_sync(go)()
+    finally:
+        drain.reset()
+    (final,) = parse_sse(raw)
+    assert final["id"] == 2
+    assert final["result"]["resultType"] == "input_required"
+    (asked,) = final["result"]["inputRequests"].values()
+    assert asked["params"]["url"] == row.url  # the same link
+    assert 0.5 <= elapsed < 5
+    row.refresh_from_db()
+    assert row.status == Elicitation.Status.PENDING  # the user can still finish the page
 
 
 @REGISTRY.tool
