@@ -8,12 +8,12 @@ DEMO_USERNAME ?= demo
 DEMO_PASSWORD ?= demo-password
 export PORT DEMO_USERNAME DEMO_PASSWORD
 
-.PHONY: install js-install conformance-install conformance run serve test lint migrate clean
+.PHONY: install js-install conformance-install conformance run serve test lint docs docs-linkcheck migrate clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[server,test,lint]"
+	$(PY) -m pip install --quiet -e ".[server,test,lint,docs]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -55,7 +55,7 @@ run: migrate
 	@echo ""
 	$(VENV)/bin/uvicorn project.asgi:application --host $(HOST) --port $(PORT)
 
-# The production topology on this machine (README "Run in production"): PostgreSQL (bounded
+# The production topology on this machine (docs/how-to/production.md): PostgreSQL (bounded
 # psycopg pool per worker), Redis (cache, Celery broker, wake-ups), gunicorn with WORKERS uvicorn
 # workers, a Celery worker and beat; migrates and collects the static files first. Say where TLS
 # terminates: behind a proxy (MCP_BASE_URL=https://… DJANGO_ALLOWED_HOSTS=…
@@ -74,5 +74,16 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# The documentation site (docs/, Sphinx + MyST + Furo), warnings as errors: every internal link,
+# heading anchor and reference to our code must resolve (-n). Output: docs/_build/html.
+docs: install
+	$(VENV)/bin/sphinx-build -W --keep-going -n -q -b html docs docs/_build/html
+
+# Link check. The build machines reach package registries only, so external links are skipped
+# (docs/conf.py linkcheck_ignore) unless DOCS_LINKCHECK_EXTERNAL=1; internal links and anchors
+# are checked as in `make docs`.
+docs-linkcheck: install
+	$(VENV)/bin/sphinx-build -W --keep-going -n -q -b linkcheck docs docs/_build/linkcheck
+
 clean:
-	rm -rf $(VENV) db.sqlite3 staticfiles $(JS_DIR)/node_modules $(CONFORMANCE_DIR)/node_modules
+	rm -rf $(VENV) docs/_build db.sqlite3 staticfiles $(JS_DIR)/node_modules $(CONFORMANCE_DIR)/node_modules

@@ -47,7 +47,7 @@ SUBSET = [
     "tests/test_browser_oauth.py::test_dcr_client_login_and_consent_in_chromium",
 ]
 # What the release session copies to run the fresh-site test away from the source packages.
-SUITE_FILES = ("tests", "project", "templates", "manage.py", "README.md", "pyproject.toml")
+SUITE_FILES = ("tests", "project", "templates", "manage.py", "README.md", "docs", "pyproject.toml")
 
 nox.options.sessions = ["matrix", "release"]
 nox.options.default_venv_backend = "venv"

@@ -17,17 +17,17 @@
 
 How each helper reaches the user:
 
-=====================  ====================================  =========================================
-helper                 2025-11-25 session                    2026-07-28 request
-=====================  ====================================  =========================================
-:func:`elicit_form`    ``elicitation/create`` (form) on the  ``input_required`` with a form input
-                       ``tools/call`` SSE stream; waits      request; the retry's answer is validated
-:func:`elicit_url`     ``elicitation/create`` (url); waits   ``input_required`` with a URL input
-                       for the page to finish                request (no ``elicitationId``)
-:func:`require_        JSON-RPC error ``-32042`` with the    ``input_required`` with a URL input
-connection`,           link; the client retries after        request; a retry whose flow is still in
-:func:`require_secret` ``notifications/elicitation/complete``  progress is held open until it finishes
-=====================  ====================================  =========================================
+===========================  ======================================  ========================================
+helper                       2025-11-25 session                      2026-07-28 request
+===========================  ======================================  ========================================
+:func:`elicit_form`          ``elicitation/create`` (form) on the    ``input_required`` with a form input
+                             ``tools/call`` SSE stream; waits        request; the retry's answer is validated
+:func:`elicit_url`           ``elicitation/create`` (url); waits     ``input_required`` with a URL input
+                             for the page to finish                  request (no ``elicitationId``)
+:func:`require_connection`,  JSON-RPC error ``-32042`` with the      ``input_required`` with a URL input
+:func:`require_secret`       link; the client retries after          request; a retry whose flow is still in
+                             ``notifications/elicitation/complete``  progress is held open until it finishes
+===========================  ======================================  ========================================
 
 In a 2026-07-28 request the tool body runs again from its start on every retry: each helper call
 takes the next input key (:meth:`~mcp_oauth.transport.input_required.InputRound.next_key`), so a

@@ -13,7 +13,7 @@ Before that (:func:`prepare`) it creates the PostgreSQL database when missing, m
 collects the static files. Secrets for this machine (DJANGO_SECRET_KEY, ELICITATION_ENCRYPTION_KEYS,
 MCP_REQUEST_STATE_KEYS) are read from the environment or kept in .local/ (created once, mode 0600).
 
-Where TLS terminates (:func:`transport_problem`; README "Run in production"): behind a TLS proxy
+Where TLS terminates (:func:`transport_problem`; docs/how-to/production.md): behind a TLS proxy
 (``DJANGO_SECURE_PROXY_SSL_HEADER``, an https ``MCP_BASE_URL``, ``DJANGO_ALLOWED_HOSTS``), or over
 plain http on loopback with ``DJANGO_INSECURE_LOOPBACK_HTTP=1``. Anything else exits with status 2
 before starting a thing, instead of serving a site whose every page redirects to an https nobody serves.
@@ -61,7 +61,7 @@ TWO_WAYS = (
     f"{PROXY_HEADER}=HTTP_X_FORWARDED_PROTO (the proxy sets X-Forwarded-Proto: https);\n"
     f"  plain http on this machine only: {LOOPBACK_SWITCH}=1 (HOST and MCP_BASE_URL on loopback; "
     "no https redirect, no HSTS, cookies without Secure).\n"
-    "See README, Run in production."
+    "See docs/how-to/production.md (Run in production behind TLS)."
 )
 
 

@@ -27,7 +27,7 @@
 | DJANGO_SECURE_PROXY_SSL_HEADER | unset; behind a TLS proxy that sets X-Forwarded-Proto: HTTP_X_FORWARDED_PROTO |
 | DJANGO_INSECURE_LOOPBACK_HTTP | unset; "1": without DEBUG over plain http, loopback only (no https redirect, no HSTS, cookies without Secure); ImproperlyConfigured when MCP_BASE_URL or DJANGO_ALLOWED_HOSTS is not loopback |
 
-Production: the variables README "Run in production" marks required (DJANGO_DEBUG=0,
+Production: the variables docs/how-to/production.md marks required (DJANGO_DEBUG=0,
 DJANGO_SECRET_KEY, MCP_BASE_URL=https://…, DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER,
 DATABASE_URL, REDIS_URL, CELERY_BROKER_URL, ELICITATION_ENCRYPTION_KEYS, MCP_REQUEST_STATE_KEYS);
 `manage.py check --deploy` is then clean (tests/test_deploy_check.py reads that table).

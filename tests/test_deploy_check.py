@@ -1,7 +1,7 @@
 """`manage.py check --deploy` on a production configuration, and the redirect-scheme rule behind it.
 
-The production configuration is the one README "Run in production" documents: the test reads the
-variables its environment table marks **required** and runs ``check --deploy --fail-level WARNING``
+The production configuration is the one the documentation page "Run in production behind TLS"
+(``docs/how-to/production.md``) documents: the test reads the variables its environment table marks **required** and runs ``check --deploy --fail-level WARNING``
 with exactly those (and nothing else of the site's).
 
 RFC 9700 §2.1 wants https redirect URIs except the loopback ones of native apps (RFC 8252 §7.3).
@@ -29,7 +29,7 @@ from tests.oauth_helpers import authorize_params, pkce_pair
 ROOT = Path(__file__).resolve().parent.parent
 SITE_PREFIXES = ("DJANGO_", "MCP_", "ELICITATION_", "DATABASE_", "REDIS_", "CELERY_", "DB_")
 
-#: A value for each variable README "Run in production" marks required (the test checks the two agree).
+#: A value for each variable the production page marks required (the test checks the two agree).
 PRODUCTION_ENV = {
     "DJANGO_DEBUG": "0",
     "DJANGO_SECRET_KEY": "k7#Qp2!vX9zL4mR8wT1yB6nC3dF5gH0jK2lM4nP6qR8sT0uV2wX4yZ6aB8cD0eF2",
@@ -44,10 +44,15 @@ PRODUCTION_ENV = {
 }
 
 
-def readme_environment_table() -> dict[str, str]:
-    """``{variable: "required or default" cell}`` of the environment table in README "Run in production"."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("\n## Run in production") : text.index("\n## ", text.index("\n## Run in production") + 5)]
+PRODUCTION_PAGE = ROOT / "docs" / "how-to" / "production.md"
+
+
+def documented_environment_table() -> dict[str, str]:
+    """``{variable: "required or default" cell}`` of the table under "## Environment" in the production page."""
+    text = PRODUCTION_PAGE.read_text()
+    start = text.index("\n## Environment\n")
+    end = text.find("\n## ", start + 5)
+    section = text[start : end if end != -1 else len(text)]
     header = section.index("| variable | required or default | meaning |")
     rows: dict[str, str] = {}
     for line in section[header:].splitlines()[2:]:
@@ -62,7 +67,7 @@ def readme_environment_table() -> dict[str, str]:
 
 
 def documented_production_env() -> dict[str, str]:
-    required = {name for name, cell in readme_environment_table().items() if cell.startswith("**required**")}
+    required = {name for name, cell in documented_environment_table().items() if cell.startswith("**required**")}
     assert required == set(PRODUCTION_ENV), (sorted(required), sorted(PRODUCTION_ENV))
     return {name: PRODUCTION_ENV[name] for name in sorted(required)}
 
@@ -79,8 +84,8 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_readme_documents_every_variable_it_names_and_the_site_reads_them():
-    table = readme_environment_table()
+def test_the_docs_document_every_variable_they_name_and_the_site_reads_them():
+    table = documented_environment_table()
     assert len(table) >= len(PRODUCTION_ENV)
     sources = "".join((ROOT / "project" / name).read_text() for name in ("settings.py", "serve.py"))
     assert [name for name in table if f'"{name}"' not in sources] == []
@@ -118,14 +123,14 @@ def test_check_deploy_still_warns_about_a_weaker_production_site():
     assert "oauth2_provider.E003" not in result.stderr
 
 
-def test_the_readme_names_the_client_secret_hasher_check_by_its_id(settings):
-    """The check that fires when ``ClientSecretHasher`` is left out of ``PASSWORD_HASHERS`` is the one the README names."""
+def test_the_docs_name_the_client_secret_hasher_check_by_its_id(settings):
+    """The check that fires when ``ClientSecretHasher`` is left out of ``PASSWORD_HASHERS`` is the one the production page names."""
     from mcp_oauth.checks import check_fast_client_secret_hasher
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     fired = [message.id for message in check_fast_client_secret_hasher(None)]
     assert fired == ["mcp_oauth.W051"]
-    text = (ROOT / "README.md").read_text()
+    text = PRODUCTION_PAGE.read_text()
     named = re.findall(
         r"`mcp_oauth\.client_secrets\.ClientSecretHasher` in `PASSWORD_HASHERS` \(check `([^`]+)`\)", text
     )

@@ -1,7 +1,7 @@
-"""A brand-new ``django-admin startproject`` site, set up with exactly the README's four edits.
+"""A brand-new ``django-admin startproject`` site, set up with exactly the tutorial's four edits.
 
 The site is built in a temporary folder: ``INSTALLED_APPS``, one settings dict, one
-``include()``, ``migrate``; plus the README's tools module (the site's own code) and a user.
+``include()``, ``migrate``; plus the tutorial's tools module (the site's own code) and a user.
 It runs under uvicorn as its own process (its own SQLite database), and the official MCP
 Python SDK client registers itself, sends the user through the app's own login page and the
 consent page (a headless browser, httpx), and calls the site's tool.
@@ -34,12 +34,14 @@ from .live import HeadlessBrowser, free_port
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+#: The tutorial (docs/tutorial.md) and the how-to for an existing site give the same steps.
+TUTORIAL = (ROOT / "docs" / "tutorial.md").read_text()
+EXISTING_SITE = (ROOT / "docs" / "how-to" / "existing-site.md").read_text()
 BIN = Path(sys.executable).parent
 USERNAME, PASSWORD = "alice", "fresh-site-password"
-README_BASE_URL = "http://127.0.0.1:8000"
+DOCUMENTED_BASE_URL = "http://127.0.0.1:8000"
 
-# The README's steps, verbatim (each is asserted to be in README.md, so the two cannot drift).
+# The documented steps, verbatim (each is asserted to be in both pages, so they cannot drift).
 EDIT_INSTALLED_APPS = 'INSTALLED_APPS += ["oauth2_provider", "mcp_oauth"]'
 EDIT_SETTINGS_DICT = """MCP_OAUTH = {
     "BASE_URL": "http://127.0.0.1:8000",  # the site's public origin, no trailing slash (https://… in production)
@@ -59,16 +61,18 @@ def whoami(ctx: ToolContext) -> str:
 COMMAND_SERVE = "uvicorn mysite.asgi:application"
 
 
-def readme_has(snippet: str) -> bool:
+def page_has(page: str, snippet: str) -> bool:
     indented = "\n".join(("   " + line) if line else "" for line in snippet.splitlines())
-    return snippet in README or indented in README
+    return snippet in page or indented in page
 
 
-def test_the_steps_are_the_readmes():
+@pytest.mark.parametrize("page", [TUTORIAL, EXISTING_SITE], ids=["tutorial", "existing-site"])
+def test_the_steps_are_the_documented_ones(page):
     for snippet in (EDIT_INSTALLED_APPS, EDIT_SETTINGS_DICT, EDIT_URLS, COMMAND_MIGRATE, TOOLS_MODULE, COMMAND_SERVE):
-        assert readme_has(snippet), snippet
-    section = README.split("## Add it to an existing Django site", 1)[1].split("\n## ", 1)[0]
-    steps = re.findall(r"^(\d+)\. ", section.split("Your tools go in", 1)[0], flags=re.MULTILINE)
+        assert page_has(page, snippet), snippet
+    steps_part = page.split("Your tools go in", 1)[0]
+    section = steps_part[steps_part.index("`mysite` ") :]
+    steps = re.findall(r"^(\d+)\. ", section, flags=re.MULTILINE)
     assert steps == ["1", "2", "3", "4"]
 
 
@@ -100,7 +104,7 @@ def run(site: Path, *args: str, env: dict | None = None, check: bool = True) -> 
 
 
 def build_site(folder: Path, base_url: str) -> Path:
-    """``django-admin startproject mysite`` + the README's four edits + its tools module + a user."""
+    """``django-admin startproject mysite`` + the tutorial's four edits + its tools module + a user."""
     folder.mkdir()
     subprocess.run(
         [sys.executable, "-m", "django", "startproject", "mysite", str(folder)],
@@ -115,7 +119,7 @@ def build_site(folder: Path, base_url: str) -> Path:
         + EDIT_INSTALLED_APPS
         + "\n"  # edit 1
         + "\n"
-        + EDIT_SETTINGS_DICT.replace(README_BASE_URL, base_url)
+        + EDIT_SETTINGS_DICT.replace(DOCUMENTED_BASE_URL, base_url)
         + "\n"  # edit 2
     )
     urls_py = folder / "mysite" / "urls.py"
@@ -149,7 +153,7 @@ def site_copy(fresh_site, tmp_path):
 
 
 def serve(site: Path, port: int) -> subprocess.Popen:
-    """``uvicorn mysite.asgi:application`` (the README's command) on the test's port."""
+    """``uvicorn mysite.asgi:application`` (the tutorial's command) on the test's port."""
     command = COMMAND_SERVE.split()
     process = subprocess.Popen(
         [str(BIN / command[0]), *command[1:], "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
@@ -295,7 +299,7 @@ def chromium_executable() -> str:
 def test_the_apps_login_and_consent_pages_work_in_chromium_on_a_fresh_site(
     fresh_site, loopback, chromium_executable, request
 ):
-    """The same README-built site, with the user's part in a real Chromium: the app's own login
+    """The same tutorial-built site, with the user's part in a real Chromium: the app's own login
     page (the site has none) and the consent page both submit with a real ``Origin`` and pass
     Django's CSRF check; the login page is styled by the app itself and names the client."""
     site, base_url, port = fresh_site

@@ -1,7 +1,7 @@
 """The operator's path, end to end: ``make serve`` (``python -m project.serve``) on a fresh tree.
 
 A copy of the project's files (no ``staticfiles/``, no ``.local/``) is started with only documented
-variables and the http-on-loopback switch (``DJANGO_INSECURE_LOOPBACK_HTTP=1``, README "Run in
+variables and the http-on-loopback switch (``DJANGO_INSECURE_LOOPBACK_HTTP=1``, docs "Run in
 production"), WORKERS=2, on a PostgreSQL database of its own and Redis (``TEST_REDIS_URL``). Then:
 
 * no demo account exists; an administrator is made the way the banner says
