@@ -282,7 +282,7 @@ def server_capabilities() -> dict[str, Any]:
     for name in ("resources", "prompts"):
         if name not in registry_capabilities():
             capabilities.pop(name, None)
-    extensions = server_extensions()
+    extensions = server_extensions("modern")
     if extensions:
         capabilities["extensions"] = extensions
     return capabilities

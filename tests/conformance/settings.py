@@ -23,5 +23,7 @@ MCP_OAUTH = {
     "DEFAULT_RESOURCE_NAME": "conformance fixture",
     "SERVER_NAME": "django-mcp-authz-conformance",
     "SSE_POLL_INTERVAL_SECONDS": 0.05,
+    "TASKS_POLL_INTERVAL_MS": 200,
+    "TASKS_CANCEL_POLL_SECONDS": 0.2,
 }
 LOGGING = {"version": 1, "disable_existing_loggers": False}
