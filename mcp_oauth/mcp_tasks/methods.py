@@ -17,12 +17,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from ..models import McpTask
-from ..transport import tool_methods
+from ..transport import modern, tool_methods
 from ..transport.extensions import client_extension, register_extension
 from ..transport.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 from ..transport.table import MODERN, Call, MethodTable
 from ..transport.wakeup import released
 from . import jobs
+from .listen import listen_tasks
 from .store import EXTENSION, cancel_task, create_task, detailed_task, find_task, record_input_responses
 
 __all__ = ["cancel", "defer_to_task", "get", "install", "update"]
@@ -129,4 +130,6 @@ def install(methods: MethodTable) -> None:
     for name, handler in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
         methods.register(name, handler, eras={MODERN}, name_param="taskId", capability=CAPABILITY, replace=True)
     tool_methods.defer_to_task = defer_to_task
+    if listen_tasks not in modern.listen_hooks:
+        modern.listen_hooks.append(listen_tasks)
     register_extension(EXTENSION, {}, eras={MODERN})
