@@ -12,11 +12,13 @@ import time
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
 from cryptography.fernet import Fernet
-from django.test import Client
+from django.test import AsyncClient, Client
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
+from mcp_oauth.checks import check_tasks
 from mcp_oauth.mcp_tasks import TaskPolicy, jobs
 from mcp_oauth.mcp_tasks.store import EXTENSION
 from mcp_oauth.models import McpTask
@@ -194,6 +196,33 @@ def test_always_tool_without_the_extension_is_32021(client, token):
 
 def test_never_tool_with_the_extension_is_a_plain_result(client, token):
     assert start(client, token, "plain")["content"] == [{"type": "text", "text": "plain"}]
+
+
+def test_a_2025_11_25_session_runs_even_an_always_tool_inline_and_has_no_task_methods(client, token):
+    h = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    init = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"extensions": {EXTENSION: {}}},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    opened = client.post(
+        "/mcp",
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}),
+        content_type="application/json",
+        headers=h,
+    )
+    h["Mcp-Session-Id"] = opened["Mcp-Session-Id"]
+    h["MCP-Protocol-Version"] = "2025-11-25"
+
+    def send(method, params):
+        message = {"jsonrpc": "2.0", "id": 2, "method": method, "params": params}
+        response = client.post("/mcp", json.dumps(message), content_type="application/json", headers=h)
+        return response.json()
+
+    called = send("tools/call", {"name": "tool_error", "arguments": {}})
+    assert called["result"] == {"content": [{"type": "text", "text": "no luck"}], "isError": True}
+    assert send("tasks/get", {"taskId": "x"})["error"]["code"] == -32601
+    assert not McpTask.objects.exists()
 
 
 @pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
@@ -448,9 +477,6 @@ def _wait(predicate, timeout=10.0):
 
 
 def _listen(token, task_ids, caps=TASK_CAPS, until=1):
-    from asgiref.sync import async_to_sync
-    from django.test import AsyncClient
-
     async def go():
         message = {
             "jsonrpc": "2.0",
@@ -521,3 +547,25 @@ def test_listen_for_tasks_without_the_extension_is_32021(token):
     assert status == 400
     assert messages[0]["error"]["code"] == -32021
     assert messages[0]["error"]["data"] == {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+
+
+# --- system checks ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("override", "check_id"),
+    [
+        ({"TASKS_EXECUTOR": "cron"}, "mcp_oauth.E090"),
+        ({"TASKS_TTL_MS": 0}, "mcp_oauth.E090"),
+        ({"TASKS_HEARTBEAT_SECONDS": 10, "TASKS_LEASE_SECONDS": 15}, "mcp_oauth.E090"),
+        ({"TASKS_RESULT_CIPHER": "json"}, "mcp_oauth.E091"),  # json has no encrypt()
+        ({"TASKS_RESULT_CIPHER": "no.such.module"}, "mcp_oauth.E091"),
+    ],
+)
+def test_task_settings_checks(settings, override, check_id):
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, **override}
+    assert [e.id for e in check_tasks(None)] == [check_id]
+
+
+def test_task_settings_check_passes_by_default():
+    assert check_tasks(None) == []

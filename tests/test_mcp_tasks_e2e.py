@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import redis
 
 from mcp_oauth.models import McpTask
 from mcp_oauth.signals import ensure_default_resource
@@ -50,8 +51,6 @@ TUNING = {
 def site(settings, tmp_path):
     """``(mcp url, environment of the site's processes)``; the broker's DB emptied first."""
     require_postgres_and_redis()
-    import redis
-
     redis.Redis.from_url(BROKER).flushdb()
     port = free_port()
     base = f"http://127.0.0.1:{port}"

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
 from celery import current_app, shared_task
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -57,13 +58,23 @@ def run(pk: int) -> str:
     return runner.run_task(pk, dispatch)
 
 
+#: A thread's tries of a task whose database was busy (SQLite: "database is locked").
+THREAD_ATTEMPTS = 5
+
+
 def _run_in_thread(pk: int) -> None:
-    try:
-        runner.run_task(pk, dispatch)
-    except Exception:  # noqa: BLE001 - logged; the reconciler takes the task over
-        logger.exception("task %s failed in its thread", pk)
-    finally:
-        connection.close()
+    for attempt in range(THREAD_ATTEMPTS):
+        try:
+            runner.run_task(pk, dispatch)
+            return
+        except OperationalError as exc:  # busy: again (a claimed task is skipped, never run twice)
+            logger.warning("task %s: database busy (%s); trying again", pk, exc)
+            time.sleep(0.1 * 2**attempt)
+        except Exception:  # noqa: BLE001 - logged; the reconciler takes the task over
+            logger.exception("task %s failed in its thread", pk)
+            return
+        finally:
+            connection.close()
 
 
 def dispatch(pk: int) -> None:

@@ -25,5 +25,6 @@ MCP_OAUTH = {
     "SSE_POLL_INTERVAL_SECONDS": 0.05,
     "TASKS_POLL_INTERVAL_MS": 200,
     "TASKS_CANCEL_POLL_SECONDS": 0.2,
+    "TASKS_QUEUE_GRACE_SECONDS": 2,  # SQLite may refuse a thread's claim: the next tasks/get heals it
 }
 LOGGING = {"version": 1, "disable_existing_loggers": False}
