@@ -1,11 +1,12 @@
 """The Tasks extension across real processes: uvicorn serving the site, Celery workers (prefork)
-on Redis DB 9 (``TEST_REDIS_URL``'s host, DB ``MCP_TASKS_BROKER_DB``), clients in other
+on the test's Redis database (``TEST_REDIS_URL``), clients in other
 processes, on the test's PostgreSQL database.
 
 * a task started by one client process, which then goes away, is polled to its result by
   another process; input through ``tasks/update``; cancel; another user gets "unknown task";
 * the Celery workers are killed (SIGKILL, the whole process group) mid-task and the web worker
-  is killed while clients poll: every task completes once (N tasks, 0 lost, 0 duplicated).
+  is killed while clients poll: every task completes once (N tasks, 0 lost, 0 duplicated;
+  ``MCP_TASKS_KILL_N`` sets N, default 6; ``-s`` prints the figures).
 
 Skipped without PostgreSQL and Redis.
 """
@@ -36,7 +37,8 @@ from .workers import start_uvicorn, stop, worker_env
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parent.parent
-BROKER = REDIS_URL.rsplit("/", 1)[0] + "/" + os.environ.get("MCP_TASKS_BROKER_DB", "9")
+#: The broker: the test's Redis database (``TEST_REDIS_URL``); only Celery's keys are cleared.
+BROKER = REDIS_URL
 TUNING = {
     "TOOL_MODULES": ["tests.task_tools"],
     "TASKS_HEARTBEAT_SECONDS": 0.5,
@@ -49,9 +51,9 @@ TUNING = {
 
 @pytest.fixture
 def site(settings, tmp_path):
-    """``(mcp url, environment of the site's processes)``; the broker's DB emptied first."""
+    """``(port, mcp url, environment of the site's processes, run log)``; Celery's queue emptied first."""
     require_postgres_and_redis()
-    redis.Redis.from_url(BROKER).flushdb()
+    clear_queue()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": base}
@@ -67,7 +69,15 @@ def site(settings, tmp_path):
     )
     ensure_default_resource()
     yield port, f"{base}/mcp", env, tmp_path / "runs.log"
-    redis.Redis.from_url(BROKER).flushdb()
+    clear_queue()
+
+
+def clear_queue() -> None:
+    """Delete the Celery queue and kombu's bookkeeping from the broker (nothing else there)."""
+    client = redis.Redis.from_url(BROKER)
+    keys = [*client.keys("celery*"), *client.keys("_kombu*"), *client.keys("unacked*")]
+    if keys:
+        client.delete(*keys)
 
 
 @contextmanager
@@ -185,7 +195,7 @@ def test_killing_celery_workers_mid_task_and_the_web_worker_while_polling_loses_
 ):
     port, url, env, runs = site
     token = mint_token(user, public_app, "mcp", ensure_default_resource().uri)
-    n = 6
+    n = int(os.environ.get("MCP_TASKS_KILL_N", "6"))
     server = start_uvicorn(port, env)
     try:
         with celery_worker(env, "doomed") as doomed:
