@@ -19,6 +19,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.checks import check_tasks
+from mcp_oauth.grants import revoke_user_grants
 from mcp_oauth.mcp_tasks import TaskPolicy, jobs
 from mcp_oauth.mcp_tasks.store import EXTENSION
 from mcp_oauth.models import McpTask
@@ -569,3 +570,12 @@ def test_task_settings_checks(settings, override, check_id):
 
 def test_task_settings_check_passes_by_default():
     assert check_tasks(None) == []
+
+
+def test_revoking_the_users_grant_cancels_their_tasks(client, token, user, public_app):
+    task_id = start(client, token, "compute", {"seconds": 30, "label": "revoked"})["taskId"]
+    assert _wait(lambda: McpTask.objects.get(task_id=task_id).lease != "")
+    revoke_user_grants(user, public_app, reason="user_disconnected")
+    assert _wait(lambda: McpTask.objects.get(task_id=task_id).status == "cancelled")
+    assert SEEN["cancelled"] == [("revoked", True)]
+    assert post(client, token, "tasks/get", {"taskId": task_id}).status_code == 401

@@ -25,6 +25,7 @@ from .policy import TaskPolicy
 
 __all__ = [
     "EXTENSION",
+    "cancel_revoked_tasks",
     "cancel_task",
     "create_task",
     "detailed_task",
@@ -242,3 +243,15 @@ def publish_task(task: McpTask) -> None:
     ``MCP_OAUTH["WAKEUP_URL"]``); the ``subscriptions/listen`` streams that asked for its id read
     the row and send ``notifications/tasks``. Deferred to the commit inside a transaction."""
     wakeup.publish_on_commit(task_topic(task.task_id))
+
+
+def cancel_revoked_tasks(sender: Any, user: Any, application: Any = None, **kwargs: Any) -> int:
+    """Receiver of :data:`~mcp_oauth.signals.user_grants_revoked`: the tasks of ``user`` (with
+    ``application``, or every client) that are not finished are cancelled; the grant that made
+    them is gone. :returns: how many."""
+    if getattr(user, "pk", None) is None:
+        return 0
+    tasks = McpTask.objects.filter(user_id=user.pk).exclude(status__in=McpTask.TERMINAL)
+    if application is not None:
+        tasks = tasks.filter(application_id=application.pk)
+    return sum(cancel_task(task, reason="The user's grant to the client was revoked.") for task in tasks)
