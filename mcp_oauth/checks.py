@@ -482,3 +482,51 @@ def check_fast_client_secret_hasher(app_configs, **kwargs):
             id="mcp_oauth.W051",
         )
     ]
+
+
+@register()
+def check_tasks(app_configs, **kwargs):
+    """E090 a Tasks-extension setting out of range (:mod:`mcp_oauth.mcp_tasks`); E091 a tool keeps
+    its task results encrypted but ``TASKS_RESULT_CIPHER`` does not import as an object with
+    ``encrypt``/``decrypt``."""
+    s = mcp_oauth_settings
+    problems = []
+    if s.TASKS_EXECUTOR not in (None, "celery", "thread"):
+        problems.append(f'MCP_OAUTH["TASKS_EXECUTOR"] must be None, "celery" or "thread" (got {s.TASKS_EXECUTOR!r}).')
+    ttl = s.TASKS_TTL_MS
+    if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0):
+        problems.append('MCP_OAUTH["TASKS_TTL_MS"] must be None or a positive integer of milliseconds.')
+    poll = s.TASKS_POLL_INTERVAL_MS
+    if not isinstance(poll, int) or isinstance(poll, bool) or poll <= 0:
+        problems.append('MCP_OAUTH["TASKS_POLL_INTERVAL_MS"] must be a positive integer of milliseconds.')
+    for key in (
+        "TASKS_HEARTBEAT_SECONDS",
+        "TASKS_LEASE_SECONDS",
+        "TASKS_CANCEL_POLL_SECONDS",
+        "TASKS_QUEUE_GRACE_SECONDS",
+    ):
+        if not _is_number(getattr(s, key), 0, above=True):
+            problems.append(f'MCP_OAUTH["{key}"] must be a number of seconds above 0.')
+    if not problems and s.TASKS_LEASE_SECONDS < 2 * s.TASKS_HEARTBEAT_SECONDS:
+        problems.append('MCP_OAUTH["TASKS_LEASE_SECONDS"] must be at least twice TASKS_HEARTBEAT_SECONDS.')
+    errors = [Error(problem, id="mcp_oauth.E090") for problem in problems]
+    try:
+        tools = list(s.TOOL_REGISTRY.list())
+    except Exception:  # noqa: BLE001 - reported by the registry's own check
+        tools = []
+    sealed = [tool.name for tool in tools if getattr(getattr(tool, "task", None), "encrypt_result", False)]
+    if sealed:
+        try:
+            cipher = s.TASKS_RESULT_CIPHER
+            usable = callable(getattr(cipher, "encrypt", None)) and callable(getattr(cipher, "decrypt", None))
+        except ImportError:
+            usable = False
+        if not usable:
+            errors.append(
+                Error(
+                    f"Tools {', '.join(sealed)} keep task results encrypted, but "
+                    'MCP_OAUTH["TASKS_RESULT_CIPHER"] is not an importable object with encrypt() and decrypt().',
+                    id="mcp_oauth.E091",
+                )
+            )
+    return errors

@@ -226,10 +226,32 @@ DEFAULTS: dict[str, Any] = {
     "REQUEST_STATE_KEYS": None,
     # Lifetime of one requestState (seconds): the client must answer within it.
     "REQUEST_STATE_TTL_SECONDS": 600,
+    # --- MCP Tasks extension (io.modelcontextprotocol/tasks; mcp_oauth.mcp_tasks) ---
+    # ttlMs of a task unless its tool says otherwise (milliseconds from creation; None: unlimited).
+    # tasks/get answers -32602 "Task has expired" after it; the reconciler deletes it then.
+    "TASKS_TTL_MS": 3_600_000,
+    # pollIntervalMs suggested to clients (milliseconds).
+    "TASKS_POLL_INTERVAL_MS": 1000,
+    # Where tasks run: "celery" (a worker; the broker must be configured), "thread" (a thread of
+    # the process that created the task: the embedded default), or None: Celery when a real
+    # (non-eager) Celery app is configured, else a thread.
+    "TASKS_EXECUTOR": None,
+    # A running task writes its heartbeat this often (seconds) ...
+    "TASKS_HEARTBEAT_SECONDS": 5.0,
+    # ... and one without a heartbeat for this long lost its worker (seconds): the reconciler
+    # runs it again (the tool's max_retries) or fails it. Keep it well above the heartbeat.
+    "TASKS_LEASE_SECONDS": 30.0,
+    # A running task reads whether it was cancelled this often (seconds).
+    "TASKS_CANCEL_POLL_SECONDS": 1.0,
+    # A queued task no executor claimed for this long is queued again (seconds; a lost message).
+    "TASKS_QUEUE_GRACE_SECONDS": 60.0,
+    # Encrypts results of tools declared with encrypt_result=True: a dotted path to an object with
+    # encrypt(str) -> str and decrypt(str) -> str (Fernet, ELICITATION["ENCRYPTION_KEYS"]).
+    "TASKS_RESULT_CIPHER": "elicitation.crypto",
 }
 
 #: Settings that hold a dotted path, imported once on first access (DRF ``IMPORT_STRINGS`` style).
-IMPORT_STRINGS: frozenset[str] = frozenset({"TOOL_REGISTRY", "THROTTLE_KEY_FUNCTION"})
+IMPORT_STRINGS: frozenset[str] = frozenset({"TOOL_REGISTRY", "THROTTLE_KEY_FUNCTION", "TASKS_RESULT_CIPHER"})
 
 #: DOT settings the app turns on unless the site sets them itself in
 #: ``OAUTH2_PROVIDER``. Values that depend on MCP_OAUTH (the issuer) are added by

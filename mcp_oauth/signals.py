@@ -13,6 +13,10 @@
   it answers a request another worker sent, or one sent through the session outbox. A
   receiver that knows the id stores the answer where the asker looks (the ``elicitation``
   app records answers to its ``elicitation/create`` requests this way).
+* :data:`task_created` — ``sender=McpTask, task=…`` once an MCP task's row is committed
+  (:mod:`mcp_oauth.mcp_tasks`).
+* :data:`task_finished` — ``sender=McpTask, task=…`` when a task reached ``completed``, ``failed``
+  or ``cancelled``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ tool_called = Signal()
 authorization_code_replayed = Signal()
 client_response_received = Signal()
 user_grants_revoked = Signal()
+task_created = Signal()
+task_finished = Signal()
 
 
 def sync_default_resource(**kwargs) -> None:

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 # The CIMD fetch/refresh tasks live in mcp_oauth.cimd.tasks; importing them here registers
 # them with workers that autodiscover this module.
 from .cimd import tasks as cimd_tasks  # noqa: E402,F401
+from .mcp_tasks import jobs as mcp_task_jobs  # noqa: E402,F401  (mcp_oauth.mcp_tasks.run / .reconcile)
 
 
 @shared_task(name="mcp_oauth.tasks.cleanup", ignore_result=True)

@@ -60,6 +60,7 @@ from pydantic import (
     create_model,
 )
 
+from .mcp_tasks.policy import TaskPolicy, as_policy
 from .transport.context import ToolContext
 from .transport.input_required import InputRequest, InputRequired
 from .transport.jsonrpc import McpError
@@ -205,6 +206,8 @@ class Tool:
     parameter_names: list[str] = field(default_factory=list, repr=False)
     input_validator: jsonschema.Draft202012Validator | None = field(default=None, repr=False)
     output_validator: jsonschema.Draft202012Validator | None = field(default=None, repr=False)
+    #: How the tool runs as a task (MCP Tasks extension), or None: never.
+    task: TaskPolicy | None = None
 
     def definition(self) -> types.Tool:
         """The ``Tool`` object listed by ``tools/list``."""
@@ -368,12 +371,17 @@ class ToolRegistry:
         annotations: types.ToolAnnotations | Mapping[str, Any] | None = None,
         icons: Iterable[types.Icon | Mapping[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
+        task: TaskPolicy | str | bool | None = None,
     ) -> Tool:
         """Register ``fn`` as a tool and return its :class:`Tool`.
 
+        :param task: run as a task of the MCP Tasks extension (``io.modelcontextprotocol/tasks``):
+            a :class:`~mcp_oauth.mcp_tasks.TaskPolicy`, ``"always"``, ``"optional"`` (a task when
+            the request declares the extension) or None/``"never"`` (see ``docs/how-to/tasks.md``).
         :raises ValueError: invalid or duplicate name, invalid schema, a signature
-            that cannot be turned into a schema, a malformed scope.
+            that cannot be turned into a schema, a malformed scope, an invalid task policy.
         """
+        task_policy = as_policy(task)
         if not callable(fn):
             raise ValueError("a tool must be callable")
         tool_name = name or getattr(fn, "__name__", None)
@@ -434,6 +442,7 @@ class ToolRegistry:
             parameter_names=parameter_names,
             input_validator=input_validator,
             output_validator=output_validator,
+            task=task_policy,
         )
         self._tools[tool_name] = tool_obj
         publish_list_changed("tools")  # 2026-07-28 listen streams that opted in (none at start-up)

@@ -214,6 +214,7 @@ CELERY_BEAT_SCHEDULE = {
     "mcp-oauth-cleanup": {"task": "mcp_oauth.tasks.cleanup", "schedule": 3600},
     "mcp-oauth-prune-dynamic-clients": {"task": "mcp_oauth.tasks.prune_dynamic_clients", "schedule": 3600},
     "mcp-oauth-prune-refresh-generations": {"task": "mcp_oauth.tasks.prune_refresh_generations", "schedule": 3600},
+    "mcp-oauth-reconcile-tasks": {"task": "mcp_oauth.mcp_tasks.reconcile", "schedule": 10},
     "elicitation-reconcile-notifications": {
         "task": "elicitation.tasks.reconcile_completion_notifications",
         "schedule": 10,

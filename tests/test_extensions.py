@@ -54,7 +54,11 @@ def test_server_discover_offers_the_registered_extension(client, token, offered)
     }
     response = _post(client, token, message, **{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"})
     assert response.status_code == 200, response.content
-    assert response.json()["result"]["capabilities"]["extensions"] == {EXT: {"level": 2}}
+    # with the Tasks extension the app offers itself (2026-07-28 only)
+    assert response.json()["result"]["capabilities"]["extensions"] == {
+        EXT: {"level": 2},
+        "io.modelcontextprotocol/tasks": {},
+    }
 
 
 @pytest.mark.django_db
@@ -76,6 +80,16 @@ def test_a_callable_returning_none_switches_the_extension_off():
     register_extension(EXT, lambda: None)
     try:
         assert EXT not in server_extensions()
+    finally:
+        unregister_extension(EXT)
+
+
+def test_an_extension_is_offered_only_in_its_eras():
+    register_extension(EXT, {"x": 1}, eras={"modern"})
+    try:
+        assert server_extensions("modern")[EXT] == {"x": 1}
+        assert EXT not in server_extensions("legacy")
+        assert server_extensions()[EXT] == {"x": 1}
     finally:
         unregister_extension(EXT)
 

@@ -323,6 +323,8 @@ def test_server_discover(client, token, settings):
             "prompts": {"listChanged": True},
             "resources": {"listChanged": True, "subscribe": True},
             "completions": {},
+            # the Tasks extension (mcp_oauth.mcp_tasks)
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
         },
         "instructions": "Be nice.",
         "resultType": "complete",

@@ -11,6 +11,7 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
+from .mcp_tasks import McpTask, new_task_id
 from .refresh import RefreshGeneration, RefreshTokenGeneration
 from .subscriptions import ResourceSubscription
 from .trust import TrustRule
@@ -22,6 +23,7 @@ __all__ = [
     "Consent",
     "McpSession",
     "McpSessionEvent",
+    "McpTask",
     "ProtectedResource",
     "RedeemedAuthorizationCode",
     "RefreshGeneration",
@@ -29,5 +31,6 @@ __all__ = [
     "ResourceSubscription",
     "TrustRule",
     "new_session_id",
+    "new_task_id",
     "revoke_client_tokens",
 ]

@@ -112,6 +112,9 @@ class ToolContext:
     meta_log_level: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
     input_round: InputRound | None = field(default=None, repr=False)
+    #: The task this call runs as (:class:`mcp_oauth.mcp_tasks.runner.TaskHandle`: ``task_id``,
+    #: ``cancelled``, ``set_status_message``), or None outside a task.
+    task: Any = field(default=None, repr=False)
 
     @property
     def modern(self) -> bool:

@@ -15,30 +15,39 @@ Apps register their extensions once, from ``AppConfig.ready()``::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 ExtensionSettings = Mapping[str, Any] | Callable[[], Mapping[str, Any] | None]
 
 _registered: dict[str, ExtensionSettings] = {}
+_eras: dict[str, frozenset[str]] = {}
 
 
-def register_extension(identifier: str, settings: ExtensionSettings) -> None:
+def register_extension(
+    identifier: str, settings: ExtensionSettings, *, eras: Iterable[str] = ("legacy", "modern")
+) -> None:
     """Offer the extension ``identifier`` with ``settings`` (a mapping, or a callable returning one or
-    ``None`` when the extension is off, read each time capabilities are built). Registering the same
+    ``None`` when the extension is off, read each time capabilities are built) in ``eras``
+    (``"legacy"``: ``initialize``; ``"modern"``: ``server/discover``). Registering the same
     identifier again replaces its settings."""
     _registered[identifier] = settings
+    _eras[identifier] = frozenset(eras)
 
 
 def unregister_extension(identifier: str) -> None:
     """Stop offering ``identifier`` (no error when it was not registered)."""
     _registered.pop(identifier, None)
+    _eras.pop(identifier, None)
 
 
-def server_extensions() -> dict[str, dict[str, Any]]:
-    """``{identifier: settings}`` of every offered extension, for ``capabilities.extensions``."""
+def server_extensions(era: str | None = None) -> dict[str, dict[str, Any]]:
+    """``{identifier: settings}`` of every extension offered (in ``era`` when given), for
+    ``capabilities.extensions``."""
     offered: dict[str, dict[str, Any]] = {}
     for identifier, settings in _registered.items():
+        if era is not None and era not in _eras.get(identifier, (era,)):
+            continue
         value = settings() if callable(settings) else settings
         if value is not None:
             offered[identifier] = dict(value)

@@ -57,7 +57,7 @@ async def initialize(call: Call) -> types.InitializeResult:
         capabilities=types.ServerCapabilities(
             tools=types.ToolsCapability(list_changed=False),
             logging=types.LoggingCapability(),
-            extensions=server_extensions() or None,
+            extensions=server_extensions("legacy") or None,
             **registry_capabilities(),
         ),
         server_info=types.Implementation.model_validate(server_info()),

@@ -24,12 +24,13 @@ needed client capability not declared (``data.requiredCapabilities``)  400    -3
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
@@ -282,7 +283,7 @@ def server_capabilities() -> dict[str, Any]:
     for name in ("resources", "prompts"):
         if name not in registry_capabilities():
             capabilities.pop(name, None)
-    extensions = server_extensions()
+    extensions = server_extensions("modern")
     if extensions:
         capabilities["extensions"] = extensions
     return capabilities
@@ -314,6 +315,14 @@ def _honoured(requested: Any) -> dict[str, Any]:
     return honoured
 
 
+#: Extra ``subscriptions/listen`` filters (an extension's, e.g. the Tasks extension's ``taskIds``):
+#: ``async hook(call, requested) -> (honoured entries, relay or None)``; ``requested`` is the raw
+#: ``params.notifications`` object; the hook may raise :class:`JsonRpcError` (-32021, -32602);
+#: ``relay(sink, stamp)`` runs beside the stream until it closes, sending its own notifications.
+ListenRelay = Callable[[Callable[[dict[str, Any]], Awaitable[None]], dict[str, Any]], Awaitable[None]]
+listen_hooks: list[Callable[[Call, Mapping[str, Any]], Awaitable[tuple[dict[str, Any], ListenRelay | None]]]] = []
+
+
 async def listen(call: Call) -> dict[str, Any]:
     """``subscriptions/listen``: acknowledge the honoured filter, then relay matching events until
     the client closes the stream (MCP 2026-07-28 "Subscriptions").
@@ -326,6 +335,13 @@ async def listen(call: Call) -> dict[str, Any]:
             INVALID_REQUEST, "Bad Request: subscriptions/listen needs a streaming (ASGI) response", http_status=400
         )
     honoured = _honoured(getattr(params, "notifications", None))
+    requested = call.params.get("notifications")
+    relays: list[ListenRelay] = []
+    for hook in listen_hooks:
+        part, relay = await hook(call, requested if isinstance(requested, Mapping) else {})
+        honoured.update(part)
+        if relay is not None:
+            relays.append(relay)
     stamp = {SUBSCRIPTION_ID_META_KEY: call.message_id}
     uris = set(honoured.get("resourceSubscriptions", ()))
     async with subscriptions.get_broker().subscribe() as queue:
@@ -337,12 +353,22 @@ async def listen(call: Call) -> dict[str, Any]:
                 "params": {"notifications": honoured, "_meta": stamp},
             }
         )
-        while True:
-            event: subscriptions.Event = await queue.get()
-            if event.filter not in honoured or (event.uri is not None and event.uri not in uris):
-                continue
-            if event.audience is not None and not await sync_to_async(subscriptions.reaches)(event, call.principal):
-                continue
-            await call.sink(
-                {"jsonrpc": "2.0", "method": event.method, "params": {**(event.params or {}), "_meta": stamp}}
-            )
+        running = [asyncio.ensure_future(relay(call.sink, stamp)) for relay in relays]
+        try:
+            await _relay_events(call, queue, honoured, uris, stamp)
+        finally:
+            for task in running:
+                task.cancel()
+
+
+async def _relay_events(
+    call: Call, queue: asyncio.Queue, honoured: dict[str, Any], uris: set[str], stamp: dict[str, Any]
+) -> NoReturn:
+    assert call.sink is not None
+    while True:
+        event: subscriptions.Event = await queue.get()
+        if event.filter not in honoured or (event.uri is not None and event.uri not in uris):
+            continue
+        if event.audience is not None and not await sync_to_async(subscriptions.reaches)(event, call.principal):
+            continue
+        await call.sink({"jsonrpc": "2.0", "method": event.method, "params": {**(event.params or {}), "_meta": stamp}})

