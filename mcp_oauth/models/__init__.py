@@ -11,6 +11,7 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
+from .enterprise import EnterpriseIdentity, EnterpriseIdentityProvider, UsedAssertion
 from .refresh import RefreshGeneration, RefreshTokenGeneration
 from .subscriptions import ResourceSubscription
 from .trust import TrustRule
@@ -20,6 +21,8 @@ __all__ = [
     "ClientMetadataDocument",
     "ClientProfile",
     "Consent",
+    "EnterpriseIdentity",
+    "EnterpriseIdentityProvider",
     "McpSession",
     "McpSessionEvent",
     "ProtectedResource",
@@ -28,6 +31,7 @@ __all__ = [
     "RefreshTokenGeneration",
     "ResourceSubscription",
     "TrustRule",
+    "UsedAssertion",
     "new_session_id",
     "revoke_client_tokens",
 ]
