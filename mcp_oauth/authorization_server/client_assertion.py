@@ -79,7 +79,7 @@ def _refuse(request, message: str, reason: str, client_id: str = "") -> errors.I
         kind,
         request=request,
         client_id=client_id[:255],
-        detail={"assertion": "client_assertion", "reason": reason, "description": message},
+        detail={"assertion_kind": "client_assertion", "reason": reason, "description": message},
     )
     return errors.InvalidClientError(description=message, request=request)
 

@@ -51,7 +51,7 @@ def _refuse(request, message: str, reason: str, error=errors.InvalidGrantError, 
         kind,
         request=request,
         client_id=getattr(getattr(request, "client", None), "client_id", "") or "",
-        detail={"assertion": "id_jag", "reason": reason, "description": message, **detail},
+        detail={"assertion_kind": "id_jag", "reason": reason, "description": message, **detail},
     )
     if error is errors.CustomOAuth2Error:
         return errors.CustomOAuth2Error(error="invalid_target", description=message, request=request)
