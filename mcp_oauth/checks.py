@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
+from .authorization_server.assertions import FORBIDDEN_ALGORITHMS, KEY_TYPES
 from .health import CHECKS as READINESS_CHECK_NAMES
 from .settings import DOT_SECURITY_KEYS, mcp_oauth_settings
 
@@ -403,6 +404,26 @@ def check_decoded_token_entries(app_configs, **kwargs):
         Error(
             'MCP_OAUTH["DECODED_TOKEN_ENTRIES"] must be an integer of at least 0 (0: keep none).',
             id="mcp_oauth.E070",
+        )
+    ]
+
+
+@register(Tags.security)
+def check_assertion_algorithms(app_configs, **kwargs):
+    """E090 ``ASSERTION_ALGORITHMS`` lists ``none`` or an HS* algorithm, or nothing usable: signed JWT
+    assertions (``private_key_jwt``, ID-JAG) need asymmetric algorithms (RFC 8725 §3.1, §3.2). The
+    forbidden ones are never accepted anyway; the error says the setting does not mean what it says."""
+    configured = mcp_oauth_settings.ASSERTION_ALGORITHMS
+    if not isinstance(configured, (list, tuple)) or isinstance(configured, str):
+        configured = [configured]
+    bad = [str(alg) for alg in configured if alg in FORBIDDEN_ALGORITHMS or alg not in KEY_TYPES]
+    if not bad and configured:
+        return []
+    return [
+        Error(
+            'MCP_OAUTH["ASSERTION_ALGORITHMS"] must list asymmetric JWS algorithms only '
+            f"({', '.join(sorted(KEY_TYPES))}); not accepted: {', '.join(bad) or 'an empty list'}.",
+            id="mcp_oauth.E090",
         )
     ]
 

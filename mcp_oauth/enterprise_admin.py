@@ -66,7 +66,7 @@ class EnterpriseIdentityProviderForm(forms.ModelForm):
         return " ".join(algorithms)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         if not data.get("jwks") and not data.get("jwks_uri"):
             raise forms.ValidationError(_("Give the IdP's JWKS URL or its keys inline."))
         return data

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 from urllib.parse import urlencode
 
 import pytest
 from django.db import connections
+from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.authorization_server import jwks as jwks_module
 from mcp_oauth.authorization_server.assertions import AssertionRefused, remember_jti, verify_assertion
+from mcp_oauth.checks import check_assertion_algorithms
 from mcp_oauth.models import AuditEvent, ClientProfile, UsedAssertion
+from mcp_oauth.tasks import cleanup
 
 from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from .jwt_keys import claims, hs256_with_public_key, make_key, unsigned
@@ -387,3 +391,19 @@ def test_jwks_module_refuses_malformed_sets():
     for value in (None, {}, {"keys": "x"}, {"keys": [1]}, {"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}):
         with pytest.raises(jwks_module.KeysUnavailable):
             jwks_module.checked_key_set(value)
+
+
+@pytest.mark.django_db
+def test_cleanup_prunes_expired_jti_records(key):
+    UsedAssertion.objects.create(key="a" * 64, kind="id_jag", issuer="x", expires_at=timezone.now() - timedelta(1))
+    UsedAssertion.objects.create(key="b" * 64, kind="id_jag", issuer="x", expires_at=timezone.now() + timedelta(1))
+    assert cleanup()["used_assertions"] == 1
+    assert list(UsedAssertion.objects.values_list("key", flat=True)) == ["b" * 64]
+
+
+@pytest.mark.django_db
+def test_system_check_refuses_forbidden_algorithms(settings):
+    assert check_assertion_algorithms(None) == []
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "ASSERTION_ALGORITHMS": ["RS256", "HS256", "none"]}
+    errors = check_assertion_algorithms(None)
+    assert [e.id for e in errors] == ["mcp_oauth.E090"] and "HS256, none" in errors[0].msg

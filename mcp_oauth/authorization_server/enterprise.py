@@ -56,7 +56,7 @@ def _new_user(provider: EnterpriseIdentityProvider, claims: dict[str, Any]):
     email = claims.get("email") if claims.get("email_verified") is True else None
     host = urlsplit(provider.issuer).hostname or "idp"
     username = email if isinstance(email, str) and email else f"{claims['sub']}@{host}"
-    username = username[: User._meta.get_field(User.USERNAME_FIELD).max_length or 150]
+    username = username[: getattr(User._meta.get_field(User.USERNAME_FIELD), "max_length", None) or 150]
     if User.objects.filter(**{User.USERNAME_FIELD: username}).exists():
         return None  # never take over an account by name
     fields = {User.USERNAME_FIELD: username}
