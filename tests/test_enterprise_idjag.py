@@ -326,3 +326,14 @@ def test_idp_jwks_url_on_a_private_address_is_refused(
     assert not cimd_env.guard.refused
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.ASSERTION_REFUSED)
     assert event.detail["reason"] in ("address_refused", "non_public_address")
+
+
+@pytest.mark.django_db
+def test_switched_off_the_grant_is_unauthorized_and_not_advertised(
+    client, provider, chat_client, idp_key, resource, settings
+):
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "ENTERPRISE_MANAGED_AUTHORIZATION": False}
+    app, secret = chat_client
+    assert_error(redeem(client, app, secret, id_jag(idp_key, app, resource.uri)), "unauthorized_client")
+    metadata = client.get("/.well-known/oauth-authorization-server").json()
+    assert JWT_BEARER not in metadata["grant_types_supported"]

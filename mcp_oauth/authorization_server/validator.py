@@ -51,6 +51,7 @@ from ..client_secrets import check_client_secret
 from ..db import cursor as db_cursor
 from ..db import insert
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
+from ..settings import mcp_oauth_settings
 from ..signals import authorization_code_replayed
 from . import client_assertion, enterprise
 from .clients import cached_application
@@ -140,9 +141,10 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
 
     def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs) -> bool:
         """DOT's rule; the JWT bearer grant (ID-JAG) is for the allowed clients of an enabled
-        enterprise identity provider (:func:`.enterprise.client_may_redeem`)."""
+        enterprise identity provider (:func:`.enterprise.client_may_redeem`), while
+        ``MCP_OAUTH["ENTERPRISE_MANAGED_AUTHORIZATION"]`` is on."""
         if grant_type == JWT_BEARER_GRANT_TYPE:
-            return enterprise.client_may_redeem(client)
+            return bool(mcp_oauth_settings.ENTERPRISE_MANAGED_AUTHORIZATION) and enterprise.client_may_redeem(client)
         return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
     def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs) -> bool:
