@@ -307,8 +307,13 @@ def test_jwks_uri_on_private_address_is_refused(client, uri_client, key, cimd_en
     assert_invalid_client(response)
     assert not cimd_env.server.fetches("/jwks.json")
     assert not cimd_env.guard.refused  # nothing but loopback was even tried
-    event = AuditEvent.objects.get(kind=AuditEvent.Kind.ASSERTION_REFUSED)
-    assert event.detail["reason"] == "non_public_address" or event.detail["reason"] == "address_refused"
+    lookups = len(cimd_env.dns.lookups)
+    assert_invalid_client(cc_request(client, key.sign(client_claims(uri_client))))
+    assert len(cimd_env.dns.lookups) == lookups  # the refusal is remembered: no second resolution
+    reasons = set(
+        AuditEvent.objects.filter(kind=AuditEvent.Kind.ASSERTION_REFUSED).values_list("detail__reason", flat=True)
+    )
+    assert reasons == {"non_public_address"}
 
 
 @pytest.mark.django_db
@@ -407,3 +412,14 @@ def test_system_check_refuses_forbidden_algorithms(settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "ASSERTION_ALGORITHMS": ["RS256", "HS256", "none"]}
     errors = check_assertion_algorithms(None)
     assert [e.id for e in errors] == ["mcp_oauth.E090"] and "HS256, none" in errors[0].msg
+
+
+@pytest.mark.django_db
+def test_introspection_with_private_key_jwt(client, jwt_client, key):
+    app, _ = jwt_client
+    token = cc_request(client, key.sign(client_claims(app))).json()["access_token"]
+    data = {"token": token, "client_assertion_type": ASSERTION_TYPE}
+    answer = client.post("/oauth/introspect", {**data, "client_assertion": key.sign(client_claims(app))})
+    assert answer.status_code == 200 and answer.json()["active"] is True
+    refused = client.post("/oauth/introspect", {**data, "client_assertion": unsigned(client_claims(app))})
+    assert refused.status_code in (401, 403)

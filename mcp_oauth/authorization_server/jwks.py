@@ -6,8 +6,9 @@ documents: https only, a DNS host name, every resolved address vetted (no loopba
 link-local, metadata or translation ranges), no redirect, no proxy, bounded size and time. The
 keys are cached in ``MCP_OAUTH["JWKS_CACHE"]`` for the response's freshness lifetime (clamped like
 CIMD documents); a ``kid`` the cached set does not hold refetches at most once per
-``MCP_OAUTH["JWKS_REFETCH_SECONDS"]`` (key rotation, RFC 7517 §4.5), so unknown ``kid`` values
-cannot make the server hammer a host.
+``MCP_OAUTH["JWKS_REFETCH_SECONDS"]`` (key rotation, RFC 7517 §4.5), and a failed fetch is
+remembered for as long, so neither unknown ``kid`` values nor an unreachable or refused host make
+the server fetch on every request.
 
 A key set is accepted only when it is ``{"keys": [object, ...]}`` without private or symmetric
 key members (RFC 7518 §6.2.2, §6.3.2, §6.4.1).
@@ -79,20 +80,29 @@ def keys_from_uri(uri: str, kid: str | None = None) -> list[dict[str, Any]]:
     """
     cache = caches[mcp_oauth_settings.JWKS_CACHE]
     key = _cache_key(uri)
+    interval = float(mcp_oauth_settings.JWKS_REFETCH_SECONDS)
+    failed = cache.get(key + ":failed")
+    if failed is not None:  # a failed fetch is not repeated for JWKS_REFETCH_SECONDS
+        raise KeysUnavailable(failed[0], reason=failed[1])
     entry = cache.get(key)
     if entry is not None:
         keys, fetched_at = entry
         missing = kid is not None and not any(k.get("kid") == kid for k in keys)
-        if not missing or time.time() - fetched_at < float(mcp_oauth_settings.JWKS_REFETCH_SECONDS):
+        if not missing or time.time() - fetched_at < interval:
             return list(keys)
-    keys, max_age = fetch_key_set(uri)
+    try:
+        keys, max_age = fetch_key_set(uri)
+    except KeysUnavailable as exc:
+        if interval >= 1:
+            cache.set(key + ":failed", (str(exc), exc.reason), timeout=int(interval))
+        raise
     cache.set(key, (keys, time.time()), timeout=max(1, int(max_age)))
     return keys
 
 
 def forget(uri: str) -> None:
-    """Drop the cached key set of ``uri`` (after an administrator changed it)."""
-    caches[mcp_oauth_settings.JWKS_CACHE].delete(_cache_key(uri))
+    """Drop the cached key set (and any remembered failure) of ``uri`` (after an administrator changed it)."""
+    caches[mcp_oauth_settings.JWKS_CACHE].delete_many([_cache_key(uri), _cache_key(uri) + ":failed"])
 
 
 def signer_keys(jwks: Any, jwks_uri: str, kid: str | None = None) -> list[dict[str, Any]]:
