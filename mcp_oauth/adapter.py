@@ -24,7 +24,8 @@ The decisions:
 * :meth:`~DefaultMCPAdapter.describe_client` — what the consent page says about a client;
 * :meth:`~DefaultMCPAdapter.can_skip_consent` — whether an authorization request is approved
   without the consent page;
-* :meth:`~DefaultMCPAdapter.user_for_token` — the user an access token speaks for.
+* :meth:`~DefaultMCPAdapter.user_for_token` — the user an access token speaks for;
+* :meth:`~DefaultMCPAdapter.enterprise_user` — the user an enterprise IdP's ID-JAG speaks for.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
 from . import trust
+from .authorization_server.enterprise import user_for_subject
 from .loopback import is_loopback_host
 from .settings import mcp_oauth_settings
 from .text import without_invisible_format_characters
@@ -62,6 +64,16 @@ class DefaultMCPAdapter:
         A returned user that is not ``is_active`` makes the token ``invalid_token``.
         """
         return access_token.user
+
+    def enterprise_user(self, provider, claims: dict[str, Any], request=None) -> Any:
+        """The local user a verified ID-JAG speaks for, or None to refuse it (``invalid_grant``).
+
+        :param provider: the :class:`~mcp_oauth.models.EnterpriseIdentityProvider` that signed it.
+        :param claims: its verified claims (``iss``, ``sub``, ``client_id``, ``resource``, ``email``, ...).
+        Default: :func:`mcp_oauth.authorization_server.enterprise.user_for_subject` (the link
+        ``iss`` + ``sub``, then the provider's e-mail policy).
+        """
+        return user_for_subject(provider, claims, request)
 
     def trust_verdict(
         self,

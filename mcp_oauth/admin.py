@@ -24,7 +24,7 @@ from django.utils.translation import ngettext
 from oauth2_provider.models import get_access_token_model, get_application_model
 from oauth2_provider.settings import oauth2_settings
 
-from . import trust
+from . import enterprise_admin, trust  # enterprise_admin also registers the enterprise IdP screens
 from .audit import record
 from .authorization_server.clients import bump_clients_generation
 from .authorization_server.redirects import redirect_scheme_allowed
@@ -69,11 +69,35 @@ def _verdict_label(verdict: trust.Verdict) -> StrOrPromise:
     }[verdict.decision]
 
 
+class ClientProfileForm(forms.ModelForm):
+    """The profile's keys for ``private_key_jwt`` (RFC 7523 §2.2): a public JWK Set and / or an https URL."""
+
+    class Meta:
+        model = ClientProfile
+        fields = "__all__"
+
+    def clean_jwks(self):
+        return enterprise_admin.clean_key_set(self.cleaned_data.get("jwks"))
+
+    def clean_jwks_uri(self):
+        return enterprise_admin.clean_jwks_uri(self.cleaned_data.get("jwks_uri") or "")
+
+
 class ClientProfileInline(admin.StackedInline):
     model = ClientProfile
+    form = ClientProfileForm
     can_delete = False
     extra = 0
-    fields = ("registration_source", "trust_verdict", "last_used_at", "client_uri", "logo_uri", "metadata")
+    fields = (
+        "registration_source",
+        "trust_verdict",
+        "last_used_at",
+        "client_uri",
+        "logo_uri",
+        "jwks_uri",
+        "jwks",
+        "metadata",
+    )
     readonly_fields = ("registration_source", "trust_verdict", "metadata", "last_used_at")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 

@@ -30,6 +30,7 @@ class MCPOAuthConfig(AppConfig):
         from oauth2_provider.models import get_application_model
 
         from . import checks  # registers the system checks
+        from .authorization_server.auth_extensions import register_auth_extensions
         from .authorization_server.clients import connect_receivers as connect_client_receivers
         from .lifecycle import connect as connect_lifecycle
         from .lifecycle import connect_client
@@ -50,6 +51,7 @@ class MCPOAuthConfig(AppConfig):
         connect_lifecycle(get_user_model())
         connect_client(get_application_model())
         post_migrate.connect(sync_default_resource, sender=self)
+        register_auth_extensions()
         autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
         autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)
         autodiscover_modules(mcp_oauth_settings.PROMPTS_MODULE)

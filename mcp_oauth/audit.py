@@ -9,28 +9,34 @@ can never turn the write into a database error).
 
 Where each kind is written:
 
-========================  ===============================================================
-``consent.granted``       consent page approved (or approved automatically), authorization view
-``consent.denied``        consent page declined, authorization view
-``token.issued``          token endpoint, authorization_code / client_credentials (validator)
-``token.refreshed``       token endpoint, refresh_token grant (validator)
-``token.revoked``         RFC 7009 revocation of a stored token (validator); admin actions
-``token.refresh_reuse``   a rotated-out refresh token presented again; its family is revoked
-``code.replay``           a used authorization code presented again with its verifier
-                          (receiver of :data:`mcp_oauth.signals.authorization_code_replayed`)
-``resource.invalid``      RFC 8707 ``invalid_target`` at the authorization or token endpoint
-``client.registered``     RFC 7591 registration accepted
-``trust.denied``          the trust policy refused a registration, fetch, authorization or grant
-``cimd.fetch_failed``,    written by the Client ID Metadata Document fetcher
+================================  ===============================================================
+``consent.granted``               consent page approved (or approved automatically), authorization view
+``consent.denied``                consent page declined, authorization view
+``token.issued``                  token endpoint, authorization_code / client_credentials / jwt-bearer (validator);
+                                  ``detail.client_auth`` = ``private_key_jwt`` when so authenticated,
+                                  ``detail.idp`` / ``detail.sub`` for an ID-JAG
+``token.refreshed``               token endpoint, refresh_token grant (validator)
+``token.revoked``                 RFC 7009 revocation of a stored token (validator); admin actions
+``token.refresh_reuse``           a rotated-out refresh token presented again; its family is revoked
+``code.replay``                   a used authorization code presented again with its verifier
+                                  (receiver of :data:`mcp_oauth.signals.authorization_code_replayed`)
+``resource.invalid``              RFC 8707 ``invalid_target`` at the authorization or token endpoint
+``client.registered``             RFC 7591 registration accepted
+``trust.denied``                  the trust policy refused a registration, fetch, authorization or grant
+``cimd.fetch_failed``,            written by the Client ID Metadata Document fetcher
 ``cimd.ssrf_refused``
-``identity.mismatch``     (``elicitation`` app) a user opened or finished another user's URL elicitation
-``elicitation.finished``  (``elicitation`` app) a URL elicitation finished: ``detail.status`` is completed,
-                          cancelled or declined (start page, callback, external hook)
-``connection.created``    (``elicitation`` app) a third-party account was connected
-``connection.revoked``    (``elicitation`` app) a connection was revoked (user, admin, refused refresh)
-``secret.stored``         (``elicitation`` app) the secure input page stored a value (never the value)
-``secret.deleted``        (``elicitation`` app) the user deleted a stored value on the connections page
-========================  ===============================================================
+``identity.mismatch``             (``elicitation`` app) a user opened or finished another user's URL elicitation
+``elicitation.finished``          (``elicitation`` app) a URL elicitation finished: ``detail.status`` is completed,
+                                  cancelled or declined (start page, callback, external hook)
+``connection.created``            (``elicitation`` app) a third-party account was connected
+``connection.revoked``            (``elicitation`` app) a connection was revoked (user, admin, refused refresh)
+``secret.stored``                 (``elicitation`` app) the secure input page stored a value (never the value)
+``secret.deleted``                (``elicitation`` app) the user deleted a stored value on the connections page
+``assertion.refused``             a ``private_key_jwt`` client assertion or an ID-JAG failed a check:
+                                  ``detail = {"assertion_kind", "reason", "description", ...}``
+``assertion.replayed``            a JWT assertion's ``iss`` + ``jti`` presented a second time
+``enterprise.identity_linked``    an ID-JAG subject linked to a local user (``detail.how``: email, created)
+================================  ===============================================================
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
+from .authorization_server.assertions import FORBIDDEN_ALGORITHMS, KEY_TYPES
 from .health import CHECKS as READINESS_CHECK_NAMES
 from .settings import DOT_SECURITY_KEYS, mcp_oauth_settings
 
@@ -407,6 +408,26 @@ def check_decoded_token_entries(app_configs, **kwargs):
     ]
 
 
+@register(Tags.security)
+def check_assertion_algorithms(app_configs, **kwargs):
+    """E090 ``ASSERTION_ALGORITHMS`` lists ``none`` or an HS* algorithm, or nothing usable: signed JWT
+    assertions (``private_key_jwt``, ID-JAG) need asymmetric algorithms (RFC 8725 §3.1, §3.2). The
+    forbidden ones are never accepted anyway; the error says the setting does not mean what it says."""
+    configured = mcp_oauth_settings.ASSERTION_ALGORITHMS
+    if not isinstance(configured, (list, tuple)) or isinstance(configured, str):
+        configured = [configured]
+    bad = [str(alg) for alg in configured if alg in FORBIDDEN_ALGORITHMS or alg not in KEY_TYPES]
+    if not bad and configured:
+        return []
+    return [
+        Error(
+            'MCP_OAUTH["ASSERTION_ALGORITHMS"] must list asymmetric JWS algorithms only '
+            f"({', '.join(sorted(KEY_TYPES))}); not accepted: {', '.join(bad) or 'an empty list'}.",
+            id="mcp_oauth.E090",
+        )
+    ]
+
+
 def _is_number(value, minimum: float, above: bool = False) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
@@ -486,7 +507,7 @@ def check_fast_client_secret_hasher(app_configs, **kwargs):
 
 @register()
 def check_tasks(app_configs, **kwargs):
-    """E090 a Tasks-extension setting out of range (:mod:`mcp_oauth.mcp_tasks`); E091 a tool keeps
+    """E092 a Tasks-extension setting out of range (:mod:`mcp_oauth.mcp_tasks`); E093 a tool keeps
     its task results encrypted but ``TASKS_RESULT_CIPHER`` does not import as an object with
     ``encrypt``/``decrypt``."""
     s = mcp_oauth_settings
@@ -509,7 +530,7 @@ def check_tasks(app_configs, **kwargs):
             problems.append(f'MCP_OAUTH["{key}"] must be a number of seconds above 0.')
     if not problems and s.TASKS_LEASE_SECONDS < 2 * s.TASKS_HEARTBEAT_SECONDS:
         problems.append('MCP_OAUTH["TASKS_LEASE_SECONDS"] must be at least twice TASKS_HEARTBEAT_SECONDS.')
-    errors = [Error(problem, id="mcp_oauth.E090") for problem in problems]
+    errors = [Error(problem, id="mcp_oauth.E092") for problem in problems]
     try:
         tools = list(s.TOOL_REGISTRY.list())
     except Exception:  # noqa: BLE001 - reported by the registry's own check
@@ -526,7 +547,7 @@ def check_tasks(app_configs, **kwargs):
                 Error(
                     f"Tools {', '.join(sealed)} keep task results encrypted, but "
                     'MCP_OAUTH["TASKS_RESULT_CIPHER"] is not an importable object with encrypt() and decrypt().',
-                    id="mcp_oauth.E091",
+                    id="mcp_oauth.E093",
                 )
             )
     return errors

@@ -139,6 +139,28 @@ DEFAULTS: dict[str, Any] = {
     # TESTS ONLY: let the fetcher connect to loopback addresses (127.0.0.0/8, ::1), so a
     # test can serve documents from a local HTTPS server. Never set it in production.
     "CIMD_ALLOW_LOOPBACK_FOR_TESTS": False,
+    # --- signed JWT assertions (mcp_oauth.authorization_server.assertions) ---
+    # private_key_jwt client authentication (RFC 7523 §2.2) and ID-JAGs (RFC 7523 §2.1):
+    # the JWS algorithms accepted at all. "none" and the HS* (shared-secret) algorithms are
+    # never accepted, whatever this lists (manage.py check: mcp_oauth.E040).
+    "ASSERTION_ALGORITHMS": ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"],
+    # Longest accepted assertion lifetime (exp - now, and how old iat may be), in seconds;
+    # it also bounds how long used jti values are kept.
+    "ASSERTION_MAX_LIFETIME_SECONDS": 3600,
+    # Clock skew tolerated on exp / nbf / iat (seconds).
+    "ASSERTION_CLOCK_SKEW_SECONDS": 30,
+    # Also accept a client assertion whose aud is the token endpoint URL (RFC 7523 §3, OIDC Core
+    # §9). Off: the issuer alone (draft-ietf-oauth-rfc7523bis, audience-injection defence).
+    "CLIENT_ASSERTION_ACCEPT_TOKEN_ENDPOINT_AUDIENCE": False,
+    # Cache (a CACHES alias) for fetched JWK Sets (clients' jwks_uri, enterprise IdPs' JWKS URLs).
+    # Fetched with the CIMD fetcher's SSRF rules; kept for the response's max-age, clamped
+    # like CIMD documents. An unknown kid refetches at most once per JWKS_REFETCH_SECONDS.
+    "JWKS_CACHE": "default",
+    "JWKS_REFETCH_SECONDS": 60,
+    # MCP extensions announced in capabilities.extensions (mcp_oauth.transport.extensions):
+    # io.modelcontextprotocol/oauth-client-credentials and .../enterprise-managed-authorization.
+    "CLIENT_CREDENTIALS_EXTENSION": True,
+    "ENTERPRISE_MANAGED_AUTHORIZATION": True,
     # --- trust policy (mcp_oauth.trust; rules are TrustRule rows, managed in the admin) ---
     # What happens to a CIMD or dynamically registered client no trust rule speaks about:
     # "open" (any https client may be authorized; the consent page calls it unknown),

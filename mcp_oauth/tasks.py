@@ -1,8 +1,9 @@
 """Celery tasks of the app.
 
 ``mcp_oauth.tasks.cleanup`` deletes what is no longer needed: MCP sessions that
-ended or idled out (their outbox goes with them) and redeemed-code records older
-than ``MCP_OAUTH["REDEEMED_CODE_RETENTION_SECONDS"]``. Schedule it with Celery beat,
+ended or idled out (their outbox goes with them), redeemed-code records older
+than ``MCP_OAUTH["REDEEMED_CODE_RETENTION_SECONDS"]`` and the ``jti`` records of
+JWT assertions that have expired. Schedule it with Celery beat,
 e.g. hourly::
 
     CELERY_BEAT_SCHEDULE = {
@@ -35,10 +36,12 @@ from .mcp_tasks import jobs as mcp_task_jobs  # noqa: E402,F401  (mcp_oauth.mcp_
 
 @shared_task(name="mcp_oauth.tasks.cleanup", ignore_result=True)
 def cleanup() -> dict[str, int]:
-    """Delete dead sessions and old redeemed-code records.
+    """Delete dead sessions, old redeemed-code records and the ``jti`` records of expired JWT assertions.
 
-    :returns: ``{"sessions": n, "redeemed_codes": m}`` — rows deleted (outbox rows not counted).
+    :returns: ``{"sessions": n, "redeemed_codes": m, "used_assertions": k}`` — rows deleted (outbox
+        rows not counted).
     """
+    from .authorization_server.assertions import prune_used_assertions
     from .models import McpSession, RedeemedAuthorizationCode
     from .settings import mcp_oauth_settings
 
@@ -49,7 +52,7 @@ def cleanup() -> dict[str, int]:
     dead.delete()
     code_cutoff = now - timedelta(seconds=mcp_oauth_settings.REDEEMED_CODE_RETENTION_SECONDS)
     codes, _ = RedeemedAuthorizationCode.objects.filter(redeemed_at__lt=code_cutoff).delete()
-    return {"sessions": sessions, "redeemed_codes": codes}
+    return {"sessions": sessions, "redeemed_codes": codes, "used_assertions": prune_used_assertions()}
 
 
 def prunable_dynamic_clients(now=None):

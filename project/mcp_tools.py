@@ -15,9 +15,11 @@ from mcp_oauth.tools import ToolContext, ToolError, tool
 
 @tool(scopes=["mcp"], title="Who am I?")
 def whoami(ctx: ToolContext) -> dict:
-    """Return the authenticated user, the OAuth client and the scopes granted to its token."""
+    """Return the authenticated user (None and ``machine`` true for a client-credentials token), the
+    OAuth client and the scopes granted to its token."""
     return {
         "user": ctx.user.get_username() if ctx.user is not None else None,
+        "machine": ctx.is_machine,
         "client_id": ctx.client_id,
         "client_name": ctx.application.name if ctx.application is not None else None,
         "scopes": sorted(ctx.scopes),

@@ -17,8 +17,24 @@ from mcp_oauth.transport.extensions import (
 EXT = "com.example/test-extension"
 
 
+AUTH_EXTENSIONS = {
+    "io.modelcontextprotocol/oauth-client-credentials": {},
+    "io.modelcontextprotocol/enterprise-managed-authorization": {},
+}
+
+
 @pytest.fixture
-def offered():
+def no_auth_extensions(settings):
+    """The ext-auth extensions switched off, so only the test's own registrations are offered."""
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "CLIENT_CREDENTIALS_EXTENSION": False,
+        "ENTERPRISE_MANAGED_AUTHORIZATION": False,
+    }
+
+
+@pytest.fixture
+def offered(no_auth_extensions):
     register_extension(EXT, {"level": 2})
     yield
     unregister_extension(EXT)
@@ -70,7 +86,7 @@ def test_initialize_offers_the_registered_extension(client, token, offered):
 
 
 @pytest.mark.django_db
-def test_nothing_is_offered_without_registrations(client, token):
+def test_nothing_is_offered_without_registrations(client, token, no_auth_extensions):
     params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     response = _post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
     assert "extensions" not in response.json()["result"]["capabilities"]
@@ -99,3 +115,25 @@ def test_client_extension_reads_only_declared_objects():
     assert client_extension({"extensions": {EXT: True}}, EXT) is None
     assert client_extension({"extensions": []}, EXT) is None
     assert client_extension({}, EXT) is None
+
+
+DISCOVER_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+}
+
+
+@pytest.mark.django_db
+def test_auth_extensions_offered_in_both_eras(client, token):
+    """MCP ext-auth: client credentials and Enterprise-Managed Authorization, in capabilities.extensions."""
+    discover = _post(
+        client,
+        token,
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": DISCOVER_META}},
+        **{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
+    )
+    assert discover.json()["result"]["capabilities"]["extensions"] == AUTH_EXTENSIONS
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    initialize = _post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    assert initialize.json()["result"]["capabilities"]["extensions"] == AUTH_EXTENSIONS

@@ -556,11 +556,11 @@ def test_listen_for_tasks_without_the_extension_is_32021(token):
 @pytest.mark.parametrize(
     ("override", "check_id"),
     [
-        ({"TASKS_EXECUTOR": "cron"}, "mcp_oauth.E090"),
-        ({"TASKS_TTL_MS": 0}, "mcp_oauth.E090"),
-        ({"TASKS_HEARTBEAT_SECONDS": 10, "TASKS_LEASE_SECONDS": 15}, "mcp_oauth.E090"),
-        ({"TASKS_RESULT_CIPHER": "json"}, "mcp_oauth.E091"),  # json has no encrypt()
-        ({"TASKS_RESULT_CIPHER": "no.such.module"}, "mcp_oauth.E091"),
+        ({"TASKS_EXECUTOR": "cron"}, "mcp_oauth.E092"),
+        ({"TASKS_TTL_MS": 0}, "mcp_oauth.E092"),
+        ({"TASKS_HEARTBEAT_SECONDS": 10, "TASKS_LEASE_SECONDS": 15}, "mcp_oauth.E092"),
+        ({"TASKS_RESULT_CIPHER": "json"}, "mcp_oauth.E093"),  # json has no encrypt()
+        ({"TASKS_RESULT_CIPHER": "no.such.module"}, "mcp_oauth.E093"),
     ],
 )
 def test_task_settings_checks(settings, override, check_id):

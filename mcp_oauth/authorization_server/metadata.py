@@ -23,6 +23,7 @@ from ..resource_server.challenges import PRM_WELL_KNOWN
 from ..resources import InvalidResource
 from ..scopes import advertised
 from ..settings import mcp_oauth_settings
+from .assertion_metadata import add_assertion_metadata
 
 
 def _json(data: dict) -> JsonResponse:
@@ -48,6 +49,7 @@ class AuthorizationServerMetadataView(OAuthServerMetadataView):
         data["issuer"] = mcp_oauth_settings.issuer
         data["code_challenge_methods_supported"] = ["S256"]
         data["authorization_response_iss_parameter_supported"] = True
+        add_assertion_metadata(data)  # private_key_jwt, its algorithms, the jwt-bearer grant (ID-JAG)
         confidential = [m for m in data.get("token_endpoint_auth_methods_supported", []) if m != "none"]
         if "introspection_endpoint" in data:  # RFC 7662 §2.1: callers authenticate
             data["introspection_endpoint_auth_methods_supported"] = confidential

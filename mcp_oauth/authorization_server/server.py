@@ -1,6 +1,7 @@
 """The oauthlib server of the MCP profile: only the grants OAuth 2.1 keeps.
 
-Authorization code (with PKCE), refresh token and client credentials. The
+Authorization code (with PKCE), refresh token, client credentials and the RFC 7523 JWT bearer
+grant with an ID-JAG (:mod:`.jwt_bearer`, Enterprise-Managed Authorization). The
 implicit and password grants and the device grant are not offered at all, so a
 request for them is answered ``unsupported_response_type`` /
 ``unsupported_grant_type`` (RFC 6749 §4.1.2.1, §5.2; OAuth 2.1 §1.6, §10;
@@ -24,6 +25,8 @@ from oauthlib.oauth2.rfc6749.endpoints import (
 )
 from oauthlib.oauth2.rfc6749.grant_types import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant
 from oauthlib.oauth2.rfc6749.tokens import BearerToken
+
+from .jwt_bearer import JWT_BEARER_GRANT_TYPE, JWTBearerGrant
 
 
 def random_token(request=None, refresh_token: bool = False) -> str:
@@ -50,6 +53,7 @@ class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, Resour
         self.auth_grant = AuthorizationCodeGrant(request_validator)
         self.credentials_grant = ClientCredentialsGrant(request_validator)
         self.refresh_grant = RefreshTokenGrant(request_validator)
+        self.jwt_bearer_grant = JWTBearerGrant(request_validator)  # ID-JAG (Enterprise-Managed Authorization)
         self.bearer = BearerToken(
             request_validator, token_generator or random_token, token_expires_in, refresh_token_generator
         )
@@ -63,6 +67,7 @@ class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, Resour
                 "authorization_code": self.auth_grant,
                 "client_credentials": self.credentials_grant,
                 "refresh_token": self.refresh_grant,
+                JWT_BEARER_GRANT_TYPE: self.jwt_bearer_grant,
             },
             default_token_type=self.bearer,
         )

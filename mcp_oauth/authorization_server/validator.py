@@ -51,8 +51,11 @@ from ..client_secrets import check_client_secret
 from ..db import cursor as db_cursor
 from ..db import insert
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
+from ..settings import mcp_oauth_settings
 from ..signals import authorization_code_replayed
+from . import client_assertion, enterprise
 from .clients import cached_application
+from .jwt_bearer import JWT_BEARER_GRANT_TYPE
 from .redeemed import mark_revoked, remember_redeemed
 from .redirects import redirect_scheme_allowed, redirect_uri_registered
 from .resources import InvalidTarget, select_resource
@@ -108,8 +111,13 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         credentials is ``unauthorized_client`` (RFC 6749 §5.2: the grant is not for it), not
         ``invalid_client``.
 
+        A request with ``client_assertion`` authenticates by ``private_key_jwt`` (:mod:`.client_assertion`).
+
         :raises UnauthorizedClientError: that case (HTTP 400).
+        :raises InvalidClientError: a refused client assertion (HTTP 401).
         """
+        if client_assertion.has_client_assertion(request):
+            return client_assertion.authenticate(self, request)
         if super().authenticate_client(request, *args, **kwargs):
             return True
         if (
@@ -124,6 +132,20 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                     description="A public client cannot use the client_credentials grant.", request=request
                 )
         return False
+
+    def client_authentication_required(self, request, *args, **kwargs) -> bool:
+        """DOT's rule, and always when the request carries a ``client_assertion`` (RFC 7523 §2.2)."""
+        return client_assertion.has_client_assertion(request) or super().client_authentication_required(
+            request, *args, **kwargs
+        )
+
+    def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs) -> bool:
+        """DOT's rule; the JWT bearer grant (ID-JAG) is for the allowed clients of an enabled
+        enterprise identity provider (:func:`.enterprise.client_may_redeem`), while
+        ``MCP_OAUTH["ENTERPRISE_MANAGED_AUTHORIZATION"]`` is on."""
+        if grant_type == JWT_BEARER_GRANT_TYPE:
+            return bool(mcp_oauth_settings.ENTERPRISE_MANAGED_AUTHORIZATION) and enterprise.client_may_redeem(client)
+        return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
     def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs) -> bool:
         """Exact string match with a registered URI, loopback ports aside, and never plain ``http``
@@ -147,6 +169,10 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         return [value for value in values if value != ""]
 
     def _check_and_set_request_resource(self, request) -> None:
+        bound = getattr(request, "_mcp_assertion_resource", None)
+        if bound is not None:  # the ID-JAG's resource, checked by the grant (.jwt_bearer)
+            request.resource = [bound]
+            return
         requested = self._requested_resources(request)
         try:
             request.resource = [select_resource(requested).uri] if requested else []
@@ -287,6 +313,12 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 "expires_in": token.get("expires_in"),
                 "refresh_token_issued": "refresh_token" in token,
                 **({"grace_sibling": True} if getattr(request, "_mcp_generation", (None, False))[1] else {}),
+                **getattr(request, "_mcp_grant_detail", {}),  # ID-JAG: idp, sub
+                **(
+                    {"client_auth": request._mcp_client_auth_method}
+                    if getattr(request, "_mcp_client_auth_method", None)
+                    else {}
+                ),
             },
         )
 

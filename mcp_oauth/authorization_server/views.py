@@ -457,3 +457,11 @@ class MCPRevokeTokenView(RevokeTokenView):
 
 class MCPIntrospectTokenView(IntrospectTokenView):
     """RFC 7662 introspection endpoint (for resource servers deployed apart from this AS)."""
+
+    def authenticate_client(self, request: HttpRequest) -> bool:
+        """DOT's client authentication; a refused ``private_key_jwt`` assertion is a failed
+        authentication (DOT then tries a bearer token, else answers 403), never an error page."""
+        try:
+            return super().authenticate_client(request)
+        except oauth_errors.OAuth2Error:
+            return False

@@ -118,7 +118,8 @@ def _check_permission(request: Any, client_id: str) -> None:
 def sync_application(client_id: str, document: dict[str, Any], expires_at: datetime | None):
     """Create or update the public DOT ``Application`` of a CIMD client from its validated document.
 
-    ``name`` ← ``client_name``, ``redirect_uris`` ← ``redirect_uris``, public client,
+    ``name`` ← ``client_name``, ``redirect_uris`` ← ``redirect_uris``, public client (confidential
+    when the document says ``token_endpoint_auth_method: private_key_jwt``),
     authorization-code grant, ``registration_source = "cimd"``, ``cimd_expires_at`` ←
     ``expires_at``. DOT's own model validation (``full_clean``) runs too.
 
@@ -138,7 +139,12 @@ def sync_application(client_id: str, document: dict[str, Any], expires_at: datet
                         "This client_id is already registered on this server in another way.", reason="collision"
                     )
                 application.user = None
-                application.client_type = Application.CLIENT_PUBLIC
+                # private_key_jwt (RFC 7523 §2.2): a confidential client, authenticated by its keys.
+                application.client_type = (
+                    Application.CLIENT_CONFIDENTIAL
+                    if document.get("token_endpoint_auth_method") == "private_key_jwt"
+                    else Application.CLIENT_PUBLIC
+                )
                 application.authorization_grant_type = Application.GRANT_AUTHORIZATION_CODE
                 application.registration_source = Application.RegistrationSource.CIMD
                 application.name = document["client_name"]

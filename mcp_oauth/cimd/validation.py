@@ -166,8 +166,8 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
       zero-width formatting characters is replaced by the ``client_id`` URL's host;
     * ``redirect_uris`` a non-empty array (at most 20) of https or loopback-http URIs;
     * no ``client_secret`` nor ``client_secret_expires_at`` member, whatever its value;
-    * ``token_endpoint_auth_method`` absent or ``"none"`` (shared-secret methods are
-      forbidden by draft §4.1; ``private_key_jwt`` is not supported by this server);
+    * ``token_endpoint_auth_method`` absent, ``"none"``, or ``"private_key_jwt"`` with ``jwks`` or an
+      https ``jwks_uri`` (RFC 7523 §2.2; shared-secret methods are forbidden by draft §4.1);
     * ``jwks``, if present, has no private or symmetric key material;
     * ``grant_types`` including ``authorization_code`` and ``response_types`` including ``code``;
       unsupported values and unusable optional members are left out, not refused (RFC 7591 §2,
@@ -217,11 +217,18 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
     for uri in uris:
         _check_redirect_uri(uri)
     method = document.get("token_endpoint_auth_method", "none")
-    if method != "none":
+    if method == "private_key_jwt":
+        if not document.get("jwks") and not _https_url(document.get("jwks_uri")):
+            raise InvalidDocument(
+                "token_endpoint_auth_method private_key_jwt needs jwks or an https jwks_uri.",
+                reason="auth_method",
+                detail={"method": "private_key_jwt"},
+            )
+    elif method != "none":
         if method in SHARED_SECRET_AUTH_METHODS:
             message = f"token_endpoint_auth_method {method} relies on a shared secret, which CIMD clients must not use."
         else:
-            message = 'This server accepts CIMD clients with token_endpoint_auth_method "none" only.'
+            message = 'This server accepts CIMD clients with token_endpoint_auth_method "none" or "private_key_jwt".'
         raise InvalidDocument(message, reason="auth_method", detail={"method": str(method)[:64]})
     jwks = document.get("jwks")
     if jwks is not None:

@@ -11,6 +11,7 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
+from .enterprise import EnterpriseIdentity, EnterpriseIdentityProvider, UsedAssertion
 from .mcp_tasks import McpTask, new_task_id
 from .refresh import RefreshGeneration, RefreshTokenGeneration
 from .subscriptions import ResourceSubscription
@@ -21,6 +22,8 @@ __all__ = [
     "ClientMetadataDocument",
     "ClientProfile",
     "Consent",
+    "EnterpriseIdentity",
+    "EnterpriseIdentityProvider",
     "McpSession",
     "McpSessionEvent",
     "McpTask",
@@ -30,6 +33,7 @@ __all__ = [
     "RefreshTokenGeneration",
     "ResourceSubscription",
     "TrustRule",
+    "UsedAssertion",
     "new_session_id",
     "new_task_id",
     "revoke_client_tokens",

@@ -36,6 +36,9 @@ class AuditEvent(models.Model):
         CONNECTION_REVOKED = "connection.revoked", _("third-party connection revoked")
         SECRET_STORED = "secret.stored", _("secure input value stored")
         SECRET_DELETED = "secret.deleted", _("secure input value deleted")
+        ASSERTION_REFUSED = "assertion.refused", _("JWT assertion refused")
+        ASSERTION_REPLAYED = "assertion.replayed", _("JWT assertion replayed")
+        ENTERPRISE_IDENTITY_LINKED = "enterprise.identity_linked", _("enterprise identity linked")
 
     kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices, db_index=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)

@@ -121,6 +121,19 @@ class ClientProfile(models.Model):
     logo_uri = models.URLField(_("logo URI"), max_length=500, blank=True)
     client_secret_expires_at = models.PositiveBigIntegerField(default=0)
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
+    # private_key_jwt client authentication (RFC 7523 §2.2, RFC 7591 §2): the client's public keys.
+    jwks = models.JSONField(
+        _("JWKS"),
+        null=True,
+        blank=True,
+        help_text=_("The client's public keys (a JWK Set) for private_key_jwt authentication."),
+    )
+    jwks_uri = models.URLField(
+        _("JWKS URL"),
+        max_length=500,
+        blank=True,
+        help_text=_("https URL of the client's JWK Set for private_key_jwt (fetched with the SSRF rules of CIMD)."),
+    )
 
     class Meta:
         verbose_name = _("client profile")

@@ -53,6 +53,12 @@ class BearerPrincipal:
     def client_id(self) -> str | None:
         return self.application.client_id if self.application is not None else None
 
+    @property
+    def is_machine(self) -> bool:
+        """True for a token that speaks for no user: the client itself (``client_credentials``,
+        MCP ext-auth "OAuth Client Credentials"), a machine principal."""
+        return self.user is None
+
 
 @dataclass
 class BearerChallenge(Exception):

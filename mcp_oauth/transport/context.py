@@ -134,6 +134,11 @@ class ToolContext:
         return self.principal.client_id
 
     @property
+    def is_machine(self) -> bool:
+        """True when the token speaks for the client itself (``client_credentials``), not for a user."""
+        return self.principal.is_machine
+
+    @property
     def scopes(self) -> frozenset[str]:
         return self.principal.scopes
 
