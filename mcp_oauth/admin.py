@@ -46,8 +46,8 @@ if TYPE_CHECKING:
 
 @admin.register(ProtectedResource)
 class ProtectedResourceAdmin(admin.ModelAdmin):
-    list_display = ("uri", "name", "scopes", "is_default", "enabled")
-    list_filter = ("is_default", "enabled")
+    list_display = ("uri", "name", "scopes", "is_default", "enabled", "dpop_required")
+    list_filter = ("is_default", "enabled", "dpop_required")
     search_fields = ("uri", "name")
 
 
@@ -71,7 +71,15 @@ class ClientProfileInline(admin.StackedInline):
     model = ClientProfile
     can_delete = False
     extra = 0
-    fields = ("registration_source", "trust_verdict", "last_used_at", "client_uri", "logo_uri", "metadata")
+    fields = (
+        "registration_source",
+        "trust_verdict",
+        "last_used_at",
+        "client_uri",
+        "logo_uri",
+        "dpop_bound_access_tokens",
+        "metadata",
+    )
     readonly_fields = ("registration_source", "trust_verdict", "metadata", "last_used_at")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 

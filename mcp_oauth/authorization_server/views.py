@@ -39,6 +39,7 @@ from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 from .. import throttling, trust
 from ..adapter import get_adapter
 from ..audit import record
+from ..dpop.token_endpoint import token_request_proof
 from ..errors import OAuthError
 from ..login import login_url
 from ..models import AuditEvent, Consent, ProtectedResource
@@ -383,7 +384,9 @@ class MCPTokenView(TokenView):
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
-            with token_request():  # clients and trust rules from memory while current (.clients)
+            # clients and trust rules from memory while current (.clients); the DPoP proof checked and
+            # kept for the validator (RFC 9449 §5, mcp_oauth.dpop.token_endpoint)
+            with token_request(), token_request_proof(request):
                 response = self.token_response(request, *args, **kwargs)
         except OAuthError as exc:
             return exc.response()

@@ -11,6 +11,7 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
+from .dpop import DPoPBinding
 from .refresh import RefreshGeneration, RefreshTokenGeneration
 from .subscriptions import ResourceSubscription
 from .trust import TrustRule
@@ -20,6 +21,7 @@ __all__ = [
     "ClientMetadataDocument",
     "ClientProfile",
     "Consent",
+    "DPoPBinding",
     "McpSession",
     "McpSessionEvent",
     "ProtectedResource",

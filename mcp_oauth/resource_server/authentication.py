@@ -19,9 +19,11 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from ..adapter import DefaultMCPAdapter, get_adapter
+from ..dpop.resource import DPoPRefusal, acheck_request, check_request, dpop_token_from_header
 from ..models import ProtectedResource
 from ..scopes import missing as scope_missing
 from .cache import (
+    CACHE_ERRORS,
     RESOURCE_GENERATION_KEY,
     TOKEN_PREFIX,
     access_token_by_checksum,
@@ -70,6 +72,10 @@ class BearerChallenge(Exception):
     #: The request that failed: the challenge names the metadata URL in the spelling it used
     #: (loopback development sites, :mod:`mcp_oauth.origins`).
     request: HttpRequest | None = field(default=None, repr=False, compare=False)
+    #: The failure concerns DPoP (RFC 9449 §7.1): the error goes in a ``DPoP`` challenge.
+    dpop: bool = False
+    #: ``DPoP-Nonce`` to send (``use_dpop_nonce``, RFC 9449 §9).
+    dpop_nonce: str | None = None
 
     def __post_init__(self) -> None:
         super().__init__(self.error_description or self.error or "authentication required")
@@ -82,6 +88,8 @@ class BearerChallenge(Exception):
             error_description=self.error_description,
             scopes=self.scopes,
             request=self.request,
+            dpop=self.dpop,
+            dpop_nonce=self.dpop_nonce,
         )
 
 
@@ -139,16 +147,42 @@ def _authenticate_bearer(
             error_description="Access tokens are accepted only in the Authorization header.",
             scopes=needed,
         )
+    header = request.headers.get("Authorization")
+    used_dpop = False
     try:
-        token = bearer_token_from_header(request.headers.get("Authorization"))
+        token = dpop_token_from_header(header)  # RFC 9449 §7.1
+        used_dpop = token is not None
+        if token is None:
+            token = bearer_token_from_header(header)
     except ValueError:
         raise BearerChallenge(
-            resource, error="invalid_token", error_description="The access token is malformed.", scopes=needed
+            resource,
+            error="invalid_token",
+            error_description="The access token is malformed.",
+            scopes=needed,
+            dpop=bool(header and header[:5].lower() == "dpop "),
         ) from None
     if token is None:
         raise BearerChallenge(resource, scopes=needed)
 
-    return _principal(request, resource, access_token_by_checksum(token_checksum(token)), needed)
+    access_token = access_token_by_checksum(token_checksum(token))
+    try:
+        principal = _principal(request, resource, access_token, needed)
+    except BearerChallenge as challenge:
+        challenge.dpop = used_dpop
+        raise
+    try:
+        check_request(request, resource, token, access_token, used_dpop)
+    except DPoPRefusal as refusal:
+        raise BearerChallenge(
+            resource,
+            error=refusal.error,
+            error_description=refusal.description,
+            scopes=needed,
+            dpop=True,
+            dpop_nonce=refusal.nonce,
+        ) from None
+    return principal
 
 
 def _principal(
@@ -223,8 +257,12 @@ async def authenticate_bearer_cached(
         request.META.get("QUERY_STRING") and "access_token" in request.GET
     ):
         return None
+    header = request.headers.get("Authorization")
     try:
-        token = bearer_token_from_header(request.headers.get("Authorization"))
+        token = dpop_token_from_header(header)  # RFC 9449 §7.1
+        used_dpop = token is not None
+        if token is None:
+            token = bearer_token_from_header(header)
     except ValueError:
         return None
     if token is None:
@@ -240,9 +278,14 @@ async def authenticate_bearer_cached(
     if resource is None or access_token is None:
         return None
     try:
-        return _principal(request, resource, access_token, list(dict.fromkeys(resource.scope_list)))
+        principal = _principal(request, resource, access_token, list(dict.fromkeys(resource.scope_list)))
     except BearerChallenge:
         return None
+    try:
+        passed = await acheck_request(request, resource, token, access_token, used_dpop)
+    except CACHE_ERRORS:
+        return None  # the thread path refuses the request with the outage's 503
+    return principal if passed else None
 
 
 def resolve_resource(resource_uri: str | None = None) -> ProtectedResource:

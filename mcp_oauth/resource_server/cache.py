@@ -61,6 +61,7 @@ from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
+from ..dpop.bindings import JKT_ATTRIBUTE, binding_subquery
 from ..models import ProtectedResource
 from ..overload import UNAVAILABLE_ERRORS
 from ..resources import canonicalize_resource
@@ -68,6 +69,7 @@ from ..settings import mcp_oauth_settings
 from .decoded import TOMBSTONE, DecodedEntries
 
 __all__ = [
+    "CACHE_ERRORS",
     "RESOURCE_GENERATION_KEY",
     "TOKEN_PREFIX",
     "access_token_by_checksum",
@@ -103,6 +105,8 @@ def _cache_errors() -> tuple[type[BaseException], ...]:
 
 
 _CACHE_ERRORS = _cache_errors()
+#: The errors of an unavailable cache (what the synchronous paths log and get around).
+CACHE_ERRORS = _CACHE_ERRORS
 
 
 def token_checksum(token: str) -> str:
@@ -114,8 +118,14 @@ def token_checksum(token: str) -> str:
 
 
 def _load_token(checksum: str) -> Any:
+    """The token row with its client and user, and its DPoP binding (``cnf.jkt``, RFC 9449 §6.1)
+    as the attribute ``dpop_jkt`` (None: a bearer token), in one query."""
     return (
-        get_access_token_model().objects.select_related("application", "user").filter(token_checksum=checksum).first()
+        get_access_token_model()
+        .objects.select_related("application", "user")
+        .annotate(**{JKT_ATTRIBUTE: binding_subquery()})
+        .filter(token_checksum=checksum)
+        .first()
     )
 
 
