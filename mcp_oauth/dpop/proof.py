@@ -14,8 +14,9 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -141,6 +142,7 @@ def access_token_hash(access_token: str) -> str:
     return _b64encode(hashlib.sha256(access_token.encode("ascii")).digest())
 
 
+@lru_cache(maxsize=512)
 def normalize_htu(url: str) -> str | None:
     """``url`` without query and fragment, scheme and host lowercased, the default port dropped
     and an empty path written ``/`` (RFC 9449 §4.3 step 9, RFC 3986 §6.2.2-§6.2.3); None when it
@@ -219,12 +221,15 @@ def verify_proof(
     urls: Iterable[str],
     access_token: str | None = None,
     now: float | None = None,
+    more_urls: Callable[[], Iterable[str]] | None = None,
 ) -> DPoPProof:
     """Check the DPoP proof ``proof`` (the ``DPoP`` header's value) of a request (RFC 9449 §4.3).
 
     :param method: the request's HTTP method (``htm`` must equal it).
     :param urls: the request's URL in each spelling the server answers to (``htu``, compared
         after :func:`normalize_htu`, must equal one).
+    :param more_urls: further spellings of the URL, asked for only when ``htu`` matches none of
+        ``urls`` (they may cost more to work out).
     :param access_token: the access token sent with the proof (resource server): ``ath`` must
         be its hash. None at the token endpoint (``ath`` is then not looked at).
     :param now: the current time (seconds since the epoch; None: the clock).
@@ -254,8 +259,11 @@ def verify_proof(
         raise InvalidDPoPProof("The DPoP proof's jti is missing or too long.")
     if htm != method:
         raise InvalidDPoPProof(f"The DPoP proof's htm must be {method}.")
-    expected = {normalize_htu(url) for url in urls}
-    if not isinstance(htu, str) or normalize_htu(htu) not in expected:
+    given = normalize_htu(htu) if isinstance(htu, str) else None
+    if given is None or (
+        given not in {normalize_htu(url) for url in urls}
+        and (more_urls is None or given not in {normalize_htu(url) for url in more_urls()})
+    ):
         raise InvalidDPoPProof("The DPoP proof's htu is not this request's URL.")
     if isinstance(iat, bool) or not isinstance(iat, (int, float)):
         raise InvalidDPoPProof("The DPoP proof's iat is missing.")

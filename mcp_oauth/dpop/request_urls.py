@@ -7,7 +7,13 @@ from django.http import HttpRequest
 from ..origins import as_requested
 from ..settings import mcp_oauth_settings
 
-__all__ = ["request_urls"]
+__all__ = ["canonical_url", "request_urls"]
+
+
+def canonical_url(request: HttpRequest) -> list[str]:
+    """``[request's URL in BASE_URL's spelling]``: what clients see behind a proxy, and the
+    spelling of every resource URI."""
+    return [mcp_oauth_settings.absolute(request.path)]
 
 
 def request_urls(request: HttpRequest) -> list[str]:

@@ -28,7 +28,7 @@ from .bindings import JKT_ATTRIBUTE, bound_jkt
 from .nonce import new_nonce
 from .proof import DPoPProof, InvalidDPoPProof, UseDPoPNonce, supported_algorithms, verify_proof
 from .replay import aremember_jti, remember_jti
-from .request_urls import request_urls
+from .request_urls import canonical_url, request_urls
 
 __all__ = ["DPoPRefusal", "acheck_request", "check_request", "dpop_token_from_header"]
 
@@ -83,7 +83,11 @@ def _proof(
         raise DPoPRefusal("invalid_token", "The access token is not DPoP-bound: send it with the Bearer scheme.")
     try:
         proof = verify_proof(
-            request.headers.get("DPoP"), method=request.method or "", urls=request_urls(request), access_token=token
+            request.headers.get("DPoP"),
+            method=request.method or "",
+            urls=canonical_url(request),
+            more_urls=lambda: request_urls(request),
+            access_token=token,
         )
     except InvalidDPoPProof as exc:
         raise DPoPRefusal("invalid_dpop_proof", str(exc)) from None

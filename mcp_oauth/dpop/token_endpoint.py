@@ -33,7 +33,7 @@ from .bindings import bind_tokens, refresh_token_jkt
 from .nonce import new_nonce
 from .proof import DPoPProof, InvalidDPoPProof, UseDPoPNonce, supported_algorithms, verify_proof
 from .replay import remember_jti
-from .request_urls import request_urls
+from .request_urls import canonical_url, request_urls
 from .requirements import client_requires_dpop, resources_require_dpop
 
 __all__ = ["bind_grant", "check_token_request", "current_proof", "token_request_proof"]
@@ -51,7 +51,9 @@ def check_token_request(request: HttpRequest) -> DPoPProof | None:
     if header is None or not supported_algorithms():
         return None
     try:
-        proof = verify_proof(header, method=request.method or "", urls=request_urls(request))
+        proof = verify_proof(
+            header, method=request.method or "", urls=canonical_url(request), more_urls=lambda: request_urls(request)
+        )
     except InvalidDPoPProof as exc:
         raise OAuthError("invalid_dpop_proof", str(exc)) from None
     except UseDPoPNonce as exc:
