@@ -375,3 +375,51 @@ def test_2025_11_25_era_path(logged_in, key, dpop_pair):
     )
     assert stolen.status_code == 401
     assert challenge_error(stolen) == "invalid_dpop_proof"
+
+
+def test_dynamic_registration_opts_in(client, user, resource, key):
+    """RFC 9449 §5.2 client metadata at RFC 7591 registration."""
+    metadata = {
+        "redirect_uris": [REDIRECT_URI],
+        "token_endpoint_auth_method": "none",
+        "client_name": "dpop client",
+        "dpop_bound_access_tokens": True,
+    }
+    registered = client.post("/oauth/register", json.dumps(metadata), content_type="application/json")
+    assert registered.status_code == 201, registered.content
+    assert registered.json()["dpop_bound_access_tokens"] is True
+    from oauth2_provider.models import get_application_model
+
+    app = get_application_model().objects.get(client_id=registered.json()["client_id"])
+    client.force_login(user)
+    refused = exchange(client, app)
+    assert (refused.status_code, refused.json()["error"]) == (400, "invalid_dpop_proof")
+    assert exchange(client, app, key.proof("POST", TOKEN_URL)).json()["token_type"] == "DPoP"
+    bad = client.post(
+        "/oauth/register",
+        json.dumps({**metadata, "dpop_bound_access_tokens": "yes"}),
+        content_type="application/json",
+    )
+    assert bad.status_code == 400
+    assert bad.json()["error"] == "invalid_client_metadata"
+
+
+def test_cimd_document_flag_requires_dpop(db):
+    """A Client ID Metadata Document with ``dpop_bound_access_tokens: true`` opts its client in."""
+    from oauth2_provider.models import get_application_model
+
+    from mcp_oauth.dpop.requirements import client_requires_dpop
+    from mcp_oauth.models import ClientMetadataDocument
+
+    Application = get_application_model()
+    url = "https://client.example.com/metadata.json"
+    app = Application.objects.create(
+        client_id=url, name="cimd", client_type="public", authorization_grant_type="authorization-code"
+    )
+    document = ClientMetadataDocument.objects.create(
+        client_id=url, application=app, document={"client_id": url, "dpop_bound_access_tokens": False}
+    )
+    assert client_requires_dpop(app) is False
+    document.document = {"client_id": url, "dpop_bound_access_tokens": True}
+    document.save()
+    assert client_requires_dpop(app) is True
