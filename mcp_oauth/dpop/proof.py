@@ -278,4 +278,4 @@ def verify_proof(
         nonce = claims.get("nonce")
         if not isinstance(nonce, str) or not nonce_valid(nonce, current):
             raise UseDPoPNonce("A current DPoP nonce is required: use the DPoP-Nonce header of this response.")
-    return DPoPProof(jkt=jkt, jti=jti, iat=float(iat), htm=htm, htu=htu)
+    return DPoPProof(jkt=jkt, jti=jti, iat=float(iat), htm=method, htu=str(htu))
