@@ -423,3 +423,31 @@ def test_cimd_document_flag_requires_dpop(db):
     document.document = {"client_id": url, "dpop_bound_access_tokens": True}
     document.save()
     assert client_requires_dpop(app) is True
+
+
+@pytest.mark.urls("tests.urls")
+def test_decorator_and_drf_protection(logged_in, key, dpop_pair):
+    """``require_bearer`` and ``MCPBearerAuthentication`` make the same DPoP checks (htu: their own URL)."""
+    token = dpop_pair["access_token"]
+    plain = "http://testserver/api/plain"
+    ok = logged_in.get("/api/plain", HTTP_AUTHORIZATION=f"DPoP {token}", HTTP_DPOP=key.proof("GET", plain, token))
+    assert ok.status_code == 200, ok.content
+    assert ok.json()["user"] == "alice"
+    wrong_url = logged_in.get(
+        "/api/plain", HTTP_AUTHORIZATION=f"DPoP {token}", HTTP_DPOP=key.proof("GET", MCP_URL, token)
+    )
+    assert wrong_url.status_code == 401
+    assert challenge_error(wrong_url) == "invalid_dpop_proof"
+    notes = "http://testserver/api/notes"
+    stolen = logged_in.get(
+        "/api/notes", HTTP_AUTHORIZATION=f"DPoP {token}", HTTP_DPOP=DPoPKey().proof("GET", notes, token)
+    )
+    assert stolen.status_code == 401
+    assert challenge_error(stolen) == "invalid_dpop_proof"
+    as_bearer = logged_in.get("/api/notes", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert as_bearer.status_code == 401
+    assert challenge_error(as_bearer) == "invalid_token"
+    # a valid proof passes authentication; the view's own scope is missing: 403 in a DPoP challenge
+    scoped = logged_in.get("/api/notes", HTTP_AUTHORIZATION=f"DPoP {token}", HTTP_DPOP=key.proof("GET", notes, token))
+    assert scoped.status_code == 403
+    assert challenge_error(scoped) == "insufficient_scope"

@@ -99,10 +99,12 @@ def www_authenticate(
 
     * ``Bearer`` (:func:`bearer_challenge`) unless the resource requires DPoP;
     * ``DPoP`` (:func:`dpop_challenge`) when DPoP is on and the resource requires it or the
-      failure concerns DPoP (``dpop``: the request used the DPoP scheme, a bound token came as
-      Bearer, a proof failed). The ``error`` then goes in the DPoP challenge, the Bearer one
+      failure concerns DPoP (``dpop``: a bound token came as Bearer, a proof failed) or ``request``
+      used the DPoP scheme (an ``insufficient_scope`` of a DPoP request is a DPoP challenge too). The ``error`` then goes in the DPoP challenge, the Bearer one
       (first, for clients that read only the first challenge's ``resource_metadata``) has none.
     """
+    if request is not None and not dpop:  # a request made with the DPoP scheme is answered in it
+        dpop = request.headers.get("Authorization", "")[:5].lower() == "dpop "
     with_dpop = bool(supported_algorithms()) and (dpop or resource.dpop_required)
     if not with_dpop:
         return bearer_challenge(
