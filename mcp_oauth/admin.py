@@ -34,6 +34,7 @@ from .models import (
     ClientMetadataDocument,
     ClientProfile,
     Consent,
+    DPoPBinding,
     McpSession,
     ProtectedResource,
     TrustRule,
@@ -49,6 +50,22 @@ class ProtectedResourceAdmin(admin.ModelAdmin):
     list_display = ("uri", "name", "scopes", "is_default", "enabled", "dpop_required")
     list_filter = ("is_default", "enabled", "dpop_required")
     search_fields = ("uri", "name")
+
+
+@admin.register(DPoPBinding)
+class DPoPBindingAdmin(admin.ModelAdmin):
+    """The DPoP key bindings of issued tokens (RFC 9449 §6): read-only, written by the token endpoint."""
+
+    list_display = ("token_kind", "jkt", "created_at", "expires")
+    list_filter = ("token_kind",)
+    search_fields = ("jkt",)
+    readonly_fields = ("token_checksum", "jkt", "token_kind", "created_at", "expires")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 #: Search users by their USERNAME_FIELD (custom user models may have no ``username``).

@@ -25,6 +25,8 @@ from celery import shared_task
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from .dpop.bindings import prune_bindings
+
 log = logging.getLogger(__name__)
 
 # The CIMD fetch/refresh tasks live in mcp_oauth.cimd.tasks; importing them here registers
@@ -34,9 +36,11 @@ from .cimd import tasks as cimd_tasks  # noqa: E402,F401
 
 @shared_task(name="mcp_oauth.tasks.cleanup", ignore_result=True)
 def cleanup() -> dict[str, int]:
-    """Delete dead sessions and old redeemed-code records.
+    """Delete dead sessions, old redeemed-code records and expired DPoP bindings.
 
-    :returns: ``{"sessions": n, "redeemed_codes": m}`` — rows deleted (outbox rows not counted).
+    Also the DPoP bindings of expired tokens (:func:`mcp_oauth.dpop.bindings.prune_bindings`).
+
+    :returns: ``{"sessions": n, "redeemed_codes": m, "dpop_bindings": k}`` — rows deleted (outbox rows not counted).
     """
     from .models import McpSession, RedeemedAuthorizationCode
     from .settings import mcp_oauth_settings
@@ -48,7 +52,7 @@ def cleanup() -> dict[str, int]:
     dead.delete()
     code_cutoff = now - timedelta(seconds=mcp_oauth_settings.REDEEMED_CODE_RETENTION_SECONDS)
     codes, _ = RedeemedAuthorizationCode.objects.filter(redeemed_at__lt=code_cutoff).delete()
-    return {"sessions": sessions, "redeemed_codes": codes}
+    return {"sessions": sessions, "redeemed_codes": codes, "dpop_bindings": prune_bindings(now)}
 
 
 def prunable_dynamic_clients(now=None):

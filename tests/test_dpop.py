@@ -451,3 +451,32 @@ def test_decorator_and_drf_protection(logged_in, key, dpop_pair):
     scoped = logged_in.get("/api/notes", HTTP_AUTHORIZATION=f"DPoP {token}", HTTP_DPOP=key.proof("GET", notes, token))
     assert scoped.status_code == 403
     assert challenge_error(scoped) == "insufficient_scope"
+
+
+def test_cleanup_prunes_the_bindings_of_expired_tokens(db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mcp_oauth.dpop.bindings import bind_tokens
+    from mcp_oauth.tasks import cleanup
+
+    now = timezone.now()
+    bind_tokens(
+        "a" * 43,
+        [("old", "access_token", now - timedelta(seconds=1)), ("live", "access_token", now + timedelta(hours=1))],
+    )
+    assert cleanup()["dpop_bindings"] == 1
+    assert list(DPoPBinding.objects.values_list("token_checksum", flat=True)) == [token_checksum("live")]
+
+
+def test_settings_check(settings):
+    from django.core.checks import run_checks
+
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "DPOP_SIGNING_ALG_VALUES_SUPPORTED": ["ES256", "HS256"],
+        "DPOP_PROOF_MAX_AGE_SECONDS": 0,
+    }
+    ids = [message.id for message in run_checks() if message.id == "mcp_oauth.E095"]
+    assert ids == ["mcp_oauth.E095", "mcp_oauth.E095"]

@@ -135,4 +135,8 @@ def test_pruning_takes_tokens_and_consents_with_it(user):
     Consent.objects.create(user=user, application=stale, scope="mcp")
     assert prune_dynamic_clients.delay().get() == {"clients": 1}
     assert not AccessToken.objects.exists() and not Consent.objects.exists()
-    assert cleanup.delay().get() == {"sessions": 0, "redeemed_codes": 0}  # the other task is still there
+    assert cleanup.delay().get() == {
+        "sessions": 0,
+        "redeemed_codes": 0,
+        "dpop_bindings": 0,
+    }  # the other task is still there
