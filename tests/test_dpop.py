@@ -480,3 +480,19 @@ def test_settings_check(settings):
     }
     ids = [message.id for message in run_checks() if message.id == "mcp_oauth.E095"]
     assert ids == ["mcp_oauth.E095", "mcp_oauth.E095"]
+
+
+def test_introspection_names_the_key(logged_in, key, dpop_pair, service, mint_token, user, public_app, resource):
+    """RFC 9449 §6.2: an introspected DPoP-bound token says ``token_type: DPoP`` and ``cnf.jkt``."""
+    from .oauth_helpers import basic
+
+    app, secret = service
+    auth = {"HTTP_AUTHORIZATION": basic(app.client_id, secret)}
+    bound = logged_in.post("/oauth/introspect", {"token": dpop_pair["access_token"]}, **auth)
+    assert bound.status_code == 200, bound.content
+    assert bound.json()["active"] is True
+    assert bound.json()["token_type"] == "DPoP"
+    assert bound.json()["cnf"] == {"jkt": key.thumbprint}
+    plain = logged_in.post("/oauth/introspect", {"token": mint_token(user, public_app, "mcp", resource.uri)}, **auth)
+    assert plain.json()["active"] is True
+    assert "cnf" not in plain.json()

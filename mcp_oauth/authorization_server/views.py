@@ -39,6 +39,7 @@ from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 from .. import throttling, trust
 from ..adapter import get_adapter
 from ..audit import record
+from ..dpop.introspection import with_confirmation
 from ..dpop.token_endpoint import token_request_proof
 from ..errors import OAuthError
 from ..login import login_url
@@ -459,4 +460,9 @@ class MCPRevokeTokenView(RevokeTokenView):
 
 
 class MCPIntrospectTokenView(IntrospectTokenView):
-    """RFC 7662 introspection endpoint (for resource servers deployed apart from this AS)."""
+    """RFC 7662 introspection endpoint (for resource servers deployed apart from this AS); a
+    DPoP-bound token is described with its ``cnf.jkt`` (RFC 9449 §6.2)."""
+
+    @staticmethod
+    def get_token_response(token_value=None):
+        return with_confirmation(IntrospectTokenView.get_token_response(token_value), token_value)
