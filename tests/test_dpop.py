@@ -496,3 +496,9 @@ def test_introspection_names_the_key(logged_in, key, dpop_pair, service, mint_to
     plain = logged_in.post("/oauth/introspect", {"token": mint_token(user, public_app, "mcp", resource.uri)}, **auth)
     assert plain.json()["active"] is True
     assert "cnf" not in plain.json()
+
+
+def test_cors_lets_browser_clients_send_proofs_and_read_nonces(client, resource):
+    for path in ("/mcp", "/oauth/token"):
+        response = client.options(path, HTTP_ORIGIN="http://localhost:3000", HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST")
+        assert "DPoP" in [h.strip() for h in response["Access-Control-Allow-Headers"].split(",")]
