@@ -91,3 +91,14 @@ def test_lane_refuses_replay_stolen_token_and_bearer_use(lane, bound):
         assert "DPoP " in response_headers["www-authenticate"]
     status, response_headers, body = asgi_call(lane, "POST", "/mcp", headers(token, proof), CALL)
     assert json.loads(body)["error_description"] == "The DPoP proof was used before (jti)."
+
+
+def test_a_cold_token_entry_is_not_refused_as_its_own_replay(lane, bound):
+    """The event loop records the proof's jti with its token lookup; on a cache miss the same
+    request goes on to the thread path, which must not take that record for a replay."""
+    from django.core.cache import caches
+
+    key, token = bound
+    caches["default"].clear()  # no token entry, no resource generation: the thread path
+    status, _, body = asgi_call(lane, "POST", "/mcp", headers(token, key.proof("POST", MCP_URL, token)), CALL)
+    assert status == 200, body

@@ -1,8 +1,9 @@
 """DPoP at the resource server (RFC 9449 §7): ``Authorization: DPoP <token>`` with a ``DPoP`` proof.
 
 :func:`check_request` (the thread path of :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer`)
-and :func:`acheck_request` (the event-loop path, :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`)
-run, after every check of the token itself:
+and :func:`lane_proof` / :func:`lane_binding_ok` (the event-loop path,
+:func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`, which records the
+``jti`` in the same round trip as its token lookup) check:
 
 * a DPoP-bound token (``cnf.jkt``) sent with the ``Bearer`` scheme: refused (§7.2);
 * a bearer token at a resource that requires DPoP (``ProtectedResource.dpop_required``): refused;
@@ -27,10 +28,17 @@ from ..models import ProtectedResource
 from .bindings import JKT_ATTRIBUTE, bound_jkt
 from .nonce import new_nonce
 from .proof import DPoPProof, InvalidDPoPProof, UseDPoPNonce, supported_algorithms, verify_proof
-from .replay import aremember_jti, remember_jti
+from .replay import remember_jti
 from .request_urls import canonical_url, request_urls
 
-__all__ = ["DPoPRefusal", "acheck_request", "check_request", "dpop_token_from_header"]
+__all__ = [
+    "DPoPRefusal",
+    "check_request",
+    "dpop_token_from_header",
+    "lane_binding_ok",
+    "lane_proof",
+    "mark_recorded",
+]
 
 #: RFC 9449 §7.1 token68 characters.
 _TOKEN68_CHARS = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
@@ -100,36 +108,61 @@ def _proof(
     return proof
 
 
+#: The request attribute naming the proof whose ``jti`` the event-loop path recorded itself.
+RECORDED_ATTRIBUTE = "_mcp_dpop_recorded"
+
+
 def check_request(
     request: HttpRequest, resource: ProtectedResource, token: str, access_token: Any, used_dpop: bool
 ) -> None:
     """The DPoP checks of a request whose token passed every other check (may read the database
-    once for a token loaded without its binding, and writes the ``jti`` to the shared cache).
+    once for a token loaded without its binding, and writes the ``jti`` to the shared cache,
+    unless this very request's event-loop path recorded it already: :func:`lane_proof`).
 
     :param used_dpop: the request used the ``DPoP`` scheme.
     :raises DPoPRefusal: see the module docstring.
     """
     proof = _proof(request, resource, token, bound_jkt(access_token), used_dpop)
-    if proof is not None and not remember_jti(proof.jkt, proof.jti):
+    if proof is None or getattr(request, RECORDED_ATTRIBUTE, None) == (proof.jkt, proof.jti):
+        return
+    if not remember_jti(proof.jkt, proof.jti):
         raise DPoPRefusal("invalid_dpop_proof", "The DPoP proof was used before (jti).")
 
 
-async def acheck_request(
-    request: HttpRequest, resource: ProtectedResource, token: str, access_token: Any, used_dpop: bool
-) -> bool:
-    """:func:`check_request` from the event loop, for a token from the token cache.
+def lane_proof(request: HttpRequest, token: str) -> DPoPProof | None:
+    """The event-loop path's check of a DPoP request's proof by itself (no I/O), before its token
+    is looked up: the proof, or None when it fails (the thread path then gives the exact error).
 
-    :returns: True when every check passed (the ``jti`` is then recorded); False when the thread
-        path must decide (a refusal, a token entry without its binding, a cache that cannot be
-        written from the event loop). False never records the ``jti``, so the thread path sees
-        the proof as new, unless it was a replay, which it then refuses too.
+    The caller records the proof's ``jti`` together with the token lookup, in one round trip
+    (:func:`~mcp_oauth.resource_server.cache.aadd_and_get_many`), and then calls
+    :func:`mark_recorded`: a request that goes on to the thread path is not refused as its own replay.
     """
-    if JKT_ATTRIBUTE not in access_token.__dict__:
-        return False
     try:
-        proof = _proof(request, resource, token, access_token.__dict__[JKT_ATTRIBUTE] or None, used_dpop)
-    except DPoPRefusal:
+        return verify_proof(
+            request.headers.get("DPoP"),
+            method=request.method or "",
+            urls=canonical_url(request),
+            more_urls=lambda: request_urls(request),
+            access_token=token,
+        )
+    except (InvalidDPoPProof, UseDPoPNonce):
+        return None
+
+
+def mark_recorded(request: HttpRequest, proof: DPoPProof) -> None:
+    """Note on ``request`` that its proof's ``jti`` was recorded by this request (:func:`lane_proof`)."""
+    setattr(request, RECORDED_ATTRIBUTE, (proof.jkt, proof.jti))
+
+
+def lane_binding_ok(resource: ProtectedResource, access_token: Any, proof: DPoPProof | None) -> bool:
+    """The event-loop path's binding check of a token from the token cache: True when a Bearer
+    request (``proof`` None) carries an unbound token for a resource that accepts bearer tokens,
+    or a DPoP request's proof is signed with the key the token is bound to. False (the thread
+    path decides) in every other case, and for a cache entry loaded without its binding."""
+    values = access_token.__dict__
+    if JKT_ATTRIBUTE not in values:
         return False
+    jkt = values[JKT_ATTRIBUTE] or None
     if proof is None:
-        return True
-    return bool(await aremember_jti(proof.jkt, proof.jti))
+        return jkt is None and not (resource.dpop_required and supported_algorithms())
+    return jkt is not None and proof.jkt == jkt

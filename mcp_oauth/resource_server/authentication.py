@@ -19,13 +19,21 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from ..adapter import DefaultMCPAdapter, get_adapter
-from ..dpop.resource import DPoPRefusal, acheck_request, check_request, dpop_token_from_header
+from ..dpop.replay import jti_key, jti_window
+from ..dpop.resource import (
+    DPoPRefusal,
+    check_request,
+    dpop_token_from_header,
+    lane_binding_ok,
+    lane_proof,
+    mark_recorded,
+)
 from ..models import ProtectedResource
 from ..scopes import missing as scope_missing
 from .cache import (
-    CACHE_ERRORS,
     RESOURCE_GENERATION_KEY,
     TOKEN_PREFIX,
+    aadd_and_get_many,
     access_token_by_checksum,
     aget_many,
     resource_by_uri,
@@ -268,7 +276,19 @@ async def authenticate_bearer_cached(
     if token is None:
         return None
     token_key = TOKEN_PREFIX + token_checksum(token)
-    values = await aget_many([RESOURCE_GENERATION_KEY, token_key, *also])
+    keys = [RESOURCE_GENERATION_KEY, token_key, *also]
+    proof = None
+    if used_dpop:  # RFC 9449 §7: the proof checked first, its jti recorded with the lookup
+        proof = lane_proof(request, token)
+        if proof is None:  # no proof, or a failed one: the thread path answers
+            return None
+        found = await aadd_and_get_many(jti_key(proof.jkt, proof.jti), jti_window(), keys)
+        if found is None or not found[0]:  # no event-loop cache, or a replay: the thread path answers
+            return None
+        mark_recorded(request, proof)
+        values: dict[str, Any] | None = found[1]
+    else:
+        values = await aget_many(keys)
     if values is None:
         return None
     if into is not None:
@@ -281,11 +301,7 @@ async def authenticate_bearer_cached(
         principal = _principal(request, resource, access_token, list(dict.fromkeys(resource.scope_list)))
     except BearerChallenge:
         return None
-    try:
-        passed = await acheck_request(request, resource, token, access_token, used_dpop)
-    except CACHE_ERRORS:
-        return None  # the thread path refuses the request with the outage's 503
-    return principal if passed else None
+    return principal if lane_binding_ok(resource, access_token, proof) else None
 
 
 def resolve_resource(resource_uri: str | None = None) -> ProtectedResource:

@@ -73,6 +73,7 @@ __all__ = [
     "RESOURCE_GENERATION_KEY",
     "TOKEN_PREFIX",
     "access_token_by_checksum",
+    "aadd_and_get_many",
     "aget_many",
     "cache_entry",
     "resource_from_generation",
@@ -175,6 +176,27 @@ async def aget_many(keys: list[str]) -> dict[str, Any] | None:
             return cache.get_many(keys)
     except _CACHE_ERRORS:
         return None  # the synchronous path logs the outage
+    return None
+
+
+async def aadd_and_get_many(add_key: str, timeout: int, keys: list[str]) -> tuple[bool, dict[str, Any]] | None:
+    """``cache.add(add_key, 1, timeout)`` and :func:`aget_many` of ``keys`` in one round trip from
+    the event loop (the DPoP ``jti`` record with the token lookup, :mod:`mcp_oauth.dpop.replay`).
+
+    :returns: ``(added, {key: value})``, or None when this backend cannot do it from the event
+        loop or is unavailable (nothing is known to be recorded then; the caller takes the
+        synchronous path).
+    """
+    cache = _cache()
+    try:
+        combined = getattr(cache, "aadd_get_many_raw", None)
+        if combined is not None:
+            added, raws = await combined(add_key, b"1", timeout, keys)
+            return added, _decoded_values(cache, keys, raws)
+        if isinstance(cache, LocMemCache):  # in process: no I/O to wait for
+            return bool(cache.add(add_key, 1, timeout=timeout)), cache.get_many(keys)
+    except _CACHE_ERRORS:
+        return None
     return None
 
 
