@@ -35,6 +35,7 @@ from .models import (
     ClientMetadataDocument,
     ClientProfile,
     Consent,
+    DPoPBinding,
     McpSession,
     McpTask,
     ProtectedResource,
@@ -48,9 +49,25 @@ if TYPE_CHECKING:
 
 @admin.register(ProtectedResource)
 class ProtectedResourceAdmin(admin.ModelAdmin):
-    list_display = ("uri", "name", "scopes", "is_default", "enabled")
-    list_filter = ("is_default", "enabled")
+    list_display = ("uri", "name", "scopes", "is_default", "enabled", "dpop_required")
+    list_filter = ("is_default", "enabled", "dpop_required")
     search_fields = ("uri", "name")
+
+
+@admin.register(DPoPBinding)
+class DPoPBindingAdmin(admin.ModelAdmin):
+    """The DPoP key bindings of issued tokens (RFC 9449 §6): read-only, written by the token endpoint."""
+
+    list_display = ("token_kind", "jkt", "created_at", "expires")
+    list_filter = ("token_kind",)
+    search_fields = ("jkt",)
+    readonly_fields = ("token_checksum", "jkt", "token_kind", "created_at", "expires")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 #: Search users by their USERNAME_FIELD (custom user models may have no ``username``).
@@ -96,6 +113,7 @@ class ClientProfileInline(admin.StackedInline):
         "logo_uri",
         "jwks_uri",
         "jwks",
+        "dpop_bound_access_tokens",
         "metadata",
     )
     readonly_fields = ("registration_source", "trust_verdict", "metadata", "last_used_at")

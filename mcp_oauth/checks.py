@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from .authorization_server.assertions import FORBIDDEN_ALGORITHMS, KEY_TYPES
+from .dpop.proof import ASYMMETRIC_ALGORITHMS
 from .health import CHECKS as READINESS_CHECK_NAMES
 from .settings import DOT_SECURITY_KEYS, mcp_oauth_settings
 
@@ -550,4 +551,30 @@ def check_tasks(app_configs, **kwargs):
                     id="mcp_oauth.E093",
                 )
             )
+    return errors
+
+
+@register(Tags.security)
+def check_dpop_settings(app_configs, **kwargs):
+    """E095 a DPoP setting the proof check cannot use (RFC 9449; :mod:`mcp_oauth.dpop`): an algorithm
+    that is not an asymmetric JWS one, a proof window or a nonce lifetime that is not a positive number."""
+    errors = []
+    algorithms = mcp_oauth_settings.DPOP_SIGNING_ALG_VALUES_SUPPORTED
+    if not isinstance(algorithms, (list, tuple)) or any(alg not in ASYMMETRIC_ALGORITHMS for alg in algorithms):
+        errors.append(
+            Error(
+                'MCP_OAUTH["DPOP_SIGNING_ALG_VALUES_SUPPORTED"] must list asymmetric JWS algorithms only, out of: '
+                + " ".join(ASYMMETRIC_ALGORITHMS)
+                + " ([] switches DPoP off).",
+                id="mcp_oauth.E095",
+            )
+        )
+    for name, minimum in (
+        ("DPOP_PROOF_MAX_AGE_SECONDS", 1),
+        ("DPOP_PROOF_LEEWAY_SECONDS", 0),
+        ("DPOP_NONCE_LIFETIME_SECONDS", 1),
+    ):
+        value = getattr(mcp_oauth_settings, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            errors.append(Error(f'MCP_OAUTH["{name}"] must be an integer of at least {minimum}.', id="mcp_oauth.E095"))
     return errors

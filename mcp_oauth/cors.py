@@ -26,8 +26,9 @@ from .settings import mcp_oauth_settings
 
 logger = logging.getLogger("mcp_oauth.overload")
 
-ALLOW_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID"
-EXPOSE_HEADERS = "WWW-Authenticate, Mcp-Session-Id, MCP-Protocol-Version, Retry-After"
+# DPoP / DPoP-Nonce: RFC 9449 §4.1, §8 (a browser client sends proofs and reads nonces)
+ALLOW_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, DPoP"
+EXPOSE_HEADERS = "WWW-Authenticate, Mcp-Session-Id, MCP-Protocol-Version, Retry-After, DPoP-Nonce"
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 

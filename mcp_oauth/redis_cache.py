@@ -22,7 +22,9 @@ kept per process, keyed by server URL and options, and every instance shares the
 Reads also have a native async form (:meth:`RedisCache.aget`, :meth:`RedisCache.aget_many`:
 ``redis.asyncio``, one client per event loop) so that the hot path of an async view reads its
 caches without a sync/async thread hop (Django's default ``aget`` runs ``get`` in a thread).
-``native_async`` is True on this backend; writes stay synchronous (they are rare).
+``native_async`` is True on this backend; writes stay synchronous (they are rare), except
+:meth:`RedisCache.aadd_get_many_raw` (a ``SET NX`` pipelined with the ``MGET``: the DPoP ``jti``
+replay check, :mod:`mcp_oauth.dpop.replay`).
 :meth:`RedisCache.aget_many_raw` answers the stored bytes, for the bearer check's per-process
 decoded entries (:mod:`mcp_oauth.resource_server.decoded`).
 
@@ -232,6 +234,20 @@ class RedisCache(DjangoRedisCache):
         if reads is None:
             reads = self._lean_reads()
         return await reads.mget([make_key(key) for key in keys])
+
+    async def aadd_get_many_raw(
+        self, add_key: str, value: bytes, timeout: int, keys: list[str]
+    ) -> tuple[bool, list[bytes | None]]:
+        """``SET add_key value NX EX timeout`` (the write server: the first one) and
+        :meth:`aget_many_raw` of ``keys`` in one round trip (a pipeline, not a transaction):
+        ``(added, stored bytes of keys)``. ``value`` is stored as given (``b"1"`` reads back as
+        ``1`` through Django's serializer)."""
+        make_key = self.make_key
+        pipe = self._async_client().pipeline(transaction=False)
+        pipe.set(make_key(add_key), value, nx=True, ex=max(1, int(timeout)))
+        pipe.mget([make_key(key) for key in keys])
+        added, raws = await pipe.execute()
+        return bool(added), raws
 
     def loads(self, raw: bytes) -> Any:
         """Decode a value as stored by this backend (Django's ``RedisSerializer``)."""

@@ -270,6 +270,21 @@ DEFAULTS: dict[str, Any] = {
     # Encrypts results of tools declared with encrypt_result=True: a dotted path to an object with
     # encrypt(str) -> str and decrypt(str) -> str (Fernet, ELICITATION["ENCRYPTION_KEYS"]).
     "TASKS_RESULT_CIPHER": "elicitation.crypto",
+    # --- DPoP, RFC 9449 (mcp_oauth.dpop; opt-in per client: ClientProfile.dpop_bound_access_tokens,
+    # per resource: ProtectedResource.dpop_required; a proof sent by any client binds its tokens) ---
+    # JWS algorithms accepted in DPoP proofs (asymmetric only; published as
+    # dpop_signing_alg_values_supported in both metadata documents). [] switches DPoP off.
+    "DPOP_SIGNING_ALG_VALUES_SUPPORTED": ["ES256", "ES384", "PS256", "RS256", "EdDSA"],
+    # A proof whose iat is older than this is refused (seconds); its jti is remembered this long.
+    "DPOP_PROOF_MAX_AGE_SECONDS": 300,
+    # Clock skew allowed for a proof's iat in the future (seconds).
+    "DPOP_PROOF_LEEWAY_SECONDS": 30,
+    # Require a server-provided nonce in every proof (RFC 9449 §8, §9): a proof without the
+    # current one gets use_dpop_nonce and a DPoP-Nonce header. Nonces are stateless (HMAC of
+    # SECRET_KEY and a time slot): every worker accepts those of the others.
+    "DPOP_NONCE_REQUIRED": False,
+    # How long one nonce stays valid (seconds; the previous slot's nonce is accepted too).
+    "DPOP_NONCE_LIFETIME_SECONDS": 300,
 }
 
 #: Settings that hold a dotted path, imported once on first access (DRF ``IMPORT_STRINGS`` style).

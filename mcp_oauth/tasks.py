@@ -26,6 +26,8 @@ from celery import shared_task
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from .dpop.bindings import prune_bindings
+
 log = logging.getLogger(__name__)
 
 # The CIMD fetch/refresh tasks live in mcp_oauth.cimd.tasks; importing them here registers
@@ -36,10 +38,11 @@ from .mcp_tasks import jobs as mcp_task_jobs  # noqa: E402,F401  (mcp_oauth.mcp_
 
 @shared_task(name="mcp_oauth.tasks.cleanup", ignore_result=True)
 def cleanup() -> dict[str, int]:
-    """Delete dead sessions, old redeemed-code records and the ``jti`` records of expired JWT assertions.
+    """Delete dead sessions, old redeemed-code records, the ``jti`` records of expired JWT assertions
+    and the DPoP bindings of expired tokens (:func:`mcp_oauth.dpop.bindings.prune_bindings`).
 
-    :returns: ``{"sessions": n, "redeemed_codes": m, "used_assertions": k}`` — rows deleted (outbox
-        rows not counted).
+    :returns: ``{"sessions": n, "redeemed_codes": m, "used_assertions": k, "dpop_bindings": b}`` — rows
+        deleted (outbox rows not counted).
     """
     from .authorization_server.assertions import prune_used_assertions
     from .models import McpSession, RedeemedAuthorizationCode
@@ -52,7 +55,12 @@ def cleanup() -> dict[str, int]:
     dead.delete()
     code_cutoff = now - timedelta(seconds=mcp_oauth_settings.REDEEMED_CODE_RETENTION_SECONDS)
     codes, _ = RedeemedAuthorizationCode.objects.filter(redeemed_at__lt=code_cutoff).delete()
-    return {"sessions": sessions, "redeemed_codes": codes, "used_assertions": prune_used_assertions()}
+    return {
+        "sessions": sessions,
+        "redeemed_codes": codes,
+        "used_assertions": prune_used_assertions(),
+        "dpop_bindings": prune_bindings(now),
+    }
 
 
 def prunable_dynamic_clients(now=None):

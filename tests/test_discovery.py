@@ -49,6 +49,9 @@ def test_prm_path_inserted_and_root(client, resource):
         "scopes_supported": ["mcp"],
         "bearer_methods_supported": ["header"],
         "resource_name": "django-mcp-authz demo",
+        # RFC 9728 §2 / RFC 9449 §7 (mcp_oauth.dpop.metadata)
+        "dpop_signing_alg_values_supported": ["ES256", "ES384", "PS256", "RS256", "EdDSA"],
+        "dpop_bound_access_tokens_required": False,
     }
     assert client.get("/.well-known/oauth-protected-resource").json()["resource"] == "http://testserver/mcp"
     assert client.get("/.well-known/oauth-protected-resource/nothing").status_code == 404

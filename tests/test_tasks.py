@@ -31,7 +31,7 @@ def test_cleanup_deletes_dead_sessions_and_old_codes(settings, resource, user, p
 
     result = cleanup.delay().get()
 
-    assert result == {"sessions": 2, "redeemed_codes": 1, "used_assertions": 0}
+    assert result == {"sessions": 2, "redeemed_codes": 1, "used_assertions": 0, "dpop_bindings": 0}
     assert list(McpSession.objects.all()) == [live]
     assert not McpSessionEvent.objects.exists()
     assert list(RedeemedAuthorizationCode.objects.all()) == [fresh]

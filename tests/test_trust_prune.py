@@ -139,4 +139,5 @@ def test_pruning_takes_tokens_and_consents_with_it(user):
         "sessions": 0,
         "redeemed_codes": 0,
         "used_assertions": 0,
+        "dpop_bindings": 0,
     }  # the other task is still there

@@ -7,7 +7,8 @@ registration) changes a client or a rule. Each worker keeps them in memory, vali
 read once per token request (:func:`token_request`), together with the resource registry's
 generation (:mod:`mcp_oauth.resource_server.cache`), in one ``get_many``.
 
-Invalidation: saving or deleting an ``Application`` or a :class:`~mcp_oauth.models.TrustRule`
+Invalidation: saving or deleting an ``Application``, a :class:`~mcp_oauth.models.ClientProfile` or a
+:class:`~mcp_oauth.models.TrustRule`
 changes the generation at once and again after the transaction commits (a worker that read
 the old row in between reloads), so a deleted, changed or denied client is refused by the
 next grant on every worker. Bulk ``QuerySet.update()`` sends no signal: call
@@ -27,25 +28,33 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.cache import caches
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from oauth2_provider.models import get_application_model
 
-from ..models import TrustRule
+from ..models import ClientProfile, TrustRule
 from ..resource_server.cache import RESOURCE_GENERATION_KEY
 from ..settings import mcp_oauth_settings
 
-__all__ = ["CLIENTS_GENERATION_KEY", "bump_clients_generation", "cached_application", "token_request"]
+__all__ = [
+    "CLIENTS_GENERATION_KEY",
+    "bump_clients_generation",
+    "cached_application",
+    "generation_memo",
+    "token_request",
+]
 
 logger = logging.getLogger("mcp_oauth.authorization_server")
 
 CLIENTS_GENERATION_KEY = "mcp_oauth:clients:gen"
+
+T = TypeVar("T")
 
 
 def _cache():
@@ -66,6 +75,8 @@ class _Registry:
         self.generation: Any = None
         self.clients: dict[str, tuple[str, tuple[str, ...], tuple[Any, ...]]] = {}
         self.rules: list[TrustRule] | None = None
+        #: Other answers kept for this generation, by name (:func:`generation_memo`).
+        self.memos: dict[str, Any] = {}
         #: ``time.monotonic()`` when this generation's memory was started (seconds).
         self.started_at = 0.0
 
@@ -75,10 +86,12 @@ class _Registry:
         if generation != self.generation or now - self.started_at > mcp_oauth_settings.CLIENT_CACHE_SECONDS:
             with self._lock:
                 self.generation, self.clients, self.rules, self.started_at = generation, {}, None, now
+                self.memos = {}
 
     def clear(self) -> None:
         with self._lock:
             self.generation, self.clients, self.rules, self.started_at = None, {}, None, 0.0
+            self.memos = {}
 
 
 _registry = _Registry()
@@ -166,6 +179,24 @@ def cached_application(client_id: Any) -> Any:
     return Application.from_db(db, names, values)
 
 
+def generation_memo(name: str, load: Callable[[], T]) -> T:
+    """``load()``, kept in this worker's memory for the current generation (within
+    :func:`token_request`; outside it, or without a usable cache, ``load()`` every time). For
+    answers derived from clients and their profiles (e.g. which clients require DPoP,
+    :mod:`mcp_oauth.dpop.requirements`): a saved ``Application`` or ``ClientProfile`` ends them."""
+    generation = _current.get()
+    if generation is None:
+        return load()
+    memos = _registry.memos
+    if name in memos:
+        return memos[name]
+    value = load()
+    with _registry._lock:
+        if _registry.generation == generation:
+            _registry.memos[name] = value
+    return value
+
+
 def bump_clients_generation() -> None:
     """Make every worker reload its clients and trust rules (now and after the transaction commits)."""
 
@@ -184,6 +215,17 @@ def _changed(sender: Any, **kwargs: Any) -> None:
     bump_clients_generation()
 
 
+def _profile_changed(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
+    """A profile change ends the generation, except the creation of a plain one (the first grant
+    of a client creates its profile to record ``last_used_at``): nothing kept derives from it."""
+    flagged = instance.dpop_bound_access_tokens or (
+        isinstance(instance.metadata, dict) and "dpop_bound_access_tokens" in instance.metadata
+    )
+    if created and not flagged:
+        return
+    bump_clients_generation()
+
+
 def connect_receivers() -> None:
     """Connect the invalidation receivers (called once from ``MCPOAuthConfig.ready``)."""
     application_model = get_application_model()
@@ -191,3 +233,4 @@ def connect_receivers() -> None:
         uid = "post_save" if signal is post_save else "post_delete"
         signal.connect(_changed, sender=application_model, dispatch_uid=f"mcp_oauth.clients.app.{uid}")
         signal.connect(_changed, sender=TrustRule, dispatch_uid=f"mcp_oauth.clients.rule.{uid}")
+        signal.connect(_profile_changed, sender=ClientProfile, dispatch_uid=f"mcp_oauth.clients.profile.{uid}")

@@ -17,6 +17,7 @@ from oauth2_provider.compat import login_not_required
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import OAuthServerMetadataView
 
+from ..dpop import metadata as dpop_metadata
 from ..models import ProtectedResource
 from ..origins import as_requested
 from ..resource_server.challenges import PRM_WELL_KNOWN
@@ -54,6 +55,7 @@ class AuthorizationServerMetadataView(OAuthServerMetadataView):
         if "introspection_endpoint" in data:  # RFC 7662 §2.1: callers authenticate
             data["introspection_endpoint_auth_methods_supported"] = confidential
         data.setdefault("response_modes_supported", ["query"])
+        data.update(dpop_metadata.authorization_server_metadata())  # RFC 9449 §5.1
         return _json(data)
 
 
@@ -96,6 +98,7 @@ def protected_resource_metadata(resource: ProtectedResource, request: HttpReques
         data["resource_name"] = resource.name
     if resource.documentation:
         data["resource_documentation"] = resource.documentation
+    data.update(dpop_metadata.protected_resource_metadata(resource))  # RFC 9728 §2, RFC 9449 §7
     return data
 
 

@@ -39,6 +39,7 @@ from oauth2_provider.views import DynamicClientRegistrationManagementView, Dynam
 from .. import throttling, trust
 from ..adapter import get_adapter
 from ..audit import record
+from ..dpop.metadata import dpop_registration_metadata
 from ..errors import OAuthError, OAuthErrorMixin
 from ..loopback import is_loopback_host
 from ..models import AuditEvent, ClientProfile
@@ -211,6 +212,7 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
         accepted["response_types"] = ["code"] if "code" in response_types else []
     check_application_type(data, accepted, redirect_uris)
     check_software_statement(data)
+    accepted.update(dpop_registration_metadata(data))  # RFC 9449 §5.2
     return accepted
 
 

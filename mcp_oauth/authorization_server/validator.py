@@ -50,6 +50,7 @@ from ..cimd.validator import CIMDValidatorMixin
 from ..client_secrets import check_client_secret
 from ..db import cursor as db_cursor
 from ..db import insert
+from ..dpop.token_endpoint import bind_grant
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from ..settings import mcp_oauth_settings
 from ..signals import authorization_code_replayed
@@ -192,6 +193,12 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 request.resource = [select_resource([]).uri]
             except InvalidTarget as exc:
                 raise errors.CustomOAuth2Error(error="invalid_target", description=str(exc), request=request) from None
+
+    def _resolved_resources(self, request) -> list[str]:
+        """The resources the grant's tokens are bound to, resolved ahead of the token save (which
+        resolves them again, to the same: :meth:`_check_and_set_request_resource` is idempotent)."""
+        self._check_and_set_request_resource(request)
+        return list(request.resource or [])
 
     # --- code replay -----------------------------------------------------------------
 
@@ -396,6 +403,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
     def save_bearer_token(self, token, request, *args, **kwargs):
         try:
             try:
+                bind_grant(token, request, lambda: self._resolved_resources(request))  # DPoP: RFC 9449 §5
                 result = super().save_bearer_token(token, request, *args, **kwargs)
             except IntegrityError:
                 if _parties_exist(request):

@@ -39,6 +39,8 @@ from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 from .. import throttling, trust
 from ..adapter import get_adapter
 from ..audit import record
+from ..dpop.introspection import with_confirmation
+from ..dpop.token_endpoint import token_request_proof
 from ..errors import OAuthError
 from ..login import login_url
 from ..models import AuditEvent, Consent, ProtectedResource
@@ -383,7 +385,9 @@ class MCPTokenView(TokenView):
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
-            with token_request():  # clients and trust rules from memory while current (.clients)
+            # clients and trust rules from memory while current (.clients); the DPoP proof checked and
+            # kept for the validator (RFC 9449 §5, mcp_oauth.dpop.token_endpoint)
+            with token_request(), token_request_proof(request):
                 response = self.token_response(request, *args, **kwargs)
         except OAuthError as exc:
             return exc.response()
@@ -456,7 +460,8 @@ class MCPRevokeTokenView(RevokeTokenView):
 
 
 class MCPIntrospectTokenView(IntrospectTokenView):
-    """RFC 7662 introspection endpoint (for resource servers deployed apart from this AS)."""
+    """RFC 7662 introspection endpoint (for resource servers deployed apart from this AS); a
+    DPoP-bound token is described with its ``cnf.jkt`` (RFC 9449 §6.2)."""
 
     def authenticate_client(self, request: HttpRequest) -> bool:
         """DOT's client authentication; a refused ``private_key_jwt`` assertion is a failed
@@ -465,3 +470,7 @@ class MCPIntrospectTokenView(IntrospectTokenView):
             return super().authenticate_client(request)
         except oauth_errors.OAuth2Error:
             return False
+
+    @staticmethod
+    def get_token_response(token_value=None):
+        return with_confirmation(IntrospectTokenView.get_token_response(token_value), token_value)

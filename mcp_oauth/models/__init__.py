@@ -11,6 +11,7 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
+from .dpop import DPoPBinding
 from .enterprise import EnterpriseIdentity, EnterpriseIdentityProvider, UsedAssertion
 from .mcp_tasks import McpTask, new_task_id
 from .refresh import RefreshGeneration, RefreshTokenGeneration
@@ -24,6 +25,7 @@ __all__ = [
     "Consent",
     "EnterpriseIdentity",
     "EnterpriseIdentityProvider",
+    "DPoPBinding",
     "McpSession",
     "McpSessionEvent",
     "McpTask",

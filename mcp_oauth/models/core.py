@@ -69,6 +69,14 @@ class ProtectedResource(models.Model):
     )
     enabled = models.BooleanField(_("enabled"), default=True)
     documentation = models.URLField(_("documentation URL"), blank=True)
+    dpop_required = models.BooleanField(
+        _("requires DPoP"),
+        default=False,
+        help_text=_(
+            "Accept only DPoP-bound access tokens with a DPoP proof (RFC 9449); bearer tokens are refused "
+            "and tokens for it are issued only with a proof."
+        ),
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -120,6 +128,14 @@ class ClientProfile(models.Model):
     client_uri = models.URLField(_("client URI"), max_length=500, blank=True)
     logo_uri = models.URLField(_("logo URI"), max_length=500, blank=True)
     client_secret_expires_at = models.PositiveBigIntegerField(default=0)
+    dpop_bound_access_tokens = models.BooleanField(
+        _("DPoP-bound access tokens"),
+        default=False,
+        help_text=_(
+            "The client always uses DPoP (RFC 9449 §5.2): token requests without a DPoP proof are refused. "
+            "Also set by dpop_bound_access_tokens in its registered or CIMD metadata."
+        ),
+    )
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
     # private_key_jwt client authentication (RFC 7523 §2.2, RFC 7591 §2): the client's public keys.
     jwks = models.JSONField(

@@ -19,11 +19,21 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from ..adapter import DefaultMCPAdapter, get_adapter
+from ..dpop.replay import jti_key, jti_window
+from ..dpop.resource import (
+    DPoPRefusal,
+    check_request,
+    dpop_token_from_header,
+    lane_binding_ok,
+    lane_proof,
+    mark_recorded,
+)
 from ..models import ProtectedResource
 from ..scopes import missing as scope_missing
 from .cache import (
     RESOURCE_GENERATION_KEY,
     TOKEN_PREFIX,
+    aadd_and_get_many,
     access_token_by_checksum,
     aget_many,
     resource_by_uri,
@@ -76,6 +86,10 @@ class BearerChallenge(Exception):
     #: The request that failed: the challenge names the metadata URL in the spelling it used
     #: (loopback development sites, :mod:`mcp_oauth.origins`).
     request: HttpRequest | None = field(default=None, repr=False, compare=False)
+    #: The failure concerns DPoP (RFC 9449 §7.1): the error goes in a ``DPoP`` challenge.
+    dpop: bool = False
+    #: ``DPoP-Nonce`` to send (``use_dpop_nonce``, RFC 9449 §9).
+    dpop_nonce: str | None = None
 
     def __post_init__(self) -> None:
         super().__init__(self.error_description or self.error or "authentication required")
@@ -88,6 +102,8 @@ class BearerChallenge(Exception):
             error_description=self.error_description,
             scopes=self.scopes,
             request=self.request,
+            dpop=self.dpop,
+            dpop_nonce=self.dpop_nonce,
         )
 
 
@@ -145,16 +161,42 @@ def _authenticate_bearer(
             error_description="Access tokens are accepted only in the Authorization header.",
             scopes=needed,
         )
+    header = request.headers.get("Authorization")
+    used_dpop = False
     try:
-        token = bearer_token_from_header(request.headers.get("Authorization"))
+        token = dpop_token_from_header(header)  # RFC 9449 §7.1
+        used_dpop = token is not None
+        if token is None:
+            token = bearer_token_from_header(header)
     except ValueError:
         raise BearerChallenge(
-            resource, error="invalid_token", error_description="The access token is malformed.", scopes=needed
+            resource,
+            error="invalid_token",
+            error_description="The access token is malformed.",
+            scopes=needed,
+            dpop=bool(header and header[:5].lower() == "dpop "),
         ) from None
     if token is None:
         raise BearerChallenge(resource, scopes=needed)
 
-    return _principal(request, resource, access_token_by_checksum(token_checksum(token)), needed)
+    access_token = access_token_by_checksum(token_checksum(token))
+    try:
+        principal = _principal(request, resource, access_token, needed)
+    except BearerChallenge as challenge:
+        challenge.dpop = used_dpop
+        raise
+    try:
+        check_request(request, resource, token, access_token, used_dpop)
+    except DPoPRefusal as refusal:
+        raise BearerChallenge(
+            resource,
+            error=refusal.error,
+            error_description=refusal.description,
+            scopes=needed,
+            dpop=True,
+            dpop_nonce=refusal.nonce,
+        ) from None
+    return principal
 
 
 def _principal(
@@ -229,14 +271,30 @@ async def authenticate_bearer_cached(
         request.META.get("QUERY_STRING") and "access_token" in request.GET
     ):
         return None
+    header = request.headers.get("Authorization")
     try:
-        token = bearer_token_from_header(request.headers.get("Authorization"))
+        token = dpop_token_from_header(header)  # RFC 9449 §7.1
+        used_dpop = token is not None
+        if token is None:
+            token = bearer_token_from_header(header)
     except ValueError:
         return None
     if token is None:
         return None
     token_key = TOKEN_PREFIX + token_checksum(token)
-    values = await aget_many([RESOURCE_GENERATION_KEY, token_key, *also])
+    keys = [RESOURCE_GENERATION_KEY, token_key, *also]
+    proof = None
+    if used_dpop:  # RFC 9449 §7: the proof checked first, its jti recorded with the lookup
+        proof = lane_proof(request, token)
+        if proof is None:  # no proof, or a failed one: the thread path answers
+            return None
+        found = await aadd_and_get_many(jti_key(proof.jkt, proof.jti), jti_window(), keys)
+        if found is None or not found[0]:  # no event-loop cache, or a replay: the thread path answers
+            return None
+        mark_recorded(request, proof)
+        values: dict[str, Any] | None = found[1]
+    else:
+        values = await aget_many(keys)
     if values is None:
         return None
     if into is not None:
@@ -246,9 +304,10 @@ async def authenticate_bearer_cached(
     if resource is None or access_token is None:
         return None
     try:
-        return _principal(request, resource, access_token, list(dict.fromkeys(resource.scope_list)))
+        principal = _principal(request, resource, access_token, list(dict.fromkeys(resource.scope_list)))
     except BearerChallenge:
         return None
+    return principal if lane_binding_ok(resource, access_token, proof) else None
 
 
 def resolve_resource(resource_uri: str | None = None) -> ProtectedResource:

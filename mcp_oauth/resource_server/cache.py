@@ -61,6 +61,7 @@ from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
+from ..dpop.bindings import JKT_ATTRIBUTE, binding_subquery
 from ..models import ProtectedResource
 from ..overload import UNAVAILABLE_ERRORS
 from ..resources import canonicalize_resource
@@ -68,9 +69,11 @@ from ..settings import mcp_oauth_settings
 from .decoded import TOMBSTONE, DecodedEntries
 
 __all__ = [
+    "CACHE_ERRORS",
     "RESOURCE_GENERATION_KEY",
     "TOKEN_PREFIX",
     "access_token_by_checksum",
+    "aadd_and_get_many",
     "aget_many",
     "cache_entry",
     "resource_from_generation",
@@ -103,6 +106,8 @@ def _cache_errors() -> tuple[type[BaseException], ...]:
 
 
 _CACHE_ERRORS = _cache_errors()
+#: The errors of an unavailable cache (what the synchronous paths log and get around).
+CACHE_ERRORS = _CACHE_ERRORS
 
 
 def token_checksum(token: str) -> str:
@@ -114,8 +119,14 @@ def token_checksum(token: str) -> str:
 
 
 def _load_token(checksum: str) -> Any:
+    """The token row with its client and user, and its DPoP binding (``cnf.jkt``, RFC 9449 §6.1)
+    as the attribute ``dpop_jkt`` (None: a bearer token), in one query."""
     return (
-        get_access_token_model().objects.select_related("application", "user").filter(token_checksum=checksum).first()
+        get_access_token_model()
+        .objects.select_related("application", "user")
+        .annotate(**{JKT_ATTRIBUTE: binding_subquery()})
+        .filter(token_checksum=checksum)
+        .first()
     )
 
 
@@ -165,6 +176,27 @@ async def aget_many(keys: list[str]) -> dict[str, Any] | None:
             return cache.get_many(keys)
     except _CACHE_ERRORS:
         return None  # the synchronous path logs the outage
+    return None
+
+
+async def aadd_and_get_many(add_key: str, timeout: int, keys: list[str]) -> tuple[bool, dict[str, Any]] | None:
+    """``cache.add(add_key, 1, timeout)`` and :func:`aget_many` of ``keys`` in one round trip from
+    the event loop (the DPoP ``jti`` record with the token lookup, :mod:`mcp_oauth.dpop.replay`).
+
+    :returns: ``(added, {key: value})``, or None when this backend cannot do it from the event
+        loop or is unavailable (nothing is known to be recorded then; the caller takes the
+        synchronous path).
+    """
+    cache = _cache()
+    try:
+        combined = getattr(cache, "aadd_get_many_raw", None)
+        if combined is not None:
+            added, raws = await combined(add_key, b"1", timeout, keys)
+            return added, _decoded_values(cache, keys, raws)
+        if isinstance(cache, LocMemCache):  # in process: no I/O to wait for
+            return bool(cache.add(add_key, 1, timeout=timeout)), cache.get_many(keys)
+    except _CACHE_ERRORS:
+        return None
     return None
 
 

@@ -1,4 +1,5 @@
-"""The one ``WWW-Authenticate: Bearer`` challenge builder (RFC 6750 §3, RFC 9728 §5.1).
+"""The one ``WWW-Authenticate`` challenge builder: ``Bearer`` (RFC 6750 §3, RFC 9728 §5.1) and,
+where DPoP applies, ``DPoP`` (RFC 9449 §7.1, :func:`www_authenticate`).
 
 Used by the MCP endpoint, the DRF authentication class and the view decorator,
 so every protected response of the site advertises the same metadata URL and
@@ -12,6 +13,7 @@ from collections.abc import Iterable
 
 from django.http import HttpRequest, HttpResponse
 
+from ..dpop.proof import supported_algorithms
 from ..errors import OAuthError
 from ..models import ProtectedResource
 from ..origins import as_requested
@@ -64,6 +66,57 @@ def bearer_challenge(
     return "Bearer " + ", ".join(f'{key}="{_quote(value)}"' for key, value in params)
 
 
+def dpop_challenge(
+    resource: ProtectedResource,
+    *,
+    error: str | None = None,
+    error_description: str | None = None,
+    scopes: Iterable[str] | None = None,
+    request: HttpRequest | None = None,
+) -> str:
+    """The ``DPoP`` challenge for ``resource`` (RFC 9449 §7.1, RFC 9728 §5.1).
+
+    Shape: ``DPoP resource_metadata="<url>", scope="<scopes>", error="…", error_description="…",
+    algs="ES256 …"`` (``scope``, ``error`` and ``error_description`` when there are any; ``algs``:
+    ``DPOP_SIGNING_ALG_VALUES_SUPPORTED``).
+    """
+    bearer = bearer_challenge(
+        resource, error=error, error_description=error_description, scopes=scopes, request=request
+    )
+    return "DPoP " + bearer[len("Bearer ") :] + f', algs="{_quote(" ".join(supported_algorithms()))}"'
+
+
+def www_authenticate(
+    resource: ProtectedResource,
+    *,
+    error: str | None = None,
+    error_description: str | None = None,
+    scopes: Iterable[str] | None = None,
+    request: HttpRequest | None = None,
+    dpop: bool = False,
+) -> str:
+    """The ``WWW-Authenticate`` value of a refusal at ``resource``: one challenge per scheme it accepts.
+
+    * ``Bearer`` (:func:`bearer_challenge`) unless the resource requires DPoP;
+    * ``DPoP`` (:func:`dpop_challenge`) when DPoP is on and the resource requires it or the
+      failure concerns DPoP (``dpop``: a bound token came as Bearer, a proof failed) or ``request``
+      used the DPoP scheme (an ``insufficient_scope`` of a DPoP request is a DPoP challenge too). The ``error`` then goes in the DPoP challenge, the Bearer one
+      (first, for clients that read only the first challenge's ``resource_metadata``) has none.
+    """
+    if request is not None and not dpop:  # a request made with the DPoP scheme is answered in it
+        dpop = request.headers.get("Authorization", "")[:5].lower() == "dpop "
+    with_dpop = bool(supported_algorithms()) and (dpop or resource.dpop_required)
+    if not with_dpop:
+        return bearer_challenge(
+            resource, error=error, error_description=error_description, scopes=scopes, request=request
+        )
+    challenges = [] if resource.dpop_required else [bearer_challenge(resource, scopes=scopes, request=request)]
+    challenges.append(
+        dpop_challenge(resource, error=error, error_description=error_description, scopes=scopes, request=request)
+    )
+    return ", ".join(challenges)
+
+
 def challenge_response(
     resource: ProtectedResource,
     status: int = 401,
@@ -72,6 +125,8 @@ def challenge_response(
     error_description: str | None = None,
     scopes: Iterable[str] | None = None,
     request: HttpRequest | None = None,
+    dpop: bool = False,
+    dpop_nonce: str | None = None,
 ) -> HttpResponse:
     """A 401 or 403 response carrying :func:`bearer_challenge` and a JSON error body.
 
@@ -79,7 +134,14 @@ def challenge_response(
     is no ``error`` code (RFC 6750 §3.1), only a description for people reading it.
     """
     return challenge_error(
-        resource, status, error=error, error_description=error_description, scopes=scopes, request=request
+        resource,
+        status,
+        error=error,
+        error_description=error_description,
+        scopes=scopes,
+        request=request,
+        dpop=dpop,
+        dpop_nonce=dpop_nonce,
     ).response()
 
 
@@ -91,8 +153,13 @@ def challenge_error(
     error_description: str | None = None,
     scopes: Iterable[str] | None = None,
     request: HttpRequest | None = None,
+    dpop: bool = False,
+    dpop_nonce: str | None = None,
 ) -> OAuthError:
-    """The :class:`~mcp_oauth.errors.OAuthError` of :func:`challenge_response` (raise it, or render it)."""
+    """The :class:`~mcp_oauth.errors.OAuthError` of :func:`challenge_response` (raise it, or render it).
+
+    ``dpop``: the failure concerns DPoP (:func:`www_authenticate`); ``dpop_nonce``: sent as
+    ``DPoP-Nonce`` (RFC 9449 §9)."""
     description = error_description or (
         "This resource needs an OAuth access token in the Authorization header; "
         "the WWW-Authenticate header says where to get one."
@@ -101,9 +168,10 @@ def challenge_error(
         error,
         description,
         status=status,
-        www_authenticate=bearer_challenge(
-            resource, error=error, error_description=error_description, scopes=scopes, request=request
+        www_authenticate=www_authenticate(
+            resource, error=error, error_description=error_description, scopes=scopes, request=request, dpop=dpop
         ),
+        headers={"DPoP-Nonce": dpop_nonce} if dpop_nonce else None,
     )
 
 

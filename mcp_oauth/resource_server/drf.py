@@ -1,4 +1,4 @@
-"""Django REST framework integration: the same bearer checks and challenges as the MCP endpoint.
+"""Django REST framework integration: the same bearer (and DPoP) checks and challenges as the MCP endpoint.
 
 Usage on a view::
 
@@ -20,7 +20,7 @@ from ..adapter import get_adapter
 from ..models import ProtectedResource
 from ..scopes import missing as scope_missing
 from .authentication import BearerChallenge, resolve_resource
-from .challenges import bearer_challenge
+from .challenges import www_authenticate
 
 
 def _view_resource(view) -> ProtectedResource:
@@ -37,12 +37,13 @@ class InsufficientScope(exceptions.PermissionDenied):
 
     def __init__(self, challenge: BearerChallenge) -> None:
         super().__init__(detail=challenge.error_description, code="insufficient_scope")
-        self.auth_header = bearer_challenge(
+        self.auth_header = www_authenticate(
             challenge.resource,
             error=challenge.error,
             error_description=challenge.error_description,
             scopes=challenge.scopes,
             request=challenge.request,
+            dpop=challenge.dpop,
         )
 
 
@@ -51,12 +52,13 @@ class InvalidBearer(exceptions.AuthenticationFailed):
 
     def __init__(self, challenge: BearerChallenge) -> None:
         super().__init__(detail=challenge.error_description or "Authentication required.")
-        self.auth_header = bearer_challenge(
+        self.auth_header = www_authenticate(
             challenge.resource,
             error=challenge.error,
             error_description=challenge.error_description,
             scopes=challenge.scopes,
             request=challenge.request,
+            dpop=challenge.dpop,  # RFC 9449 §7.1: a DPoP failure is a DPoP challenge
         )
 
 
@@ -88,7 +90,7 @@ class MCPBearerAuthentication(BaseAuthentication):
         if getattr(request, "_mcp_auth_header", None):
             return request._mcp_auth_header
         view = request.parser_context.get("view") if request.parser_context else None
-        return bearer_challenge(_view_resource(view), request=request._request)
+        return www_authenticate(_view_resource(view), request=request._request)
 
 
 class HasResourceScopes(BasePermission):
