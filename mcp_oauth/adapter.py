@@ -70,6 +70,7 @@ class DefaultMCPAdapter:
 
         :param provider: the :class:`~mcp_oauth.models.EnterpriseIdentityProvider` that signed it.
         :param claims: its verified claims (``iss``, ``sub``, ``client_id``, ``resource``, ``email``, ...).
+
         Default: :func:`mcp_oauth.authorization_server.enterprise.user_for_subject` (the link
         ``iss`` + ``sub``, then the provider's e-mail policy).
         """
