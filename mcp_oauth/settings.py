@@ -97,7 +97,7 @@ DEFAULTS: dict[str, Any] = {
     # Refresh-token rotation (mcp_oauth.authorization_server.rotation): a refresh token that was
     # just rotated out may be presented again for this many seconds (concurrent refreshes of
     # one client) and gets a working sibling pair instead of a family revocation. 0 switches
-    # the grace off; at most 300 (manage.py check: mcp_oauth.E040).
+    # the grace off; at most 300 (manage.py check: mcp_oauth.E090).
     "REFRESH_TOKEN_GRACE_SECONDS": 60,
     # At most this many sibling pairs per refresh generation in the grace window; a further
     # grace request gets invalid_grant without revoking the family (a stolen token replayed in
@@ -142,7 +142,7 @@ DEFAULTS: dict[str, Any] = {
     # --- signed JWT assertions (mcp_oauth.authorization_server.assertions) ---
     # private_key_jwt client authentication (RFC 7523 §2.2) and ID-JAGs (RFC 7523 §2.1):
     # the JWS algorithms accepted at all. "none" and the HS* (shared-secret) algorithms are
-    # never accepted, whatever this lists (manage.py check: mcp_oauth.E040).
+    # never accepted, whatever this lists (manage.py check: mcp_oauth.E090).
     "ASSERTION_ALGORITHMS": ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"],
     # Longest accepted assertion lifetime (exp - now, and how old iat may be), in seconds;
     # it also bounds how long used jti values are kept.

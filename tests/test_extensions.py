@@ -133,7 +133,11 @@ def test_auth_extensions_offered_in_both_eras(client, token):
         {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": DISCOVER_META}},
         **{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
     )
-    assert discover.json()["result"]["capabilities"]["extensions"] == AUTH_EXTENSIONS
+    # and the Tasks extension, offered to 2026-07-28 requests only
+    assert discover.json()["result"]["capabilities"]["extensions"] == {
+        **AUTH_EXTENSIONS,
+        "io.modelcontextprotocol/tasks": {},
+    }
     params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     initialize = _post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
     assert initialize.json()["result"]["capabilities"]["extensions"] == AUTH_EXTENSIONS

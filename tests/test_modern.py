@@ -324,7 +324,11 @@ def test_server_discover(client, token, settings):
             "resources": {"listChanged": True, "subscribe": True},
             "completions": {},
             # the Tasks extension (mcp_oauth.mcp_tasks)
-            "extensions": {"io.modelcontextprotocol/tasks": {}},
+            "extensions": {
+                "io.modelcontextprotocol/tasks": {},
+                "io.modelcontextprotocol/oauth-client-credentials": {},
+                "io.modelcontextprotocol/enterprise-managed-authorization": {},
+            },
         },
         "instructions": "Be nice.",
         "resultType": "complete",
