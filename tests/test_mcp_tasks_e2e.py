@@ -144,7 +144,9 @@ def test_a_task_outlives_its_client_and_is_polled_from_another_process(site, use
     server = start_uvicorn(port, env)
     try:
         with celery_worker(env, "e2e"):
-            created = create(url, token, "long_job", {"seconds": 3, "label": "report"})
+            # 3 s in CI; the 30-second tool: MCP_TASKS_E2E_SECONDS=30
+            seconds = float(os.environ.get("MCP_TASKS_E2E_SECONDS", "3"))
+            created = create(url, token, "long_job", {"seconds": seconds, "label": "report"})
             task_id = created["taskId"]
             # durable at once, and owned: an immediate tasks/get finds it; another user does not
             assert request(url, token, "tasks/get", {"taskId": task_id}).json()["result"]["taskId"] == task_id
