@@ -26,10 +26,25 @@ from .settings import mcp_oauth_settings
 
 logger = logging.getLogger("mcp_oauth.overload")
 
+# Mcp-Method / Mcp-Name: required on 2026-07-28 requests ("Transports", standard headers); the
+# Mcp-Param-<name> headers of a tool's x-mcp-header arguments are allowed as the preflight asks.
 # DPoP / DPoP-Nonce: RFC 9449 §4.1, §8 (a browser client sends proofs and reads nonces)
-ALLOW_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, DPoP"
+ALLOW_HEADERS = (
+    "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, "
+    "Last-Event-ID, DPoP"
+)
+PARAM_HEADER_PREFIX = "mcp-param-"
 EXPOSE_HEADERS = "WWW-Authenticate, Mcp-Session-Id, MCP-Protocol-Version, Retry-After, DPoP-Nonce"
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def allow_headers(request: HttpRequest) -> str:
+    """``Access-Control-Allow-Headers`` of a preflight: :data:`ALLOW_HEADERS` and the
+    ``Mcp-Param-*`` headers the preflight names (a tool's ``x-mcp-header`` arguments)."""
+    asked = request.headers.get("Access-Control-Request-Headers", "")
+    params = [h.strip() for h in asked.split(",") if h.strip().lower().startswith(PARAM_HEADER_PREFIX)]
+    valid = [h for h in params if len(h) <= 128 and h.replace("-", "").replace("_", "").isalnum()]
+    return ", ".join([ALLOW_HEADERS, *valid[:32]])
 
 
 def origin_allowed(origin: str) -> bool:
@@ -80,7 +95,7 @@ def _decorate(view: Callable, methods: str, origin_check: Callable[[str], bool] 
         response = HttpResponse(status=204)
         if allowed_origin(request):
             response["Access-Control-Allow-Methods"] = methods
-            response["Access-Control-Allow-Headers"] = ALLOW_HEADERS
+            response["Access-Control-Allow-Headers"] = allow_headers(request)
             response["Access-Control-Max-Age"] = "600"
         return add_headers(request, response)
 

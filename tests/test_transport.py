@@ -186,6 +186,23 @@ def test_preflight_is_answered_without_a_token(client, resource):
     assert "Mcp-Session-Id" in response["Access-Control-Allow-Headers"]
 
 
+def test_preflight_allows_the_2026_headers_a_browser_client_sends(client, resource):
+    """A browser client of 2026-07-28 sends Mcp-Method and Mcp-Name on every request, and
+    Mcp-Param-* for a tool's x-mcp-header arguments: the preflight must allow them (it did not)."""
+    response = client.options(
+        "/mcp",
+        headers={
+            "Origin": "http://localhost:6274",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, mcp-method, mcp-name, mcp-param-region, x-evil",
+        },
+    )
+    assert response.status_code == 204
+    allowed = {h.strip().lower() for h in response["Access-Control-Allow-Headers"].split(",")}
+    assert {"authorization", "mcp-method", "mcp-name", "mcp-param-region", "mcp-protocol-version"} <= allowed
+    assert "x-evil" not in allowed
+
+
 @pytest.mark.parametrize("method", ["post", "get", "delete"])
 def test_every_method_needs_a_token_even_with_an_empty_body(client, resource, method):
     response = getattr(client, method)("/mcp")
@@ -478,6 +495,11 @@ def test_initialize_creates_a_bound_session(client, token, user, public_app, res
             "resources": {"subscribe": True, "listChanged": True},
             "prompts": {"listChanged": True},
             "completions": {},
+            # the ext-auth extensions this server offers in both eras (not Tasks: 2026-07-28 only)
+            "extensions": {
+                "io.modelcontextprotocol/oauth-client-credentials": {},
+                "io.modelcontextprotocol/enterprise-managed-authorization": {},
+            },
         },
         "serverInfo": {"name": "django-mcp-authz", "version": "0.1.0"},
     }

@@ -54,6 +54,10 @@ class AuthorizationServerMetadataView(OAuthServerMetadataView):
         confidential = [m for m in data.get("token_endpoint_auth_methods_supported", []) if m != "none"]
         if "introspection_endpoint" in data:  # RFC 7662 §2.1: callers authenticate
             data["introspection_endpoint_auth_methods_supported"] = confidential
+        if "revocation_endpoint" in data:  # RFC 7009 §2.1: as at the token endpoint (public clients: none)
+            data["revocation_endpoint_auth_methods_supported"] = list(
+                data.get("token_endpoint_auth_methods_supported", [])
+            )
         data.setdefault("response_modes_supported", ["query"])
         data.update(dpop_metadata.authorization_server_metadata())  # RFC 9449 §5.1
         return _json(data)

@@ -266,7 +266,7 @@ def verify_proof(
     ):
         raise InvalidDPoPProof("The DPoP proof's htu is not this request's URL.")
     if isinstance(iat, bool) or not isinstance(iat, (int, float)):
-        raise InvalidDPoPProof("The DPoP proof's iat is missing.")
+        raise InvalidDPoPProof("The DPoP proof's iat is missing or not a number of seconds.")
     current = time.time() if now is None else now
     if iat < current - int(mcp_oauth_settings.DPOP_PROOF_MAX_AGE_SECONDS):
         raise InvalidDPoPProof("The DPoP proof is too old (iat).")
