@@ -36,12 +36,14 @@ from .models import (
     ClientProfile,
     Consent,
     DPoPBinding,
+    EnterpriseIdentityProvider,
     McpSession,
     McpTask,
     ProtectedResource,
     TrustRule,
     revoke_client_tokens,
 )
+from .settings import mcp_oauth_settings
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -181,6 +183,47 @@ class LastUsedFilter(admin.SimpleListFilter):
         return queryset
 
 
+class GrantTypeFilter(admin.SimpleListFilter):
+    """Filter clients by the grants this server's token endpoint serves them (:mod:`.authorization_server.server`).
+
+    Authorization code (with its refresh tokens) and client credentials, the two stored
+    ``authorization_grant_type`` values it accepts; the JWT bearer grant (an ID-JAG), open to the
+    allowed clients of an enabled enterprise identity provider while
+    ``MCP_OAUTH["ENTERPRISE_MANAGED_AUTHORIZATION"]`` is on; and, when such rows exist, "Not
+    supported by this server": the other stored types (implicit, password, device code, OpenID
+    hybrid), which can obtain no token here.
+    """
+
+    title = _("grant type")
+    parameter_name = "grant_type"
+    JWT_BEARER = "jwt-bearer"
+    UNSUPPORTED = "unsupported"
+
+    @staticmethod
+    def supported() -> tuple[str, ...]:
+        return (Application.GRANT_AUTHORIZATION_CODE, Application.GRANT_CLIENT_CREDENTIALS)
+
+    def lookups(self, request, model_admin):
+        labels = dict(Application._meta.get_field("authorization_grant_type").flatchoices)
+        choices = [(value, labels.get(value, value)) for value in self.supported()]
+        if mcp_oauth_settings.ENTERPRISE_MANAGED_AUTHORIZATION:
+            choices.append((self.JWT_BEARER, _("JWT bearer (enterprise identity assertion)")))
+        if model_admin.get_queryset(request).exclude(authorization_grant_type__in=self.supported()).exists():
+            choices.append((self.UNSUPPORTED, _("Not supported by this server")))
+        return choices
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value in self.supported():
+            return queryset.filter(authorization_grant_type=value)
+        if value == self.JWT_BEARER and mcp_oauth_settings.ENTERPRISE_MANAGED_AUTHORIZATION:
+            allowed = EnterpriseIdentityProvider.objects.filter(enabled=True, allowed_clients__isnull=False)
+            return queryset.filter(pk__in=allowed.values("allowed_clients"))
+        if value == self.UNSUPPORTED:
+            return queryset.exclude(authorization_grant_type__in=self.supported())
+        return queryset
+
+
 def block_rules_for(application) -> list[tuple[str, str]]:
     """The ``(target, pattern)`` deny rules that block ``application`` by host.
 
@@ -232,7 +275,7 @@ class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DO
     list_filter = (
         "registration_source",
         "client_type",
-        "authorization_grant_type",
+        GrantTypeFilter,
         TrustVerdictFilter,
         LastUsedFilter,
         ("created", admin.DateFieldListFilter),
