@@ -72,12 +72,25 @@ class EnterpriseIdentityProviderForm(forms.ModelForm):
         return data
 
 
-class EnterpriseIdentityInline(admin.TabularInline):
+class UserAutocompleteMixin:
+    """``user`` as an autocomplete box (searched with the user admin's ``search_fields``), or the raw id
+    box of the class's ``raw_id_fields`` when the site's user admin is missing or cannot search: a
+    static ``autocomplete_fields`` would fail such a site's system checks (admin.E039, admin.E040)."""
+
+    def get_autocomplete_fields(self, request):
+        fields = tuple(super().get_autocomplete_fields(request))  # type: ignore[misc]
+        user_admin = self.admin_site._registry.get(get_user_model())  # type: ignore[attr-defined]
+        if user_admin is not None and user_admin.get_search_fields(request):
+            return (*fields, "user")
+        return fields
+
+
+class EnterpriseIdentityInline(UserAutocompleteMixin, admin.TabularInline):
     model = EnterpriseIdentity
     extra = 0
     fields = ("subject", "user", "created", "last_used_at")
     readonly_fields = ("created", "last_used_at")
-    raw_id_fields = ("user",)
+    raw_id_fields = ("user",)  # unless UserAutocompleteMixin can offer an autocomplete box
 
 
 @admin.register(EnterpriseIdentityProvider)
@@ -102,8 +115,8 @@ class EnterpriseIdentityProviderAdmin(admin.ModelAdmin):
 
 
 @admin.register(EnterpriseIdentity)
-class EnterpriseIdentityAdmin(admin.ModelAdmin):
+class EnterpriseIdentityAdmin(UserAutocompleteMixin, admin.ModelAdmin):
     list_display = ("subject", "provider", "user", "created", "last_used_at")
     list_filter = ("provider",)
     search_fields = ("subject", f"user__{get_user_model().USERNAME_FIELD}")
-    raw_id_fields = ("user",)
+    raw_id_fields = ("user",)  # unless UserAutocompleteMixin can offer an autocomplete box

@@ -10,4 +10,4 @@ class NoteAdmin(admin.ModelAdmin):
     list_display = ("title", "owner", "updated_at")
     list_filter = ("owner",)
     search_fields = ("title", "body")
-    raw_id_fields = ("owner",)
+    autocomplete_fields = ("owner",)

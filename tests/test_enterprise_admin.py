@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib import admin
+from django.contrib.admin.widgets import AutocompleteSelect, ForeignKeyRawIdWidget
+from django.contrib.auth import get_user_model
+from django.test import RequestFactory
 from oauth2_provider.models import get_application_model
 
-from mcp_oauth.models import ClientProfile, EnterpriseIdentityProvider
+from mcp_oauth.enterprise_admin import EnterpriseIdentityAdmin, EnterpriseIdentityInline
+from mcp_oauth.models import ClientProfile, EnterpriseIdentity, EnterpriseIdentityProvider
 
 from .jwt_keys import make_key
 
@@ -90,3 +95,21 @@ def test_add_idp_with_inline_public_keys(admin_client, resource, app):
     response = admin_client.post("/admin/mcp_oauth/enterpriseidentityprovider/add/", form)
     assert response.status_code == 302, response.content[:2000]
     assert EnterpriseIdentityProvider.objects.get().jwks == jwks
+
+
+@pytest.mark.parametrize("user_admin", ["searchable", "not searchable", "not registered"])
+def test_identity_user_box_is_autocomplete_when_the_user_admin_can_search(user_admin, rf: RequestFactory):
+    site = admin.AdminSite(name=f"test-{user_admin.replace(' ', '-')}")
+    if user_admin != "not registered":
+        search = ("username",) if user_admin == "searchable" else ()
+        site.register(get_user_model(), type("UserAdmin", (admin.ModelAdmin,), {"search_fields": search}))
+    identity_admin = EnterpriseIdentityAdmin(EnterpriseIdentity, site)
+    inline = EnterpriseIdentityInline(EnterpriseIdentityProvider, site)
+    request = rf.get("/")
+    request.user = get_user_model()(is_superuser=True, is_staff=True)
+    field = EnterpriseIdentity._meta.get_field("user")
+    expected = AutocompleteSelect if user_admin == "searchable" else ForeignKeyRawIdWidget
+    for model_admin in (identity_admin, inline):
+        assert model_admin.check() == []  # no admin.E039 / E040 for a site whose user admin cannot search
+        widget = model_admin.formfield_for_foreignkey(field, request).widget
+        assert type(widget) is expected, (model_admin, widget)
