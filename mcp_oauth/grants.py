@@ -1,7 +1,8 @@
 """What a user has granted to MCP clients, and taking it back.
 
 * :func:`user_grants` — the clients a user has authorized (active consents), with what the
-  connected-apps page shows about each;
+  connected-apps page shows about each (and, for clients that share a name, what tells them
+  apart: client_id, registration date, redirect hosts);
 * :func:`revoke_user_grants` — revoke one client's (or all clients') access for a user: the
   access and refresh tokens and the consents, audited, with a signal for caches. Used by the
   connected-apps page and the account-lifecycle receivers (:mod:`mcp_oauth.lifecycle`:
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
@@ -47,6 +49,34 @@ class Grant:
     resources: list[str]
     granted_at: datetime
     last_used_at: datetime | None  # the newest token issued to the client for this user
+    client_id_short: str = ""  # a CIMD client_id URL in full, another client_id's first 8 characters and "…"
+    registered_at: datetime | None = None  # when the application was registered (``Application.created``)
+    redirect_hosts: tuple[str, ...] = ()  # the hosts of its redirect URIs, in order, once each
+    same_name: bool = False  # another of the user's grants has the same name (case and spaces aside)
+
+
+def short_client_id(client_id: str) -> str:
+    """``client_id`` as shown to users: a CIMD URL in full (it names its host), else its first 8 characters
+    (:func:`user_grants` shows it in full when two of a user's clients would share a short form)."""
+    if client_id.startswith("https://") or len(client_id) <= 12:
+        return client_id
+    return client_id[:8] + "…"
+
+
+def _name_key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def _redirect_hosts(redirect_uris: str) -> tuple[str, ...]:
+    hosts = []
+    for uri in redirect_uris.split():
+        try:
+            host = urlsplit(uri).hostname
+        except ValueError:  # not a URL (the registration checks refuse these; an old row may hold one)
+            continue
+        if host:
+            hosts.append(host)
+    return tuple(dict.fromkeys(hosts))
 
 
 def user_grants(user) -> list[Grant]:
@@ -65,15 +95,18 @@ def user_grants(user) -> list[Grant]:
         .values_list("application", "last")
     )
     descriptions = get_scopes_backend().get_all_scopes()
+    names = Counter(_name_key(consent.application.name or consent.application.client_id) for consent in consents)
+    shorts = Counter(short_client_id(consent.application.client_id) for consent in consents)
     grants = []
     for consent in consents:
         application = consent.application
+        name = application.name or application.client_id
         source = getattr(application, "registration_source", "manual") or "manual"
         client_id = application.client_id
         grants.append(
             Grant(
                 application=application,
-                name=application.name or client_id,
+                name=name,
                 registration_source=source,
                 registration_label=REGISTRATION_LABELS.get(source, source),
                 client_id_host=urlsplit(client_id).hostname if client_id.startswith("https://") else None,
@@ -82,6 +115,10 @@ def user_grants(user) -> list[Grant]:
                 resources=list(consent.resources or []),
                 granted_at=consent.last_granted_at,
                 last_used_at=last_used.get(application.pk),
+                client_id_short=client_id if shorts[short_client_id(client_id)] > 1 else short_client_id(client_id),
+                registered_at=getattr(application, "created", None),
+                redirect_hosts=_redirect_hosts(application.redirect_uris or ""),
+                same_name=names[_name_key(name)] > 1,
             )
         )
     return grants

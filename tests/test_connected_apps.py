@@ -176,3 +176,33 @@ def test_revoke_user_grants_for_all_clients_leaves_other_users_alone(
     }
     assert user_grants(user) == []
     assert revoke_user_grants(user, reason="again") == 0
+
+
+def test_clients_sharing_a_name_or_a_short_client_id_are_told_apart(user, db):
+    Application = get_application_model()
+
+    def app(name: str, client_id: str, redirect_uris: str):
+        return Application.objects.create(
+            name=name,
+            client_id=client_id,
+            client_type=Application.CLIENT_PUBLIC,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris=redirect_uris,
+        )
+
+    twins = [
+        app("Desk  Helper", "SameStart" + "a" * 31, "https://one.example/cb https://one.example/other"),
+        app("desk helper", "SameStart" + "b" * 31, "http://127.0.0.1/cb https://two.example/cb"),
+    ]
+    alone = app("Notes", "Different" + "c" * 31, "https://notes.example/cb")
+    for application in (*twins, alone):
+        Consent.record_grant(user, application, ["mcp"], "https://rs.example/mcp")
+
+    grants = {grant.application.pk: grant for grant in user_grants(user)}
+    one, two, notes = grants[twins[0].pk], grants[twins[1].pk], grants[alone.pk]
+    assert one.same_name and two.same_name and not notes.same_name
+    # Their first 8 characters are equal: shown in full; a short form that is unique stays short.
+    assert (one.client_id_short, two.client_id_short) == (twins[0].client_id, twins[1].client_id)
+    assert notes.client_id_short == "Differen…"
+    assert one.redirect_hosts == ("one.example",) and two.redirect_hosts == ("127.0.0.1", "two.example")
+    assert one.registered_at == twins[0].created
