@@ -46,20 +46,20 @@ from oauthlib.oauth2.rfc6749 import errors
 from .. import trust
 from ..adapter import get_adapter
 from ..audit import announce, new_event, record
-from ..cimd.validator import CIMDValidatorMixin
-from ..client_secrets import check_client_secret
+from ..cimd.oauth2_validator import CIMDValidatorMixin
 from ..db import cursor as db_cursor
 from ..db import insert
-from ..dpop.token_endpoint import bind_grant
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
+from ..redirects import redirect_scheme_allowed, redirect_uri_registered
 from ..settings import mcp_oauth_settings
 from ..signals import authorization_code_replayed
 from . import client_assertion, enterprise
+from .client_authentication import check_client_secret
 from .clients import cached_application
+from .dpop_token_endpoint import bind_grant
 from .jwt_bearer import JWT_BEARER_GRANT_TYPE
 from .redeemed import mark_revoked, remember_redeemed
-from .redirects import redirect_scheme_allowed, redirect_uri_registered
-from .resources import InvalidTarget, select_resource
+from .resource_selection import InvalidTarget, select_resource
 from .rotation import RefreshRotationMixin, revoke_family, take_write_lock
 
 #: ``ClientProfile.last_used_at`` is written at most once per this many seconds per client and worker.
