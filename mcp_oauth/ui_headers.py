@@ -28,6 +28,7 @@ UI_SECURITY_HEADERS: dict[str, str] = {
     "Cache-Control": "no-store",
 }
 
+#: Any Django response type (what :func:`secure_ui` is given, it returns).
 ResponseT = TypeVar("ResponseT", bound=HttpResponseBase)
 
 
