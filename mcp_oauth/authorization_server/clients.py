@@ -40,7 +40,7 @@ from oauth2_provider.models import get_application_model
 
 from .. import trust
 from ..models import ClientProfile, TrustRule
-from ..resource_server.cache import _CACHE_ERRORS, RESOURCE_GENERATION_KEY
+from ..resource_server.cache import CACHE_ERRORS, RESOURCE_GENERATION_KEY
 from ..settings import mcp_oauth_settings
 
 __all__ = [
@@ -107,7 +107,7 @@ def _read_generations() -> tuple[Any, Any]:
             cache.add(CLIENTS_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
             generation = cache.get(CLIENTS_GENERATION_KEY)
         return generation, found.get(RESOURCE_GENERATION_KEY)
-    except _CACHE_ERRORS as exc:
+    except CACHE_ERRORS as exc:
         logger.warning("client cache unavailable, reading the database: %s", exc)
         return None, None
 
@@ -198,7 +198,7 @@ def bump_clients_generation() -> None:
         _registry.clear()
         try:
             _cache().set(CLIENTS_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
-        except _CACHE_ERRORS as exc:
+        except CACHE_ERRORS as exc:
             logger.error("cache unavailable: could not announce a client change: %s", exc)
 
     bump()

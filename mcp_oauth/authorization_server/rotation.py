@@ -38,7 +38,6 @@ replaces the refresh branch of token saving:
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -62,7 +61,7 @@ from ..audit import record
 from ..db import columns, from_row, insert, prep, returning_supported, table
 from ..db import cursor as db_cursor
 from ..models import AuditEvent, RedeemedAuthorizationCode, RefreshGeneration, RefreshTokenGeneration
-from ..resource_server.cache import forget_token
+from ..resource_server.cache import forget_token, token_checksum
 from ..settings import mcp_oauth_settings
 from . import rotation_statement
 
@@ -94,7 +93,7 @@ def _presented_row(refresh_token: str):
     """The stored row a raw refresh token names: the live one, else the most recently revoked;
     with its user, access token and generation (one query; the client is compared by id, and
     read only on the rare reuse path)."""
-    checksum = hashlib.sha256(refresh_token.encode("utf-8")).hexdigest()
+    checksum = token_checksum(refresh_token)
     RefreshToken = get_refresh_token_model()
     using = router.db_for_read(RefreshToken)
     if not returning_supported(using):
