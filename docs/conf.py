@@ -66,7 +66,7 @@ nitpick_ignore = [
     ("py:mod", "mcp_oauth.registry.errors"),
     ("py:func", "elicitation.protocol.stored_answer"),
     ("py:func", "elicitation.tasks.notify_elicitation_complete"),
-    ("py:func", "mcp_oauth.authorization_server.enterprise.user_for_subject"),
+    ("py:func", "mcp_oauth.enterprise_users.user_for_subject"),
     ("py:class", "mcp_oauth.mcp_tasks.runner.TaskHandle"),
     ("py:class", "mcp_oauth.mcp_tasks.policy.TaskPolicy"),
 ]

@@ -35,10 +35,10 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from mcp_oauth import audit, throttling
 from mcp_oauth.adapter import get_adapter
-from mcp_oauth.authorization_server.views import UI_SECURITY_HEADERS
 from mcp_oauth.login import login_url
 from mcp_oauth.models import AuditEvent
 from mcp_oauth.text import storable
+from mcp_oauth.ui_headers import secure_ui
 
 from .crypto import encrypt, keys_configured
 from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
@@ -68,16 +68,7 @@ class SeeOther(HttpResponseRedirect):
 
 
 def _page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
-    response = render(request, template, context, status=status)
-    for header, value in UI_SECURITY_HEADERS.items():
-        response[header] = value
-    return response
-
-
-def _secure(response: HttpResponse) -> HttpResponse:
-    for header, value in UI_SECURITY_HEADERS.items():
-        response[header] = value
-    return response
+    return secure_ui(render(request, template, context, status=status))
 
 
 def _error(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:
@@ -197,7 +188,7 @@ def _send_to_provider(
             "scopes": scopes,
         },
     )
-    return _secure(SeeOther(auth.url))
+    return secure_ui(SeeOther(auth.url))
 
 
 def _client_name(row: Elicitation) -> str:
@@ -229,7 +220,7 @@ def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
     if row is None:
         return _not_found(request)
     if not request.user.is_authenticated:
-        return _secure(redirect_to_login(request.get_full_path(), login_url()))
+        return secure_ui(redirect_to_login(request.get_full_path(), login_url()))
     if row.user_id != request.user.pk:
         return _mismatch(request, "start", row)
     context = {
@@ -254,7 +245,7 @@ def start(request: HttpRequest, elicitation_id: str) -> HttpResponse:
             if provider is None or not provider.enabled:
                 return _error(request, 410, "Provider unavailable", "This service can no longer be connected.")
             return _send_to_provider(request, provider, row.scope_list, row.elicitation_id)
-        return _secure(SeeOther(row.target_url))
+        return secure_ui(SeeOther(row.target_url))
     if action is not None:
         context["form_error"] = "Nothing was done: choose Continue or Cancel."
         return _page(request, elicitation_settings.START_TEMPLATE, context, status=400)
@@ -377,7 +368,7 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
     account = f"Your {provider.name} account{(' ' + connection.account_label) if connection.account_label else ''} is connected."
     if row is None:
         messages.success(request, account)
-        return _secure(SeeOther(reverse("elicitation:connections")))
+        return secure_ui(SeeOther(reverse("elicitation:connections")))
     return _done(request, "Connected", account)
 
 
@@ -397,7 +388,7 @@ def connections(request: HttpRequest) -> HttpResponse:
     if refused is not None:
         return refused
     if not request.user.is_authenticated:
-        return _secure(redirect_to_login(request.get_full_path(), login_url()))
+        return secure_ui(redirect_to_login(request.get_full_path(), login_url()))
     if request.method == "POST":
         unconfigured = _unconfigured(request)
         if unconfigured is not None:
@@ -416,7 +407,7 @@ def connections(request: HttpRequest) -> HttpResponse:
                 messages.success(request, f"Deleted the stored value {name}.")
             else:
                 messages.info(request, f"There was no stored value {name}; nothing was deleted.")
-            return _secure(SeeOther(reverse("elicitation:connections")))
+            return secure_ui(SeeOther(reverse("elicitation:connections")))
         if action not in {"connect", "disconnect"}:
             return _connections_page(request, 400, "Nothing was changed: the form did not say what to do.")
         if provider is None:
@@ -435,7 +426,7 @@ def connections(request: HttpRequest) -> HttpResponse:
             )
         else:
             messages.info(request, f"{provider.name} was not connected; nothing was changed.")
-        return _secure(SeeOther(reverse("elicitation:connections")))
+        return secure_ui(SeeOther(reverse("elicitation:connections")))
     return _connections_page(request)
 
 
@@ -444,7 +435,7 @@ def _connections_page(request: HttpRequest, status: int = 200, form_error: str =
     connected to) are not listed as waiting."""
     user = request.user
     if not user.is_authenticated:  # as in connections(), which signs the user in before coming here
-        return _secure(redirect_to_login(request.get_full_path(), login_url()))
+        return secure_ui(redirect_to_login(request.get_full_path(), login_url()))
     mine = {c.provider_id: c for c in ThirdPartyConnection.objects.filter(user=user)}
     rows = [(provider, mine.get(provider.pk)) for provider in ThirdPartyProvider.objects.filter(enabled=True)]
     waiting = [

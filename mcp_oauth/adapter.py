@@ -39,7 +39,7 @@ from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
 from . import trust
-from .authorization_server.enterprise import user_for_subject
+from .enterprise_users import user_for_subject
 from .loopback import is_loopback_host
 from .settings import mcp_oauth_settings
 from .text import without_invisible_format_characters
@@ -71,7 +71,7 @@ class DefaultMCPAdapter:
         :param provider: the :class:`~mcp_oauth.models.EnterpriseIdentityProvider` that signed it.
         :param claims: its verified claims (``iss``, ``sub``, ``client_id``, ``resource``, ``email``, ...).
 
-        Default: :func:`mcp_oauth.authorization_server.enterprise.user_for_subject` (the link
+        Default: :func:`mcp_oauth.enterprise_users.user_for_subject` (the link
         ``iss`` + ``sub``, then the provider's e-mail policy).
         """
         return user_for_subject(provider, claims, request)

@@ -27,7 +27,6 @@ from oauth2_provider.settings import oauth2_settings
 from . import enterprise_admin, trust  # enterprise_admin also registers the enterprise IdP screens
 from .audit import record
 from .authorization_server.clients import bump_clients_generation
-from .authorization_server.redirects import redirect_scheme_allowed
 from .loopback import is_loopback_host
 from .mcp_tasks.store import cancel_task
 from .models import (
@@ -43,6 +42,7 @@ from .models import (
     TrustRule,
     revoke_client_tokens,
 )
+from .redirects import redirect_scheme_allowed
 from .settings import mcp_oauth_settings
 
 if TYPE_CHECKING:

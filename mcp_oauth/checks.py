@@ -93,7 +93,7 @@ DOT_REDIRECT_SCHEME_CHECK_IDS = frozenset({"oauth2_provider.W008", "oauth2_provi
 
 def loopback_redirect_rule_in_force() -> bool:
     """Whether the request validator is the MCP profile's, which refuses ``http`` redirect URIs off
-    loopback whatever the client's registration says (:func:`.authorization_server.redirects.redirect_scheme_allowed`)."""
+    loopback whatever the client's registration says (:func:`.redirects.redirect_scheme_allowed`)."""
     from oauth2_provider.settings import oauth2_settings
 
     from .authorization_server.validator import MCPOAuth2Validator

@@ -13,48 +13,27 @@ random strings, for which one keyed hash is as strong as any number of iteration
   ``PASSWORD_HASHERS`` (anywhere after the password hasher: user passwords keep the first
   entry); until then DOT's default applies and ``check --deploy`` warns (``mcp_oauth.W051``).
   Naming it in ``CLIENT_SECRET_HASHER`` without listing it is ``mcp_oauth.E050``.
-* :func:`check_client_secret` is what the validator calls: constant-time comparison; a secret
-  stored with any other Django hasher (e.g. PBKDF2 from before) is verified once with it and,
-  when right, re-hashed with :class:`ClientSecretHasher` in place (upgrade on successful use);
-  a secret stored in plain text (``hash_client_secret=False``) is compared in constant time.
-* Failed client authentication is throttled per caller *and* client: past
-  ``MCP_OAUTH["THROTTLE_RATES"]["client_auth_failure"]`` (default ``"30/minute"``) failures,
-  further attempts by that caller (:func:`mcp_oauth.throttling.caller_key`, i.e.
-  ``THROTTLE_KEY_FUNCTION`` or the remote address) for that client are refused without computing
-  any hash until the window ends, with HTTP 429 ``slow_down`` and ``Retry-After`` (an
-  :class:`~mcp_oauth.errors.OAuthError`). Counting per client alone would let anyone who knows
-  a ``client_id`` lock the real client out; another caller presenting the right secret is
-  never refused. The caller is the HTTP request bound by :func:`authenticating_caller` (the
-  token, revocation and introspection endpoints bind it, :mod:`.authorization_server.guards`).
+* Checking a secret a client presents (constant-time, upgrade of a legacy hash on use, failures
+  throttled per caller and client) is the token endpoint's:
+  :mod:`mcp_oauth.authorization_server.client_authentication`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import secrets as _secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth.hashers import BasePasswordHasher, check_password, identify_hasher, mask_hash
+from django.contrib.auth.hashers import BasePasswordHasher, mask_hash
 from django.utils.crypto import constant_time_compare
 
-from . import throttling
 from .settings import CLIENT_SECRET_HASHER_PATH
 
 if TYPE_CHECKING:
-    from django.http import HttpRequest
     from django_stubs_ext import StrOrPromise
 
-__all__ = ["ALGORITHM", "ClientSecretHasher", "authenticating_caller", "check_client_secret", "hash_client_secret"]
-
-#: The HTTP request whose client authentication is being checked (who is calling).
-_caller: ContextVar[HttpRequest | None] = ContextVar("mcp_oauth_client_auth_caller", default=None)
-
-logger = logging.getLogger("mcp_oauth.client_secrets")
+__all__ = ["ALGORITHM", "HASHER_PATH", "ClientSecretHasher", "hash_client_secret"]
 
 ALGORITHM = "mcp_oauth_sha256"
 #: Import path for ``PASSWORD_HASHERS``.
@@ -104,66 +83,3 @@ _hasher = ClientSecretHasher()
 def hash_client_secret(secret: str) -> str:
     """``mcp_oauth_sha256$<salt>$<digest>`` of ``secret``."""
     return _hasher.encode(secret, _hasher.salt())
-
-
-@contextmanager
-def authenticating_caller(request: HttpRequest) -> Iterator[None]:
-    """Bind ``request`` as the caller whose client authentications :func:`check_client_secret` counts."""
-    token = _caller.set(request)
-    try:
-        yield
-    finally:
-        _caller.reset(token)
-
-
-def _throttle_key(stored: str) -> str:
-    request = _caller.get()
-    caller = throttling.caller_key(request, "client_auth_failure") if request is not None else "unknown"
-    client = hashlib.sha256(stored.encode()).hexdigest()[:32]
-    return f"client_auth_failure:{client}:{caller}"
-
-
-def _upgrade(stored: str, provided: str) -> None:
-    from oauth2_provider.models import get_application_model
-
-    application_model = get_application_model()
-    new = hash_client_secret(provided)
-    # Keyed by the old hash: the row whose secret was just verified (and not changed since).
-    updated = application_model.objects.filter(client_secret=stored).update(client_secret=new)
-    if updated:
-        from .authorization_server.clients import bump_clients_generation
-
-        bump_clients_generation()  # no signal for a bulk update
-        logger.info("upgraded the client secret hash of %d client(s) to %s", updated, ALGORITHM)
-
-
-def check_client_secret(provided: str, stored: str) -> bool:
-    """Whether ``provided`` is the secret stored as ``stored``.
-
-    Constant-time for every storage format; upgrades a legacy hash on success; counts failures
-    per caller and client, and refuses without hashing once ``client_auth_failure`` is exceeded.
-
-    :raises OAuthError: 429 ``slow_down`` with ``Retry-After`` when this caller is over its
-        ``client_auth_failure`` allowance for this client.
-    """
-    if not isinstance(provided, str) or not isinstance(stored, str) or not stored:
-        return False
-    key = _throttle_key(stored)
-    retry_after = throttling.exhausted_for("client_auth_failure", key)
-    if retry_after is not None:
-        logger.warning("client authentication refused: too many failures from this caller for this client")
-        raise throttling.throttle_error(retry_after)
-    if stored.startswith(ALGORITHM + "$"):
-        ok = _hasher.verify(provided, stored)
-    else:
-        try:
-            identify_hasher(stored)
-        except ValueError:  # stored in plain text (hash_client_secret=False)
-            ok = constant_time_compare(provided, stored)
-        else:
-            ok = check_password(provided, stored)
-            if ok:
-                _upgrade(stored, provided)
-    if not ok:
-        throttling.count_failure("client_auth_failure", key)
-    return ok

@@ -21,6 +21,7 @@ deletion does not fail at commit on rows Django had not collected.
 from __future__ import annotations
 
 from django.db import router, transaction
+from django.db.models.signals import post_save, pre_delete, pre_save
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 
 from .authorization_server.rotation import take_write_lock
@@ -110,8 +111,6 @@ def settle_client_deletion(sender, instance, **kwargs) -> None:
 
 def connect_client(application_model) -> None:
     """Connect :func:`settle_client_deletion` for ``application_model`` (idempotent)."""
-    from django.db.models.signals import pre_delete
-
     pre_delete.connect(
         settle_client_deletion, sender=application_model, dispatch_uid="mcp_oauth.lifecycle.client_pre_delete"
     )
@@ -119,8 +118,6 @@ def connect_client(application_model) -> None:
 
 def connect(user_model) -> None:
     """Connect the receivers for ``user_model`` (idempotent)."""
-    from django.db.models.signals import post_save, pre_delete, pre_save
-
     pre_save.connect(remember_credentials, sender=user_model, dispatch_uid="mcp_oauth.lifecycle.pre_save")
     post_save.connect(revoke_on_credentials_change, sender=user_model, dispatch_uid="mcp_oauth.lifecycle.post_save")
     pre_delete.connect(revoke_on_delete, sender=user_model, dispatch_uid="mcp_oauth.lifecycle.pre_delete")

@@ -21,12 +21,12 @@ from urllib.parse import urlsplit
 
 from django.conf import global_settings, settings
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest
-from django.http.response import HttpResponseBase
 from django.shortcuts import resolve_url
 from django.urls import Resolver404, resolve, reverse
+from django.utils.decorators import method_decorator
 
 from .settings import mcp_oauth_settings
+from .ui_headers import secure_ui_view
 
 __all__ = ["LOGIN_URL_NAME", "MCPLoginView", "login_url"]
 
@@ -57,26 +57,20 @@ def login_url() -> str:
     return reverse(LOGIN_URL_NAME)
 
 
+@method_decorator(secure_ui_view, name="dispatch")
 class MCPLoginView(LoginView):
     """The app's login page (``/oauth/login``): Django's ``LoginView`` with ``mcp_oauth/login.html``.
 
     It carries the authorization request in ``next``, so it cannot be framed and sends no
-    referrer (the consent page's headers). After signing in the user goes to ``next`` (a URL of
-    this site only, as ``LoginView`` checks), else to ``LOGIN_REDIRECT_URL`` when the site routes
-    it, else back to this page, which then says who is signed in. Context besides
+    referrer (:data:`mcp_oauth.ui_headers.UI_SECURITY_HEADERS`, as the consent page). After
+    signing in the user goes to ``next`` (a URL of this site only, as ``LoginView`` checks), else
+    to ``LOGIN_REDIRECT_URL`` when the site routes it, else
+    back to this page, which then says who is signed in. Context besides
     ``LoginView``'s: ``site_host`` (the host of ``BASE_URL``); the template names the client asking
     with ``{% authorization_request next %}`` (:mod:`mcp_oauth.templatetags.mcp_oauth_pages`).
     """
 
     template_name = "mcp_oauth/login.html"
-
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        from .authorization_server.views import UI_SECURITY_HEADERS
-
-        response = super().dispatch(request, *args, **kwargs)
-        for header, value in UI_SECURITY_HEADERS.items():
-            response[header] = value
-        return response
 
     def get_default_redirect_url(self) -> str:
         url = str(resolve_url(settings.LOGIN_REDIRECT_URL))

@@ -59,9 +59,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
+from django.core.checks import CheckMessage, Error
+from django.core.checks import Warning as CheckWarning
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
+from .audit import record
+from .models import AuditEvent
 from .models.trust import TrustRule, normalize_host
+from .settings import mcp_oauth_settings
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +162,6 @@ def rules_snapshot(rules: Sequence[TrustRule] | None = None):
 
 def current_mode() -> str:
     """``MCP_OAUTH["TRUST_MODE"]``; an unrecognised value is treated as ``allowlist`` (fail closed)."""
-    from .settings import mcp_oauth_settings
-
     mode = mcp_oauth_settings.TRUST_MODE
     if mode not in MODES:
         log.error("MCP_OAUTH['TRUST_MODE'] = %r is not one of %s; treating it as 'allowlist'.", mode, MODES)
@@ -262,8 +266,6 @@ def evaluate_application(application, *, rules: Sequence[TrustRule] | None = Non
 
 def record_denial(verdict: Verdict, *, request=None, user=None, client_id: str = "", stage: str) -> None:
     """Write a ``trust.denied`` audit event (``stage``: ``registration``, ``cimd``, ``authorization``, ``token``)."""
-    from .audit import record
-    from .models import AuditEvent
 
     record(
         AuditEvent.Kind.TRUST_DENIED,
@@ -361,11 +363,6 @@ def check_settings() -> list:
     * ``mcp_oauth.W031``: ``OAUTH2_PROVIDER`` replaces the DCR or CIMD permission classes without
       the trust policy's, so it no longer applies at registration (it still does at authorization).
     """
-    from django.conf import settings
-    from django.core.checks import CheckMessage, Error, Warning
-
-    from .settings import mcp_oauth_settings
-
     messages: list[CheckMessage] = []
     if mcp_oauth_settings.TRUST_MODE not in MODES:
         messages.append(
@@ -382,7 +379,7 @@ def check_settings() -> list:
     ):
         if key in site and not any(str(getattr(c, "__name__", c)).endswith(name) for c in site[key] or ()):
             messages.append(
-                Warning(
+                CheckWarning(
                     f'OAUTH2_PROVIDER["{key}"] leaves out mcp_oauth.trust.{name}: trust rules no longer apply at registration.',
                     hint=f'Add "mcp_oauth.trust.{name}" to it (rules still apply at every authorization).',
                     id="mcp_oauth.W031",

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from mcp_oauth.cimd import cache
+from mcp_oauth.cimd import cache, leased_fetch
 from mcp_oauth.models import AuditEvent, ClientMetadataDocument
 
 from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
@@ -345,9 +345,9 @@ def test_expired_lease_is_taken_over(cimd_env, logged_in):
 def test_stale_task_with_a_foreign_lease_does_nothing(cimd_env, db):
     client_id = cimd_env.publish()
     ClientMetadataDocument.objects.create(client_id=client_id, lease_token="mine", lease_expires_at=timezone.now())
-    assert cache.perform_fetch(client_id, "not-mine") == "skipped"
+    assert leased_fetch.perform_fetch(client_id, "not-mine") == "skipped"
     assert cimd_env.server.fetches() == []
-    assert cache.perform_fetch(client_id, "mine") == "fetched"
+    assert leased_fetch.perform_fetch(client_id, "mine") == "fetched"
     assert len(cimd_env.server.fetches()) == 1
 
 
@@ -356,7 +356,7 @@ def test_no_second_fetch_by_a_request_that_read_the_row_before_a_fetch_completed
     seen = ClientMetadataDocument.objects.create(client_id=client_id)
     token = cache.claim_fetch(seen)
     assert token and cache.claim_fetch(seen) is None  # the lease is held
-    assert cache.perform_fetch(client_id, token) == "fetched"
+    assert leased_fetch.perform_fetch(client_id, token) == "fetched"
     assert cache.claim_fetch(seen) is None  # lease released, but a fetch completed since `seen` was read
     assert cache.claim_fetch(ClientMetadataDocument.objects.get(client_id=client_id)) is not None
     assert len(cimd_env.server.fetches()) == 1

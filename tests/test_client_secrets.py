@@ -10,8 +10,9 @@ from django.test import Client
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 
+from mcp_oauth.authorization_server.client_authentication import check_client_secret
 from mcp_oauth.checks import check_client_secret_hasher, check_fast_client_secret_hasher
-from mcp_oauth.client_secrets import ClientSecretHasher, check_client_secret, hash_client_secret
+from mcp_oauth.client_secrets import ClientSecretHasher, hash_client_secret
 
 from .oauth_helpers import basic
 

@@ -190,7 +190,7 @@ def test_leaving_http_out_of_the_schemes_warns_that_desktop_clients_break(settin
     ],
 )
 def test_redirect_scheme_rule(uri, allowed):
-    from mcp_oauth.authorization_server.redirects import redirect_scheme_allowed
+    from mcp_oauth.redirects import redirect_scheme_allowed
 
     assert redirect_scheme_allowed(uri) is allowed
 

@@ -408,7 +408,7 @@ def test_cimd_document_flag_requires_dpop(db):
     """A Client ID Metadata Document with ``dpop_bound_access_tokens: true`` opts its client in."""
     from oauth2_provider.models import get_application_model
 
-    from mcp_oauth.dpop.requirements import client_requires_dpop
+    from mcp_oauth.authorization_server.dpop_requirements import client_requires_dpop
     from mcp_oauth.models import ClientMetadataDocument
 
     Application = get_application_model()

@@ -38,8 +38,9 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from oauth2_provider.models import get_application_model
 
+from .. import trust
 from ..models import ClientProfile, TrustRule
-from ..resource_server.cache import RESOURCE_GENERATION_KEY
+from ..resource_server.cache import CACHE_ERRORS, RESOURCE_GENERATION_KEY
 from ..settings import mcp_oauth_settings
 
 __all__ = [
@@ -59,12 +60,6 @@ T = TypeVar("T")
 
 def _cache():
     return caches[mcp_oauth_settings.TOKEN_CACHE]
-
-
-def _cache_errors() -> tuple[type[BaseException], ...]:
-    from ..resource_server.cache import _CACHE_ERRORS
-
-    return _CACHE_ERRORS
 
 
 class _Registry:
@@ -112,7 +107,7 @@ def _read_generations() -> tuple[Any, Any]:
             cache.add(CLIENTS_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
             generation = cache.get(CLIENTS_GENERATION_KEY)
         return generation, found.get(RESOURCE_GENERATION_KEY)
-    except _cache_errors() as exc:
+    except CACHE_ERRORS as exc:
         logger.warning("client cache unavailable, reading the database: %s", exc)
         return None, None
 
@@ -125,8 +120,6 @@ def token_request() -> Iterator[None]:
     The trust rules are served through :func:`mcp_oauth.trust.rules_snapshot`, so a site
     adapter's ``trust_verdict`` sees them as usual.
     """
-    from .. import trust
-
     generation, resource_generation = _read_generations()
     if generation is None:
         yield
@@ -183,7 +176,8 @@ def generation_memo(name: str, load: Callable[[], T]) -> T:
     """``load()``, kept in this worker's memory for the current generation (within
     :func:`token_request`; outside it, or without a usable cache, ``load()`` every time). For
     answers derived from clients and their profiles (e.g. which clients require DPoP,
-    :mod:`mcp_oauth.dpop.requirements`): a saved ``Application`` or ``ClientProfile`` ends them."""
+    :mod:`mcp_oauth.authorization_server.dpop_requirements`): a saved ``Application`` or
+    ``ClientProfile`` ends them."""
     generation = _current.get()
     if generation is None:
         return load()
@@ -204,7 +198,7 @@ def bump_clients_generation() -> None:
         _registry.clear()
         try:
             _cache().set(CLIENTS_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
-        except _cache_errors() as exc:
+        except CACHE_ERRORS as exc:
             logger.error("cache unavailable: could not announce a client change: %s", exc)
 
     bump()

@@ -24,15 +24,9 @@ from ..grants import revoke_user_grants, user_grants
 from ..login import login_url
 from ..models import Consent
 from ..settings import mcp_oauth_settings
-from .views import UI_SECURITY_HEADERS
+from ..ui_headers import secure_ui as _secure
 
 REASON = "revoked on the connected apps page"
-
-
-def _secure(response: HttpResponse) -> HttpResponse:
-    for header, value in UI_SECURITY_HEADERS.items():
-        response[header] = value
-    return response
 
 
 def _page(request: HttpRequest, status: int = 200, error: str = "") -> HttpResponse:

@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.http import HttpRequest
+from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.forms import AllowForm
+from oauth2_provider.models import get_application_model
+from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 SESSION_KEY = "mcp_oauth_consent"
 #: Fields of the authorization request that the approval applies to.
@@ -102,8 +105,6 @@ class ConsentTransactionMixin(_MixinBase):
         return initial
 
     def _error_page(self, error: str, description: str, status: int = 400):
-        from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
-
         return self.render_to_response(
             {"error": CustomOAuth2Error(error=error, description=description)}, status=status
         )
@@ -113,10 +114,6 @@ class ConsentTransactionMixin(_MixinBase):
             request.GET = request.GET.copy()
             del request.GET["approval_prompt"]
         if "none" in request.GET.get("prompt", "").split():
-            from oauth2_provider.exceptions import OAuthToolkitError
-            from oauth2_provider.models import get_application_model
-            from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
-
             try:
                 _scopes, credentials = self.validate_authorization_request(request)
             except OAuthToolkitError as error:

@@ -12,7 +12,7 @@ wrong answer or a 500, with the JSON error RFC 6749 §5.2 names and
   invalid UTF-8, bad base64) -> 400 ``invalid_request`` / 401 ``invalid_client``;
 
 and bind the request as the caller whose failed client authentications are throttled
-(:func:`mcp_oauth.client_secrets.authenticating_caller`).
+(:func:`mcp_oauth.authorization_server.client_authentication.authenticating_caller`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from urllib.parse import unquote_plus
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse
 
-from ..client_secrets import authenticating_caller
 from ..errors import OAuthError, handle_oauth_errors
 from ..text import request_params_storable, storable
+from .client_authentication import authenticating_caller
 
 #: Parameters that may repeat (RFC 8707 §2).
 REPEATABLE = frozenset({"resource"})

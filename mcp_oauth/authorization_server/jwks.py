@@ -24,7 +24,7 @@ from django.core.cache import caches
 
 from ..cimd.errors import CIMDRefused
 from ..cimd.fetcher import SafeMetadataFetcher
-from ..cimd.validation import PRIVATE_JWK_MEMBERS
+from ..cimd.metadata_document import PRIVATE_JWK_MEMBERS
 from ..settings import mcp_oauth_settings
 
 CACHE_PREFIX = "mcp_oauth:jwks:"

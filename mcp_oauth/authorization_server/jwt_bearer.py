@@ -38,7 +38,7 @@ from .assertions import AssertionRefused, remember_jti, unverified, verify_asser
 from .client_assertion import ID_JAG_TYP
 from .enterprise import provider_for_issuer
 from .jwks import KeysUnavailable, signer_keys
-from .resources import InvalidTarget, select_resource
+from .resource_selection import InvalidTarget, select_resource
 
 log = logging.getLogger("mcp_oauth.enterprise")
 

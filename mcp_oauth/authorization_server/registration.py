@@ -27,6 +27,7 @@ from django.core.validators import URLValidator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
+from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.compat import login_not_required
@@ -372,8 +373,6 @@ class MCPRegistrationView(OAuthErrorMixin, DynamicClientRegistrationView):
 
 def registration_client_uri(application) -> str:
     """RFC 7592 §3 client configuration URL, built from ``BASE_URL`` (never the Host header)."""
-    from django.urls import reverse
-
     return mcp_oauth_settings.absolute(
         reverse("oauth2_provider:dcr-register-management", kwargs={"client_id": application.client_id})
     )

@@ -42,6 +42,7 @@ import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, connections, router, transaction
 from django.db.models import F
 from django.db.models.deletion import DO_NOTHING, SET_NULL, Collector, get_candidate_relations_to_delete
@@ -60,6 +61,7 @@ from ..audit import record
 from ..db import columns, from_row, insert, prep, returning_supported, table
 from ..db import cursor as db_cursor
 from ..models import AuditEvent, RedeemedAuthorizationCode, RefreshGeneration, RefreshTokenGeneration
+from ..resource_server.cache import forget_token, token_checksum
 from ..settings import mcp_oauth_settings
 from . import rotation_statement
 
@@ -91,9 +93,7 @@ def _presented_row(refresh_token: str):
     """The stored row a raw refresh token names: the live one, else the most recently revoked;
     with its user, access token and generation (one query; the client is compared by id, and
     read only on the rare reuse path)."""
-    import hashlib
-
-    checksum = hashlib.sha256(refresh_token.encode("utf-8")).hexdigest()
+    checksum = token_checksum(refresh_token)
     RefreshToken = get_refresh_token_model()
     using = router.db_for_read(RefreshToken)
     if not returning_supported(using):
@@ -116,8 +116,6 @@ _PRESENTED_SQL: dict[str, str] = {}
 
 
 def _presented_models() -> tuple:
-    from django.contrib.auth import get_user_model
-
     return (
         get_refresh_token_model(),
         get_user_model(),
@@ -736,8 +734,6 @@ def _deleted_access_tokens(deleted: list, using: str, origin) -> None:
         for access_token in deleted:
             post_delete.send(sender=AccessToken, instance=access_token, using=using, origin=origin)
     else:
-        from ..resource_server.cache import forget_token
-
         for access_token in deleted:
             forget_token(access_token.token_checksum)
     for access_token in deleted:

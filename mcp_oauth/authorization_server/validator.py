@@ -46,20 +46,21 @@ from oauthlib.oauth2.rfc6749 import errors
 from .. import trust
 from ..adapter import get_adapter
 from ..audit import announce, new_event, record
-from ..cimd.validator import CIMDValidatorMixin
-from ..client_secrets import check_client_secret
+from ..cimd.oauth2_validator import CIMDValidatorMixin
 from ..db import cursor as db_cursor
 from ..db import insert
-from ..dpop.token_endpoint import bind_grant
 from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
+from ..redirects import redirect_scheme_allowed, redirect_uri_registered
+from ..resource_server.cache import token_checksum
 from ..settings import mcp_oauth_settings
 from ..signals import authorization_code_replayed
 from . import client_assertion, enterprise
+from .client_authentication import check_client_secret
 from .clients import cached_application
+from .dpop_token_endpoint import bind_grant
 from .jwt_bearer import JWT_BEARER_GRANT_TYPE
 from .redeemed import mark_revoked, remember_redeemed
-from .redirects import redirect_scheme_allowed, redirect_uri_registered
-from .resources import InvalidTarget, select_resource
+from .resource_selection import InvalidTarget, select_resource
 from .rotation import RefreshRotationMixin, revoke_family, take_write_lock
 
 #: ``ClientProfile.last_used_at`` is written at most once per this many seconds per client and worker.
@@ -80,10 +81,6 @@ def _mark_used(client) -> None:
     if not ClientProfile.objects.filter(application=client).update(last_used_at=at):
         ClientProfile.objects.get_or_create(application=client, defaults={"last_used_at": at})
     _last_used[key] = now
-
-
-def _checksum(value: str) -> str:
-    return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 def _s256(verifier: str) -> str:
@@ -216,7 +213,9 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         return False
 
     def _handle_replay(self, code, client, request) -> None:
-        redeemed = RedeemedAuthorizationCode.objects.filter(code_checksum=_checksum(code), application=client).first()
+        redeemed = RedeemedAuthorizationCode.objects.filter(
+            code_checksum=token_checksum(code), application=client
+        ).first()
         if redeemed is None:
             return
         verifier = getattr(request, "code_verifier", None) or ""
@@ -331,7 +330,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
 
     def _record_redemption(self, code, request) -> None:
         RedeemedAuthorizationCode.objects.create(
-            code_checksum=_checksum(code),
+            code_checksum=token_checksum(code),
             application=request.client,
             code_challenge=getattr(request, "_mcp_code_challenge", "") or "",
             access_token=getattr(request, "_mcp_access_token", None),
@@ -436,7 +435,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
 
     def revoke_token(self, token, token_type_hint, request, *args, **kwargs):
         application_pk = getattr(request.client, "pk", None)
-        checksum = _checksum(token)
+        checksum = token_checksum(token)
         found = None
         if application_pk is not None:
             for model, kind in (

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.http import HttpRequest, HttpResponse
@@ -29,8 +29,11 @@ from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
+from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
+from oauth2_provider.models import get_application_model
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.signals import app_authorized
 from oauth2_provider.views import AuthorizationView, IntrospectTokenView, RevokeTokenView, TokenView
 from oauth2_provider.views.mixins import OAuthLibMixin
@@ -40,24 +43,17 @@ from .. import throttling, trust
 from ..adapter import get_adapter
 from ..audit import record
 from ..dpop.introspection import with_confirmation
-from ..dpop.token_endpoint import token_request_proof
 from ..errors import OAuthError
 from ..login import login_url
 from ..models import AuditEvent, Consent, ProtectedResource
 from ..overload import unavailable_response
 from ..settings import mcp_oauth_settings
+from ..ui_headers import secure_ui
 from .clients import token_request
 from .consent import ConsentTransactionMixin
+from .dpop_token_endpoint import token_request_proof
 from .redeemed import SlotUnavailable, known_replay, redemption_slot
-from .resources import InvalidTarget, select_resource
-
-UI_SECURITY_HEADERS = {
-    "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "frame-ancestors 'none'; form-action 'self' http: https:",
-    # Not "no-referrer": with it browsers send "Origin: null" on the form POSTs and CSRF refuses them.
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
+from .resource_selection import InvalidTarget, select_resource
 
 
 def describe_client(application, verdict: trust.Verdict | None = None) -> dict:
@@ -131,10 +127,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         return login_url()
 
     def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        response = self.throttled_response(request) or super().dispatch(request, *args, **kwargs)
-        for header, value in UI_SECURITY_HEADERS.items():
-            response[header] = value
-        return response
+        return secure_ui(self.throttled_response(request) or super().dispatch(request, *args, **kwargs))
 
     def throttled_response(self, request: HttpRequest) -> HttpResponse | None:
         """429 ``temporarily_unavailable`` when the caller is over the ``authorize`` rate (see :mod:`mcp_oauth.throttling`).
@@ -166,9 +159,6 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         :raises FatalClientError: ``access_denied`` (HTTP 403, error page, no redirect) when the
             client is denied or held for review; a ``trust.denied`` audit event is written.
         """
-        from oauth2_provider.cimd import is_cimd_client_id
-        from oauth2_provider.settings import oauth2_settings
-
         if application is not None:
             verdict = get_adapter().trust_verdict(application)
             client_id = application.client_id
@@ -182,8 +172,6 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         return verdict
 
     def validate_authorization_request(self, request: HttpRequest):
-        from oauth2_provider.models import get_application_model
-
         Application = get_application_model()
         client_ids = request.GET.getlist("client_id")
         client_id = client_ids[0] if len(client_ids) == 1 else ""
@@ -218,7 +206,6 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             "state": form.cleaned_data.get("state"),
             "redirect_uri": form.cleaned_data.get("redirect_uri"),
         }
-        from oauth2_provider.models import get_application_model
 
         application = get_application_model().objects.filter(client_id=form.cleaned_data.get("client_id")).first()
         try:
@@ -258,8 +245,6 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         response = super().get(request, *args, **kwargs)
         if response.status_code in (301, 302, 303) and request.user.is_authenticated:
             # Approved without the consent page (an application with skip_authorization).
-            from oauth2_provider.models import get_application_model
-
             application = get_application_model().objects.filter(client_id=request.GET.get("client_id")).first()
             if application is not None:
                 self._record_consent(
@@ -280,8 +265,6 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         Only answers that reached the client count: a redirect carrying ``code`` (granted) or
         ``error=access_denied`` (declined).
         """
-        from urllib.parse import parse_qs
-
         location = response.get("Location") or ""
         query = parse_qs(urlsplit(location).query)
         detail: dict[str, Any] = {"scope": scopes, "resource": resource, "redirect_host": urlsplit(location).hostname}
@@ -386,7 +369,7 @@ class MCPTokenView(TokenView):
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
             # clients and trust rules from memory while current (.clients); the DPoP proof checked and
-            # kept for the validator (RFC 9449 §5, mcp_oauth.dpop.token_endpoint)
+            # kept for the validator (RFC 9449 §5, mcp_oauth.authorization_server.dpop_token_endpoint)
             with token_request(), token_request_proof(request):
                 response = self.token_response(request, *args, **kwargs)
         except OAuthError as exc:

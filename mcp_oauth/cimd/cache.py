@@ -2,7 +2,7 @@
 
 MCP 2025-11-25 "Client ID Metadata Documents": the authorization server SHOULD fetch
 the document of a URL-shaped client_id, MUST check it (see
-:mod:`mcp_oauth.cimd.validation`), SHOULD cache it per its HTTP cache headers.
+:mod:`mcp_oauth.cimd.metadata_document`), SHOULD cache it per its HTTP cache headers.
 This module replaces DOT's ``resolve_cimd_application`` / ``refresh_if_stale``
 (DOT's fetcher interface and settings are kept: ``CIMD_METADATA_FETCHER``,
 ``CIMD_FETCH_TIMEOUT_SECONDS``, ``CIMD_MAX_DOCUMENT_SIZE``,
@@ -15,7 +15,7 @@ This module replaces DOT's ``resolve_cimd_application`` / ``refresh_if_stale``
   background revalidation (conditional request) is started, the request does not wait;
 * expired (or never fetched) → a fetch is started and the request waits for it, at
   most ``CIMD_FETCH_WAIT_SECONDS``; if it fails *transiently* (5xx, time-out, connection
-  error: :func:`is_transient`), the last valid document is still served for
+  error: :func:`~mcp_oauth.cimd.leased_fetch.is_transient`), the last valid document is still served for
   ``CIMD_STALE_IF_ERROR_SECONDS`` after its expiry (RFC 5861 §4), and without one the
   answer is ``temporarily_unavailable`` (503, ``Retry-After``); a withdrawn (404/410) or
   invalid document is refused (``invalid_client``) as soon as the stored one expired;
@@ -40,36 +40,22 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from datetime import datetime, timedelta
-from types import SimpleNamespace
+from datetime import timedelta
 from typing import Any
 
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q
-from django.utils import timezone
-from oauth2_provider.cimd import CIMDError
+from django.db.models import Q
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 
+from ..models import ClientMetadataDocument
 from ..settings import mcp_oauth_settings
 from ..taskqueue import send_or_run
-from .errors import CIMDRefused, FetchFailed, InvalidDocument, NotPermitted, Unavailable
-from .fetcher import FetchResult
-from .validation import validate_client_id_url, validate_document
+from . import tasks
+from .errors import CIMDRefused, InvalidDocument, NotPermitted, Unavailable
+from .leased_fetch import audit, now, sync_application
+from .metadata_document import validate_client_id_url
 
 log = logging.getLogger("mcp_oauth.cimd")
-
-
-def now() -> datetime:
-    """The current time (aware); one place to read the clock."""
-    return timezone.now()
-
-
-def _model():
-    from ..models import ClientMetadataDocument
-
-    return ClientMetadataDocument
 
 
 def requester_ip(request: Any) -> str | None:
@@ -85,26 +71,6 @@ def requester_ip(request: Any) -> str | None:
         return None
 
 
-def audit(exc: CIMDRefused, client_id: str, ip: str | None) -> None:
-    """Write the audit event a refusal calls for (``cimd.fetch_failed`` / ``cimd.ssrf_refused``), if any.
-
-    Never raises: the audit log must not turn a refusal into a 500.
-    """
-    if not exc.audit_kind:
-        return
-    from ..audit import record
-
-    try:
-        record(
-            exc.audit_kind,
-            request=SimpleNamespace(META={"REMOTE_ADDR": ip}) if ip else None,
-            client_id=client_id,
-            detail={"reason": exc.reason, "message": str(exc), **exc.detail},
-        )
-    except Exception:  # pragma: no cover - depends on the audit backend
-        log.exception("could not record the CIMD audit event for %r", client_id)
-
-
 def _check_permission(request: Any, client_id: str) -> None:
     """DOT's ``CIMD_REGISTRATION_PERMISSION_CLASSES`` (the trust policy), all of which must agree; empty denies."""
     classes = oauth2_settings.CIMD_REGISTRATION_PERMISSION_CLASSES
@@ -115,56 +81,6 @@ def _check_permission(request: Any, client_id: str) -> None:
 # --- the DOT Application mirrored from a document --------------------------------------
 
 
-def sync_application(client_id: str, document: dict[str, Any], expires_at: datetime | None):
-    """Create or update the public DOT ``Application`` of a CIMD client from its validated document.
-
-    ``name`` ← ``client_name``, ``redirect_uris`` ← ``redirect_uris``, public client (confidential
-    when the document says ``token_endpoint_auth_method: private_key_jwt``),
-    authorization-code grant, ``registration_source = "cimd"``, ``cimd_expires_at`` ←
-    ``expires_at``. DOT's own model validation (``full_clean``) runs too.
-
-    :returns: the saved Application.
-    :raises InvalidDocument: DOT refuses the metadata, or a non-CIMD application
-        already owns this client_id (a fetched document never takes one over).
-    """
-    Application = get_application_model()
-    for _attempt in range(2):
-        try:
-            with transaction.atomic():
-                application = Application.objects.select_for_update().filter(client_id=client_id).first()
-                if application is None:
-                    application = Application(client_id=client_id)
-                elif application.registration_source != Application.RegistrationSource.CIMD:
-                    raise InvalidDocument(
-                        "This client_id is already registered on this server in another way.", reason="collision"
-                    )
-                application.user = None
-                # private_key_jwt (RFC 7523 §2.2): a confidential client, authenticated by its keys.
-                application.client_type = (
-                    Application.CLIENT_CONFIDENTIAL
-                    if document.get("token_endpoint_auth_method") == "private_key_jwt"
-                    else Application.CLIENT_PUBLIC
-                )
-                application.authorization_grant_type = Application.GRANT_AUTHORIZATION_CODE
-                application.registration_source = Application.RegistrationSource.CIMD
-                application.name = document["client_name"]
-                application.redirect_uris = " ".join(document["redirect_uris"])
-                application.cimd_expires_at = expires_at
-                try:
-                    application.full_clean(exclude=["client_secret"], validate_unique=False)
-                except ValidationError as exc:
-                    raise InvalidDocument(
-                        "The metadata document is not acceptable to this server: " + "; ".join(exc.messages)[:300],
-                        reason="application",
-                    ) from None
-                application.save()
-                return application
-        except IntegrityError:
-            # Another process created the row between our read and our insert: update it instead.
-            continue
-    raise FetchFailed("The client could not be registered; try again.", reason="conflict")
-
-
 def _application_for(entry) -> Any:
     """The Application linked to a valid entry, re-created from the stored document if it was deleted."""
     Application = get_application_model()
@@ -173,11 +89,19 @@ def _application_for(entry) -> Any:
         application = Application.objects.filter(pk=entry.application_id).first()
     if application is None or application.client_id != entry.client_id:
         application = sync_application(entry.client_id, entry.document, entry.expires_at)
-        _model().objects.filter(pk=entry.pk).update(application=application)
+        ClientMetadataDocument.objects.filter(pk=entry.pk).update(application=application)
         entry.application_id = application.pk
     elif application.registration_source != Application.RegistrationSource.CIMD:
         raise InvalidDocument("This client_id is already registered on this server in another way.", reason="collision")
     return application
+
+
+def _served(entry) -> tuple[Any, dict[str, Any]]:
+    """The Application and the document of an entry found fresh or servable stale (so it has a document)."""
+    document = entry.document
+    if document is None:  # not reached: is_fresh / can_serve_stale require a stored document
+        raise CIMDRefused("The client's metadata document could not be used.")
+    return _application_for(entry), document
 
 
 # --- single-flight ------------------------------------------------------------------------
@@ -195,8 +119,7 @@ def claim_fetch(entry) -> str | None:
     moment = now()
     lease = timedelta(seconds=float(mcp_oauth_settings.CIMD_FETCH_LEASE_SECONDS))
     claimed = (
-        _model()
-        .objects.filter(pk=entry.pk, fetch_count=entry.fetch_count)
+        ClientMetadataDocument.objects.filter(pk=entry.pk, fetch_count=entry.fetch_count)
         .filter(Q(lease_token="") | Q(lease_expires_at__lte=moment))
         .update(lease_token=token, lease_expires_at=moment + lease)
     )
@@ -213,7 +136,7 @@ def wait_for_fetch(entry, deadline: float) -> bool:
     """
     first = max(0.005, float(mcp_oauth_settings.CIMD_WAIT_POLL_SECONDS))
     poll = first
-    Model = _model()
+    Model = ClientMetadataDocument
     while True:
         row = Model.objects.filter(pk=entry.pk).values("lease_token", "lease_expires_at").first()
         if row is None or not row["lease_token"] or (row["lease_expires_at"] and row["lease_expires_at"] <= now()):
@@ -234,124 +157,11 @@ def start_fetch(entry, ip: str | None, *, refresh: bool = False) -> bool:
 
     :returns: whether this call started a fetch (False: another one is in flight or just finished).
     """
-    from . import tasks
-
     token = claim_fetch(entry)
     if token is None:
         return False
     _enqueue(tasks.refresh_client_metadata if refresh else tasks.fetch_client_metadata, entry.client_id, token, ip)
     return True
-
-
-# --- the fetch itself (run by the Celery tasks) -------------------------------------------
-
-
-#: Fetch failures that say nothing about the document (``FetchFailed.reason``): the host or the
-#: network failed, not the client. HTTP 5xx, 408 and 429 are transient too (:func:`is_transient`).
-TRANSIENT_REASONS = frozenset({"timeout", "connect", "dns_timeout", "http", "conflict", "internal"})
-TRANSIENT_HTTP_STATUSES = frozenset({408, 429})
-
-
-def is_transient(exc: CIMDRefused) -> bool:
-    """Whether a fetch failure is transient: a time-out, a connection, DNS or protocol failure, HTTP 5xx/408/429.
-
-    Only a transient failure lets the last valid document be served past its lifetime
-    (stale-if-error) and answers ``temporarily_unavailable`` to a client without one. A
-    withdrawn document (404, 410), a redirect, a wrong media type, a too-large or invalid
-    document, or a refused address is not transient.
-    """
-    if not isinstance(exc, FetchFailed):
-        return False
-    if exc.reason in TRANSIENT_REASONS:
-        return True
-    status = exc.detail.get("status") if exc.reason == "http_status" else None
-    return isinstance(status, int) and (status >= 500 or status in TRANSIENT_HTTP_STATUSES)
-
-
-def _record_failure(pk: int, token: str, exc: CIMDRefused) -> None:
-    moment = now()
-    backoff = timedelta(seconds=float(oauth2_settings.CIMD_FAILURE_BACKOFF_SECONDS))
-    _model().objects.filter(pk=pk, lease_token=token).update(
-        last_error=str(exc)[:500],
-        last_error_transient=is_transient(exc),
-        last_error_at=moment,
-        retry_after=moment + backoff,
-        fetch_count=F("fetch_count") + 1,
-        lease_token="",
-        lease_expires_at=None,
-    )
-
-
-def perform_fetch(client_id: str, lease_token: str, ip: str | None = None) -> str:
-    """Fetch (or revalidate) the document of ``client_id`` while ``lease_token`` owns its row, and store the outcome.
-
-    A revalidation is a conditional GET with the stored ``ETag`` / ``Last-Modified``;
-    304 keeps the document and renews its freshness. A valid document is stored with
-    its validators and expiry, and mirrored into the DOT Application. Any failure
-    stores its reason and the back-off, keeps the last valid document (never the
-    invalid one), and writes a ``cimd.fetch_failed`` or ``cimd.ssrf_refused`` audit
-    event. The lease is released in every case.
-
-    :param ip: the client IP of the request that caused the fetch (for the audit log).
-    :returns: ``"fetched"``, ``"not_modified"``, ``"failed"`` or ``"skipped"`` (the lease is not ours).
-    """
-    Model = _model()
-    lease = timedelta(seconds=float(mcp_oauth_settings.CIMD_FETCH_LEASE_SECONDS))
-    # Renew the lease for the fetch itself (time spent in the queue does not count).
-    if not Model.objects.filter(client_id=client_id, lease_token=lease_token).update(lease_expires_at=now() + lease):
-        return "skipped"
-    entry = Model.objects.get(client_id=client_id)
-    try:
-        try:
-            fetcher = oauth2_settings.CIMD_METADATA_FETCHER()
-            conditional = entry.document is not None
-            if hasattr(fetcher, "fetch_document"):
-                result: FetchResult = fetcher.fetch_document(
-                    client_id,
-                    etag=entry.etag if conditional else "",
-                    last_modified=entry.last_modified if conditional else "",
-                )
-            else:  # a DOT-style fetcher: fetch(client_id) -> (document, max_age)
-                document, max_age = fetcher.fetch(client_id)
-                result = FetchResult(200, document, int(max_age))
-            if result.status == 304:
-                document = validate_document(entry.document, client_id)
-                etag, last_modified = result.etag or entry.etag, result.last_modified or entry.last_modified
-            else:
-                document = validate_document(result.document, client_id)
-                etag, last_modified = result.etag, result.last_modified
-            fetched_at = now()
-            expires_at = fetched_at + timedelta(seconds=max(0, int(result.max_age)))
-            application = sync_application(client_id, document, expires_at)
-        except CIMDRefused:
-            raise
-        except CIMDError as exc:  # a DOT-style fetcher's error: its text is for the log only
-            log.info("CIMD: the fetcher refused %r: %s", client_id, exc)
-            raise FetchFailed("The metadata document could not be fetched.", reason="fetcher") from None
-        except Exception:
-            log.exception("CIMD: unexpected error fetching %r", client_id)
-            raise FetchFailed("The metadata document could not be processed.", reason="internal") from None
-    except CIMDRefused as exc:
-        log.info("CIMD: fetching %r failed: %s (%s)", client_id, exc, exc.reason)
-        _record_failure(entry.pk, lease_token, exc)
-        audit(exc, client_id, ip)
-        return "failed"
-    Model.objects.filter(pk=entry.pk, lease_token=lease_token).update(
-        document=document,
-        etag=etag,
-        last_modified=last_modified,
-        fetched_at=fetched_at,
-        expires_at=expires_at,
-        last_error="",
-        last_error_transient=False,
-        last_error_at=None,
-        retry_after=None,
-        fetch_count=F("fetch_count") + 1,
-        application=application,
-        lease_token="",
-        lease_expires_at=None,
-    )
-    return "not_modified" if result.status == 304 else "fetched"
 
 
 # --- the entry point ----------------------------------------------------------------------
@@ -361,7 +171,7 @@ def resolve_application(client_id: str, request: Any = None) -> tuple[Any, dict[
     """The usable CIMD client for ``client_id``, fetching its document if needed.
 
     Runs on the authorization and token endpoints (through
-    :class:`~mcp_oauth.cimd.validator.CIMDValidatorMixin`); see the module docstring
+    :class:`~mcp_oauth.cimd.oauth2_validator.CIMDValidatorMixin`); see the module docstring
     for the cache states and the single-flight protocol.
 
     :param client_id: the client_id parameter as received.
@@ -376,7 +186,7 @@ def resolve_application(client_id: str, request: Any = None) -> tuple[Any, dict[
         within the back-off (``invalid_client``; the fetch failure is audited once); an expired
         document is then refused too (no stale-if-error for these).
     :raises Unavailable: the fetch did not finish within ``CIMD_FETCH_WAIT_SECONDS``, or failed
-        transiently (:func:`is_transient`) with no document that may still be served
+        transiently (:func:`~mcp_oauth.cimd.leased_fetch.is_transient`) with no document that may still be served
         (``temporarily_unavailable``, 503, ``retry_after`` seconds).
     """
     ip = requester_ip(request)
@@ -387,7 +197,7 @@ def resolve_application(client_id: str, request: Any = None) -> tuple[Any, dict[
         raise
     _check_permission(request, client_id)
 
-    Model = _model()
+    Model = ClientMetadataDocument
     entry, _created = Model.objects.get_or_create(client_id=client_id)
     stale_grace = float(mcp_oauth_settings.CIMD_STALE_IF_ERROR_SECONDS)
     moment = now()
@@ -401,7 +211,7 @@ def resolve_application(client_id: str, request: Any = None) -> tuple[Any, dict[
             entry.refresh_from_db()
             if not entry.is_fresh(now()) and not entry.can_serve_stale(now(), stale_grace):
                 raise CIMDRefused(entry.last_error or "The client's metadata document is no longer valid.")
-        return _application_for(entry), entry.document
+        return _served(entry)
 
     finished = True
     if not entry.in_backoff(moment):
@@ -411,11 +221,11 @@ def resolve_application(client_id: str, request: Any = None) -> tuple[Any, dict[
         entry.refresh_from_db()
         moment = now()
         if entry.is_fresh(moment):
-            return _application_for(entry), entry.document
+            return _served(entry)
 
     if entry.can_serve_stale(moment, stale_grace):
         log.info("CIMD: serving the stale document of %r (last error: %s)", client_id, entry.last_error)
-        return _application_for(entry), entry.document
+        return _served(entry)
     if not finished:
         raise unavailable("The client's metadata document is still being fetched; try again in a moment.", entry)
     if entry.last_error_transient:

@@ -3,9 +3,9 @@
 draft-ietf-oauth-client-id-metadata-document-00 §6.5 (SSRF) and §6.6 (size), MCP
 2025-11-25 "Client ID Metadata Document Security". One fetch is:
 
-1. the client_id URL is validated (:func:`~mcp_oauth.cimd.validation.validate_client_id_url`);
+1. the client_id URL is validated (:func:`~mcp_oauth.cimd.metadata_document.validate_client_id_url`);
 2. its host is resolved **once** (:data:`resolve_host`, bounded by the deadline);
-3. **every** answer is vetted (:func:`vet_address`): requests-hardened's IP filter
+3. **every** answer is vetted (:func:`~mcp_oauth.cimd.addresses.vet_address`): requests-hardened's IP filter
    (private, loopback, link-local, CGNAT, multicast, IPv4-mapped decoded, NAT64,
    6to4, …) and then the standard library's ``is_global`` / ``is_reserved`` /
    ``is_site_local`` as a second opinion; one bad answer refuses the whole host;
@@ -26,7 +26,6 @@ from __future__ import annotations
 import concurrent.futures
 import email.utils
 import http.client
-import ipaddress
 import json
 import logging
 import os
@@ -41,11 +40,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from oauth2_provider.settings import oauth2_settings
-from requests_hardened.ip_filter import InvalidIPAddress, get_ip_address
 
 from ..settings import mcp_oauth_settings
-from .errors import AddressRefused, FetchFailed, InvalidDocument
-from .validation import validate_client_id_url
+from .addresses import vet_address
+from .errors import FetchFailed, InvalidDocument
+from .metadata_document import validate_client_id_url
 
 log = logging.getLogger("mcp_oauth.cimd")
 
@@ -80,43 +79,6 @@ def _dns_executor() -> concurrent.futures.ThreadPoolExecutor:
             _dns_pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="cimd-dns")
             _dns_pool_pid = os.getpid()
         return _dns_pool
-
-
-def vet_address(address: str, *, allow_loopback: bool = False) -> str:
-    """Return ``address`` if the fetcher may connect to it, else raise :class:`AddressRefused`.
-
-    The library check is requests-hardened's (``requests_hardened.ip_filter``): it
-    decodes IPv4-mapped IPv6 addresses and refuses ``is_private`` (loopback,
-    RFC 1918, link-local incl. the 169.254.169.254 metadata address, ``0.0.0.0/8``,
-    reserved, documentation, ``fc00::/7``, ``fe80::/10``), multicast, CGNAT
-    ``100.64.0.0/10``, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16`` and other
-    translation ranges. The standard library then has to agree that the address is
-    globally routable and neither reserved nor IPv6 site-local (this catches, e.g.,
-    IPv4-compatible ``::127.0.0.1``). ``allow_loopback`` (tests only) lets
-    ``127.0.0.0/8`` and ``::1`` through and nothing else.
-
-    :param address: an IP address literal as ``getaddrinfo`` returns it.
-    :raises AddressRefused: with ``detail={"address": address}``.
-    """
-    refused = AddressRefused(
-        "The client_id host resolves to a local, private or reserved address.",
-        reason="non_public_address",
-        detail={"address": address},
-    )
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        raise refused from None
-    try:
-        checked, _port = get_ip_address(str(ip), 443, allow_loopback=allow_loopback)
-    except (InvalidIPAddress, OSError, ValueError):
-        raise refused from None
-    if allow_loopback and checked.is_loopback:
-        return str(checked)
-    if not checked.is_global or checked.is_reserved or checked.is_multicast or getattr(checked, "is_site_local", False):
-        raise refused
-    # An IPv4-mapped address is connected to as the IPv4 address it carries.
-    return str(checked)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Celery tasks of the CIMD cache (registered through ``mcp_oauth.tasks``, which imports this module).
 
-Both run :func:`mcp_oauth.cimd.cache.perform_fetch` and only act while the lease
+Both run :func:`mcp_oauth.cimd.leased_fetch.perform_fetch` and only act while the lease
 token they carry still owns the document's row (see :mod:`mcp_oauth.cimd.cache`),
 so a duplicate or late task never makes a second outbound fetch. Under
 ``task_always_eager`` (the embedded default) they run inline in the request that
@@ -10,6 +10,8 @@ claimed the fetch.
 from __future__ import annotations
 
 from celery import shared_task
+
+from .leased_fetch import perform_fetch
 
 
 @shared_task(name="mcp_oauth.cimd.fetch_client_metadata", ignore_result=True)
@@ -21,8 +23,6 @@ def fetch_client_metadata(client_id: str, lease_token: str, requester_ip: str | 
     :param requester_ip: client IP of the request that caused the fetch (audit log only).
     :returns: ``"fetched"``, ``"not_modified"``, ``"failed"`` or ``"skipped"``.
     """
-    from .cache import perform_fetch
-
     return perform_fetch(client_id, lease_token, requester_ip)
 
 
@@ -33,6 +33,4 @@ def refresh_client_metadata(client_id: str, lease_token: str, requester_ip: str 
     Started in the background before the document expires (stale-while-revalidate),
     or when a request finds it expired. Arguments and result as :func:`fetch_client_metadata`.
     """
-    from .cache import perform_fetch
-
     return perform_fetch(client_id, lease_token, requester_ip)

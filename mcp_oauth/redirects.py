@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from ..loopback import is_loopback_host
+from oauth2_provider.settings import oauth2_settings
+
+from .loopback import is_loopback_host
 
 _LOOPBACK_PORT = re.compile(r"^(http://(?:127\.0\.0\.1|\[::1\]|localhost))(?::\d{1,5})?(?=[/?]|$)")
 
@@ -43,8 +45,6 @@ def redirect_scheme_allowed(uri: str) -> bool:
     """Whether ``uri``'s scheme is acceptable for a redirect URI: ``https``, ``http`` on a loopback
     host only, or another scheme the site lists in ``OAUTH2_PROVIDER["ALLOWED_REDIRECT_URI_SCHEMES"]``
     (a native app's private-use scheme, RFC 8252 §7.1). Malformed URIs are not allowed."""
-    from oauth2_provider.settings import oauth2_settings
-
     try:
         parts = urlsplit(uri or "")
         scheme = parts.scheme.lower()

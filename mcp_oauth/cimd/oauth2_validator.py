@@ -22,7 +22,9 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
+from .cache import resolve_application
 from .errors import CIMDRefused, Unavailable
+from .metadata_document import redirect_uri_allowed
 
 log = logging.getLogger("mcp_oauth.cimd")
 
@@ -94,8 +96,6 @@ class CIMDValidatorMixin(_MixinBase):
             # An administrator registered this URL as an ordinary client_id: DOT's path.
             return super()._load_application(client_id, request)
 
-        from .cache import resolve_application
-
         try:
             application, document = resolve_application(client_id, request)
         except CIMDRefused as refused:
@@ -115,7 +115,5 @@ class CIMDValidatorMixin(_MixinBase):
         document = getattr(request, "_mcp_cimd_document", None)
         client = getattr(request, "client", None)
         if document is not None and client is not None and client.client_id == client_id:
-            from .validation import redirect_uri_allowed
-
             return redirect_uri_allowed(redirect_uri, document)
         return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)

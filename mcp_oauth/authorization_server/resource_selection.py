@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..models import ProtectedResource
-from ..resources import InvalidResource
+from ..origins import base_spelling
+from ..resource_server.cache import default_resource, resource_by_uri, resource_from_generation
+from ..resources import InvalidResource, canonicalize_resource
+from .clients import resource_generation
 
 
 class InvalidTarget(Exception):
@@ -22,11 +25,6 @@ def select_resource(values: Iterable[str]) -> ProtectedResource:
     :raises InvalidTarget: a value that is not a resource URI, a URI we do not serve, more than one
         resource (tokens are bound to one), or no default resource configured.
     """
-    from ..origins import base_spelling
-    from ..resource_server.cache import default_resource, resource_by_uri, resource_from_generation
-    from ..resources import canonicalize_resource
-    from .clients import resource_generation
-
     given = [value for value in values if value != ""]
     if len(given) > 1:
         raise InvalidTarget("Only one resource may be requested; a token is bound to one resource.")

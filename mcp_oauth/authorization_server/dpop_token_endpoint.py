@@ -27,14 +27,14 @@ from django.utils import timezone
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
+from ..dpop.bindings import bind_tokens, refresh_token_jkt
+from ..dpop.nonce import new_nonce
+from ..dpop.proof import DPoPProof, InvalidDPoPProof, UseDPoPNonce, supported_algorithms, verify_proof
+from ..dpop.replay import remember_jti
+from ..dpop.request_urls import canonical_url, request_urls
 from ..errors import OAuthError
 from ..models import DPoPBinding
-from .bindings import bind_tokens, refresh_token_jkt
-from .nonce import new_nonce
-from .proof import DPoPProof, InvalidDPoPProof, UseDPoPNonce, supported_algorithms, verify_proof
-from .replay import remember_jti
-from .request_urls import canonical_url, request_urls
-from .requirements import client_requires_dpop, resources_require_dpop
+from .dpop_requirements import client_requires_dpop, resources_require_dpop
 
 __all__ = ["bind_grant", "check_token_request", "current_proof", "token_request_proof"]
 

@@ -18,7 +18,9 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 from oauth2_provider.models import check_redirect_to_uri_allowed
 
+from ..redirects import redirect_uri_registered
 from ..text import has_invisible_format_characters, storable
+from .addresses import vet_address
 from .errors import AddressRefused, InvalidClientIdURL, InvalidDocument
 
 log = logging.getLogger("mcp_oauth.cimd")
@@ -106,8 +108,6 @@ def validate_client_id_url(client_id: Any) -> SplitResult:
                 "The client_id URL path must not contain dot segments or encoded slashes or control characters."
             )
     if _is_ip_literal(host):
-        from .fetcher import vet_address
-
         try:
             vet_address(socket.inet_ntoa(socket.inet_aton(host)) if ":" not in host else host)
         except (AddressRefused, OSError, ValueError):
@@ -303,12 +303,10 @@ def redirect_uri_allowed(redirect_uri: str, document: dict[str, Any]) -> bool:
     """Whether ``redirect_uri`` is one of the document's ``redirect_uris``.
 
     Exact string match, except a loopback redirect URI matches on any port
-    (RFC 8252 §7.3): DOT's rule and the profile's (:mod:`mcp_oauth.authorization_server.redirects`) must both agree.
+    (RFC 8252 §7.3): DOT's rule and the profile's (:mod:`mcp_oauth.redirects`) must both agree.
     MCP 2025-11-25 "Client ID Metadata Documents": the AS MUST validate the
     authorization request's redirect URI against the metadata document.
     """
-    from ..authorization_server.redirects import redirect_uri_registered
-
     uris = document.get("redirect_uris") if isinstance(document, dict) else None
     if not isinstance(redirect_uri, str) or not isinstance(uris, list):
         return False
