@@ -208,10 +208,10 @@ class McpView:
     @property
     def registry(self) -> Any:
         registry = self._registry
-        if registry is None:
-            registry = mcp_oauth_settings.TOOL_REGISTRY
-        if isinstance(registry, str):
-            registry = import_string(registry)
+        if registry is None:  # resolved once by the settings object (IMPORT_STRINGS)
+            return mcp_oauth_settings.TOOL_REGISTRY
+        if isinstance(registry, str):  # as_view(registry="dotted.path"): imported once per view
+            registry = self._registry = import_string(registry)
         return registry
 
     async def dispatch(self, request: HttpRequest) -> HttpResponseBase:
