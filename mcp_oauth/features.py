@@ -4,7 +4,7 @@ the features built on top of it.
 Layers, each importing only the ones below it:
 
 1. the transport core (:mod:`mcp_oauth.transport`): HTTP front ends, eras, sessions, the table
-   (:data:`mcp_oauth.transport.handlers.methods`, with the lifecycle methods,
+   (:data:`mcp_oauth.transport.methods.methods`, with the lifecycle methods,
    ``server/discover`` and ``subscriptions/listen``), capability announcement
    (:mod:`mcp_oauth.transport.capabilities`);
 2. the features: tools (:mod:`mcp_oauth.transport.tool_methods` serving a
@@ -23,7 +23,7 @@ from .mcp_tasks.listen import listen_tasks
 from .registry.handlers import server_capabilities as registry_capabilities
 from .registry.methods import register_registry_methods
 from .transport import capabilities, modern, tool_methods
-from .transport.handlers import methods
+from .transport.methods import methods
 from .transport.table import PRIVATE, MethodTable
 
 __all__ = ["install", "install_tasks", "install_tools"]

@@ -17,7 +17,7 @@ from mcp_oauth.registry.base import NamedRegistry
 from mcp_oauth.registry.prompts import PromptRegistry
 from mcp_oauth.tools import ToolContext, ToolRegistry
 from mcp_oauth.transport import capabilities, modern, tool_methods
-from mcp_oauth.transport.handlers import methods
+from mcp_oauth.transport.methods import methods
 from mcp_oauth.transport.table import LEGACY, MODERN, MethodTable
 
 TRANSPORT = Path(mcp_oauth.__file__).parent / "transport"
@@ -51,7 +51,7 @@ def test_install_puts_every_feature_on_a_table_and_may_run_again():
         assert table.get(name, LEGACY) is not None and table.get(name, MODERN) is not None
     assert table.get("resources/subscribe", MODERN) is None  # 2025-11-25 sessions only
     assert table.get("tasks/get", MODERN) is not None and table.get("tasks/get", LEGACY) is None
-    assert "initialize" not in table  # the core's own methods live in transport.handlers
+    assert "initialize" not in table  # the core's own methods live in transport.methods
     assert tool_methods.defer_to_task is not None
     assert modern.listen_hooks.count(listen_tasks) == 1
 

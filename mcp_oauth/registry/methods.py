@@ -1,4 +1,4 @@
-"""The registry's methods as entries of the endpoint's method table (:mod:`mcp_oauth.transport.handlers`).
+"""The registry's methods as entries of the endpoint's method table (:mod:`mcp_oauth.transport.methods`).
 
 =============================  ============  ==========  ========  =====
 method                         eras          Mcp-Name    cache     input

@@ -1,7 +1,7 @@
 """Streamable HTTP transport, both protocol eras (MCP 2025-11-25 sessions, 2026-07-28 stateless requests).
 
 * :mod:`.views` — the Django endpoint (:class:`~.views.McpView`, ``mcp_endpoint``): HTTP only
-* :mod:`.handlers` — the one method -> handler table (:data:`~.handlers.methods`) with the core's methods;
+* :mod:`.methods` — the one method -> handler table (:data:`~.methods.methods`) with the core's methods;
   :mod:`mcp_oauth.features` adds tools, resources, prompts, completion and tasks
 * :mod:`.routing` — era selection and every check before a handler runs (HTTP-framework free)
 * :mod:`.table` — :class:`~.table.Call`, :class:`~.table.Method`, :class:`~.table.MethodTable`, versions

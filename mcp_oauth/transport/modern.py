@@ -16,7 +16,7 @@ rung                                                                   HTTP   co
 ``Mcp-Method`` ≠ ``method``                                            400    -32020
 ``Mcp-Name`` ≠ the named param (``tools/call`` name, …)                400    -32020
 version not a modern revision we serve (``data.supported/requested``)  400    -32022
-method unknown in this era (front end, :mod:`.handlers`)               404    -32601
+method unknown in this era (front end, :mod:`.methods`)                404    -32601
 needed client capability not declared (``data.requiredCapabilities``)  400    -32021
 ``tools/call``: ``Mcp-Param-*`` ≠ an ``x-mcp-header`` argument          400    -32020
 =====================================================================  =====  ======

@@ -13,7 +13,7 @@ build a :class:`~.table.Call`, look the method up with ``methods.get(name, era)`
 
 Adding a method is one registration line::
 
-    from mcp_oauth.transport.handlers import methods
+    from mcp_oauth.transport.methods import methods
     from mcp_oauth.transport.table import PRIVATE, Call, parse_params
 
     async def list_prompts(call: Call) -> types.ListPromptsResult:   # or a wire-shaped dict
