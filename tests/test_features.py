@@ -9,12 +9,16 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
+from django.core.checks import run_checks
 
 import mcp_oauth
 from mcp_oauth import features
 from mcp_oauth.mcp_tasks.listen import listen_tasks
 from mcp_oauth.registry.base import NamedRegistry
+from mcp_oauth.registry.handlers import get_prompt_registry
 from mcp_oauth.registry.prompts import PromptRegistry
+from mcp_oauth.registry.resources import ResourceRegistry, active_resource_registry
+from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.tools import ToolContext, ToolRegistry
 from mcp_oauth.transport import capabilities, modern, tool_methods
 from mcp_oauth.transport.methods import methods
@@ -111,3 +115,21 @@ def test_a_tool_context_found_by_annotation_and_sync_tools_run_in_a_thread():
     assert tool.parameter_names == ["text"]
     result = asyncio.run(tool.invoke(object(), {"text": "hi"}))  # type: ignore[arg-type]
     assert result == "hi:object"
+
+
+RESOURCES = ResourceRegistry("by-path")
+PROMPTS = PromptRegistry("by-path")
+
+
+def test_resource_and_prompt_registries_named_by_path_are_imported_once(settings):
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "RESOURCE_REGISTRY": "tests.test_features.RESOURCES",
+        "PROMPT_REGISTRY": "tests.test_features.PROMPTS",
+    }
+    assert active_resource_registry() is RESOURCES and get_prompt_registry() is PROMPTS
+    assert vars(mcp_oauth_settings)["RESOURCE_REGISTRY"] is RESOURCES  # kept: no import on the next request
+    assert vars(mcp_oauth_settings)["PROMPT_REGISTRY"] is PROMPTS
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "RESOURCE_REGISTRY": "tests.nowhere.registry"}
+    errors = [m for m in run_checks() if m.id == "mcp_oauth.E023"]
+    assert len(errors) == 1 and "cannot be imported" in errors[0].msg
