@@ -61,6 +61,7 @@ nitpick_ignore = [
     ("py:func", "mcp_oauth.transport.input_required.resolve_inputs"),
     ("py:class", "mcp_oauth.transport.views.McpView"),
     ("py:class", "mcp_oauth.registry.items._Item"),
+    ("py:class", "mcp_oauth.registry.base.ItemT"),  # the item type parameter of NamedRegistry
     ("py:func", "mcp_oauth.resource_server.authentication.authenticate_bearer"),
     ("py:mod", "mcp_oauth.transport.subscriptions"),
     ("py:mod", "mcp_oauth.registry.errors"),

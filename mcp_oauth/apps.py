@@ -29,17 +29,15 @@ class MCPOAuthConfig(AppConfig):
         from django.utils.module_loading import autodiscover_modules
         from oauth2_provider.models import get_application_model
 
-        from . import checks  # registers the system checks
+        from . import checks, features  # checks: registers the system checks
         from .authorization_server.auth_extensions import register_auth_extensions
         from .authorization_server.clients import connect_receivers as connect_client_receivers
         from .lifecycle import connect as connect_lifecycle
         from .lifecycle import connect_client
-        from .mcp_tasks import methods as mcp_task_methods
         from .resource_server.cache import connect_receivers
         from .settings import apply_dot_defaults, mcp_oauth_settings
         from .signals import sync_default_resource
         from .transport import sessions, wakeup
-        from .transport.handlers import methods
 
         apply_dot_defaults()
         checks.replace_dot_bcp_check()
@@ -47,7 +45,7 @@ class MCPOAuthConfig(AppConfig):
         connect_client_receivers()
         wakeup.connect_receivers()
         sessions.connect_receivers()
-        mcp_task_methods.install(methods)
+        features.install()
         connect_lifecycle(get_user_model())
         connect_client(get_application_model())
         post_migrate.connect(sync_default_resource, sender=self)

@@ -182,7 +182,7 @@ def check_resource_and_prompt_registries(app_configs, **kwargs):
         ("RESOURCE_REGISTRY", ResourceRegistry, "E023"),
         ("PROMPT_REGISTRY", PromptRegistry, "E024"),
     ):
-        path = getattr(mcp_oauth_settings, key)
+        path = mcp_oauth_settings.user_settings.get(key, mcp_oauth_settings.defaults[key])
         try:
             registry = import_string(path) if isinstance(path, str) else path
         except ImportError as exc:

@@ -288,7 +288,9 @@ DEFAULTS: dict[str, Any] = {
 }
 
 #: Settings that hold a dotted path, imported once on first access (DRF ``IMPORT_STRINGS`` style).
-IMPORT_STRINGS: frozenset[str] = frozenset({"TOOL_REGISTRY", "THROTTLE_KEY_FUNCTION", "TASKS_RESULT_CIPHER"})
+IMPORT_STRINGS: frozenset[str] = frozenset(
+    {"TOOL_REGISTRY", "RESOURCE_REGISTRY", "PROMPT_REGISTRY", "THROTTLE_KEY_FUNCTION", "TASKS_RESULT_CIPHER"}
+)
 
 #: DOT settings the app turns on unless the site sets them itself in
 #: ``OAUTH2_PROVIDER``. Values that depend on MCP_OAUTH (the issuer) are added by

@@ -41,7 +41,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
@@ -49,7 +48,7 @@ from typing import Any, get_type_hints
 import jsonschema
 import mcp_types as types
 import pydantic_core
-from asgiref.sync import iscoroutinefunction, sync_to_async
+from asgiref.sync import iscoroutinefunction
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -61,10 +60,10 @@ from pydantic import (
 )
 
 from .mcp_tasks.policy import TaskPolicy, as_policy
+from .registry.base import NAME_RE, NamedRegistry, call, context_parameter, scope_tuple
 from .transport.context import ToolContext
 from .transport.input_required import InputRequest, InputRequired
 from .transport.jsonrpc import McpError
-from .transport.subscriptions import publish_list_changed
 
 __all__ = [
     "InputRequest",
@@ -83,8 +82,7 @@ __all__ = [
 logger = logging.getLogger("mcp_oauth.tools")
 
 #: MCP 2025-11-25 "Tool Names" (SEP-986).
-TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-_SCOPE_RE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 §3.3 scope-token
+TOOL_NAME_RE = NAME_RE
 _CONTENT_TYPES = (
     types.TextContent,
     types.ImageContent,
@@ -115,17 +113,6 @@ class InvalidArguments(ValueError):
 
 def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _find_context_parameter(signature: inspect.Signature, hints: Mapping[str, Any]) -> str | None:
-    parameters = list(signature.parameters.values())
-    for parameter in parameters:
-        hint = hints.get(parameter.name)
-        if isinstance(hint, type) and issubclass(hint, ToolContext):
-            return parameter.name
-    if parameters and parameters[0].name == "ctx":
-        return "ctx"
-    return None
 
 
 def _arguments_model(name: str, fn: Callable, context_param: str | None) -> tuple[type[BaseModel], list[str]]:
@@ -256,9 +243,7 @@ class Tool:
         kwargs = dict(arguments)
         if self.context_param is not None:
             kwargs[self.context_param] = ctx
-        if self.is_async:
-            return await self.fn(**kwargs)
-        return await sync_to_async(self.fn, thread_sensitive=True)(**kwargs)
+        return await call(self.fn, **kwargs)
 
     async def call(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> types.CallToolResult:
         """:meth:`invoke` and convert to a ``CallToolResult`` (MCP "Error Handling": tool errors in the result).
@@ -318,47 +303,19 @@ def to_call_tool_result(value: Any) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
 
-class ToolRegistry:
+class ToolRegistry(NamedRegistry[Tool]):
     """A named set of tools. The endpoint serves the one named by ``MCP_OAUTH["TOOL_REGISTRY"]``
     (default :data:`registry`), or the one given to :class:`~mcp_oauth.transport.views.McpView`.
 
-    Iteration and :meth:`list` keep registration order.
+    Iteration and :meth:`list` keep registration order; registering or unregistering a tool
+    sends ``notifications/tools/list_changed`` to the listen streams that opted in
+    (:class:`~mcp_oauth.registry.base.NamedRegistry`).
     """
 
-    def __init__(self, name: str = "default") -> None:
-        self.name = name
-        self._tools: dict[str, Tool] = {}
+    kind = "tool"
+    list_kind = "tools"
 
-    def __repr__(self) -> str:
-        return f"<ToolRegistry {self.name!r}: {len(self._tools)} tools>"
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-    def __iter__(self) -> Iterator[Tool]:
-        return iter(list(self._tools.values()))
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def get(self, name: str) -> Tool | None:
-        """The tool called ``name``, or None."""
-        return self._tools.get(name) if isinstance(name, str) else None
-
-    def list(self) -> list[Tool]:  # noqa: A003 - the registry's vocabulary
-        """Every tool, in registration order."""
-        return list(self._tools.values())
-
-    def unregister(self, name: str) -> Tool:
-        """Remove and return the tool ``name`` (listen streams get ``notifications/tools/list_changed``).
-
-        :raises KeyError: no such tool.
-        """
-        removed = self._tools.pop(name)
-        publish_list_changed("tools")
-        return removed
-
-    def register(
+    def register(  # type: ignore[override]
         self,
         fn: Callable[..., Any],
         *,
@@ -382,24 +339,13 @@ class ToolRegistry:
             that cannot be turned into a schema, a malformed scope, an invalid task policy.
         """
         task_policy = as_policy(task)
-        if not callable(fn):
-            raise ValueError("a tool must be callable")
-        tool_name = name or getattr(fn, "__name__", None)
-        if not isinstance(tool_name, str) or not TOOL_NAME_RE.match(tool_name):
-            raise ValueError(f"invalid tool name {tool_name!r}: 1-128 characters of A-Z a-z 0-9 _ - .")
-        if tool_name in self._tools:
-            raise ValueError(f"a tool named {tool_name!r} is already registered in {self!r}")
-        scope_tuple = tuple(dict.fromkeys(scopes if not isinstance(scopes, str) else scopes.split()))
-        for scope in scope_tuple:
-            if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
-                raise ValueError(f"tool {tool_name!r}: invalid scope {scope!r}")
-
-        signature = inspect.signature(fn)
+        tool_name = self._item_name(fn, name)
+        tool_scopes = scope_tuple(scopes, f"tool {tool_name!r}")
         try:
             hints = get_type_hints(fn, include_extras=False)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - unresolvable forward references: no derived output schema
             hints = {}
-        context_param = _find_context_parameter(signature, hints)
+        context_param = context_parameter(fn, ToolContext)
 
         arguments_model = None
         parameter_names: list[str] = []
@@ -432,7 +378,7 @@ class ToolRegistry:
             description=description if description is not None else inspect.getdoc(fn),
             input_schema=schema,
             output_schema=output_schema,
-            scopes=scope_tuple,
+            scopes=tool_scopes,
             annotations=annotations,
             icons=icon_list,
             meta=meta,
@@ -444,24 +390,14 @@ class ToolRegistry:
             output_validator=output_validator,
             task=task_policy,
         )
-        self._tools[tool_name] = tool_obj
-        publish_list_changed("tools")  # 2026-07-28 listen streams that opted in (none at start-up)
-        return tool_obj
+        return self._add(tool_name, tool_obj)
 
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Decorator form of :meth:`register`: ``@registry.tool`` or ``@registry.tool(scopes=[...])``.
 
         Returns the function unchanged (it stays directly callable).
         """
-        if fn is not None:
-            self.register(fn, **options)
-            return fn
-
-        def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
-            self.register(func, **options)
-            return func
-
-        return decorator
+        return self._decorate(fn, options)
 
 
 #: The default registry (``MCP_OAUTH["TOOL_REGISTRY"] = "mcp_oauth.tools.registry"``).

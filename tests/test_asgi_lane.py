@@ -216,7 +216,7 @@ class OpenStream:
 def test_get_stream_through_the_lane_sends_the_outbox_then_new_rows(lane, token, session):
     from asgiref.sync import sync_to_async
 
-    from mcp_oauth.transport import enqueue_session_message
+    from mcp_oauth.transport.sessions import enqueue_session_message
     from mcp_oauth.transport.wakeup import hub, session_topic
 
     first = enqueue_session_message(session.pk, {"method": "notifications/first"})
@@ -244,7 +244,7 @@ def test_get_stream_through_the_lane_sends_the_outbox_then_new_rows(lane, token,
 
 
 def test_get_stream_through_the_lane_resumes_after_last_event_id(lane, token, session):
-    from mcp_oauth.transport import enqueue_session_message
+    from mcp_oauth.transport.sessions import enqueue_session_message
 
     rows = [enqueue_session_message(session.pk, {"method": f"notifications/n{i}"}) for i in range(4)]
 

@@ -23,6 +23,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.checks import Error, run_checks
 
+import mcp_oauth.registry as registry_package
 import mcp_oauth.registry.prompts as prompts_module
 import mcp_oauth.registry.resources as resources_module
 import mcp_oauth.tools as tools_module
@@ -179,6 +180,10 @@ def fresh_registries(settings, monkeypatch):
     monkeypatch.setattr(resources_module, "resource_template", resources.resource_template)
     monkeypatch.setattr(prompts_module, "registry", prompts)
     monkeypatch.setattr(prompts_module, "prompt", prompts.prompt)
+    # ``from mcp_oauth.registry import resource, prompt`` (the samples): the package's own names
+    monkeypatch.setattr(registry_package, "resource", resources.resource)
+    monkeypatch.setattr(registry_package, "resource_template", resources.resource_template)
+    monkeypatch.setattr(registry_package, "prompt", prompts.prompt)
     settings.MCP_OAUTH = {
         **settings.MCP_OAUTH,
         "TOOL_REGISTRY": tools,

@@ -26,7 +26,7 @@ from mcp_oauth import drain
 from mcp_oauth.models import McpSession
 from mcp_oauth.tools import ToolContext, ToolRegistry
 from mcp_oauth.transport import request_state
-from mcp_oauth.transport.handlers import methods
+from mcp_oauth.transport.methods import methods
 from mcp_oauth.transport.subscriptions import publish_list_changed
 from mcp_oauth.transport.table import MODERN
 

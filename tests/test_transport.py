@@ -21,8 +21,7 @@ from oauth2_provider.models import get_application_model
 from mcp_oauth.models import McpSession, McpSessionEvent
 from mcp_oauth.signals import mcp_session_ended, mcp_session_started, tool_called
 from mcp_oauth.tools import McpError, ToolContext, ToolError, ToolRegistry
-from mcp_oauth.transport import enqueue_session_message
-from mcp_oauth.transport.sessions import forget_session
+from mcp_oauth.transport.sessions import enqueue_session_message, forget_session
 from mcp_oauth.transport.views import McpView
 
 REGISTRY = ToolRegistry("transport-tests")

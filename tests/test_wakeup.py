@@ -23,7 +23,7 @@ from django.db import connection
 
 from mcp_oauth.models import McpSession, McpSessionEvent
 from mcp_oauth.signals import ensure_default_resource
-from mcp_oauth.transport import enqueue_session_message
+from mcp_oauth.transport.sessions import enqueue_session_message
 from mcp_oauth.transport.sse import outbox_stream
 from mcp_oauth.transport.wakeup import WakeupHub, hub
 

@@ -18,13 +18,11 @@ from asgiref.sync import sync_to_async
 
 from ..models import McpTask
 from ..signals import user_grants_revoked
-from ..transport import modern, tool_methods
 from ..transport.extensions import client_extension, register_extension
 from ..transport.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 from ..transport.table import MODERN, Call, MethodTable
 from ..transport.wakeup import released
 from . import jobs
-from .listen import listen_tasks
 from .store import (
     EXTENSION,
     cancel_revoked_tasks,
@@ -134,13 +132,11 @@ async def defer_to_task(call: Call, tool: Any, ctx: Any, arguments: Mapping[str,
 
 
 def install(methods: MethodTable) -> None:
-    """Register the methods on ``methods``, the ``tools/call`` and ``subscriptions/listen`` hooks,
-    the extension, and the receiver cancelling the tasks of a revoked grant (from
-    ``MCPOAuthConfig.ready``)."""
+    """Register the methods on ``methods``, the extension, and the receiver cancelling the tasks
+    of a revoked grant. The ``tools/call`` hook (:func:`defer_to_task`) and the
+    ``subscriptions/listen`` one (:func:`~.listen.listen_tasks`) are installed in the transport by
+    the composition module (:func:`mcp_oauth.features.install`, from ``MCPOAuthConfig.ready``)."""
     for name, handler in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
         methods.register(name, handler, eras={MODERN}, name_param="taskId", capability=CAPABILITY, replace=True)
-    tool_methods.defer_to_task = defer_to_task
-    if listen_tasks not in modern.listen_hooks:
-        modern.listen_hooks.append(listen_tasks)
     register_extension(EXTENSION, {}, eras={MODERN})
     user_grants_revoked.connect(cancel_revoked_tasks, dispatch_uid="mcp_oauth.mcp_tasks.revoked")

@@ -4,7 +4,7 @@
 * :mod:`.items` — :class:`Resource`, :class:`ResourceTemplate` (what the registry holds)
 * :mod:`.contents` — URI checks, reader return values -> ``contents``, sizes
 * :mod:`.uritemplate` — RFC 6570 levels 1-2, expansion and matching
-* :mod:`.models` — :class:`ModelResource` (a Django model as a resource template, FileField blobs)
+* :mod:`.model_resources` — :class:`ModelResource` (a Django model as a resource template, FileField blobs)
 * :mod:`.prompts` — :class:`PromptRegistry`, ``@prompt``
 * :mod:`.completions` — ``completion/complete``
 * :mod:`.notify` — subscriptions, ``updated`` / ``list_changed`` through session outboxes
@@ -12,13 +12,19 @@
 * :mod:`.methods` — those handlers as entries of the endpoint's method table
 * :mod:`.context` — :class:`RequestContext`, what readers, renderers and completers receive
 
-Names importable from here are loaded lazily, so importing the package loads no model.
+Importing this package imports its registries and :class:`ModelResource` (and so this app's models):
+do it from ``AppConfig.ready()`` or later (a ``resources.py`` / ``prompts.py`` found by autodiscovery is).
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from .contents import ResourceNotFound
+from .context import RequestContext
+from .errors import InsufficientScope
+from .items import Resource, ResourceTemplate
+from .model_resources import ModelResource
+from .prompts import Prompt, PromptRegistry, prompt
+from .resources import ResourceRegistry, resource, resource_template
 
 __all__ = [
     "InsufficientScope",
@@ -34,25 +40,3 @@ __all__ = [
     "resource",
     "resource_template",
 ]
-
-_WHERE = {
-    "InsufficientScope": ".errors",
-    "ModelResource": ".models",
-    "Prompt": ".prompts",
-    "PromptRegistry": ".prompts",
-    "prompt": ".prompts",
-    "RequestContext": ".context",
-    "Resource": ".items",
-    "ResourceNotFound": ".contents",
-    "ResourceRegistry": ".resources",
-    "ResourceTemplate": ".items",
-    "resource": ".resources",
-    "resource_template": ".resources",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(module, __name__), name)

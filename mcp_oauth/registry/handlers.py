@@ -32,7 +32,6 @@ from typing import Any
 import mcp_types as types
 from asgiref.sync import sync_to_async
 from django.core import signing
-from django.utils.module_loading import import_string
 from mcp_types import methods as mcp_methods
 from pydantic import ValidationError
 
@@ -69,9 +68,9 @@ def get_resource_registry() -> ResourceRegistry:
 
 
 def get_prompt_registry() -> PromptRegistry:
-    """The registry named by ``MCP_OAUTH["PROMPT_REGISTRY"]`` (an instance or its dotted path)."""
-    value = mcp_oauth_settings.PROMPT_REGISTRY
-    return import_string(value) if isinstance(value, str) else value
+    """The registry named by ``MCP_OAUTH["PROMPT_REGISTRY"]`` (an instance or its dotted path,
+    imported once by the settings object)."""
+    return mcp_oauth_settings.PROMPT_REGISTRY
 
 
 def server_capabilities() -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The registry's methods as entries of the endpoint's method table (:mod:`mcp_oauth.transport.handlers`).
+"""The registry's methods as entries of the endpoint's method table (:mod:`mcp_oauth.transport.methods`).
 
 =============================  ============  ==========  ========  =====
 method                         eras          Mcp-Name    cache     input
@@ -115,5 +115,5 @@ def register_registry_methods(table: MethodTable) -> None:
     """Add the resource, prompt and completion methods to ``table``; let listen streams honour
     ``resourcesListChanged``, ``resourceSubscriptions`` and ``promptsListChanged``."""
     for method, options in ENTRIES.items():
-        table.register(method, table_handler(method), **options)
+        table.register(method, table_handler(method), replace=True, **options)
     subscriptions.supported_filters.update({"resourcesListChanged", "resourceSubscriptions", "promptsListChanged"})

@@ -6,7 +6,7 @@
   :class:`~mcp_oauth.models.ResourceSubscription` row per (session, URI).
 * :func:`notify_resource_updated` puts ``notifications/resources/updated`` into the
   outbox of every live session subscribed to the URI **whose user may still read
-  it** (the ``visible`` check, e.g. a :class:`~.models.ModelResource` queryset for that
+  it** (the ``visible`` check, e.g. a :class:`~.model_resources.ModelResource` queryset for that
   user): a subscription never outlives the right to read.
 * :func:`notify_list_changed` puts ``notifications/resources/list_changed`` (or
   ``prompts``) into the outbox of live sessions, of the given users only when
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, cast
 
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
@@ -50,9 +50,6 @@ from ..transport.sessions import enqueue_session_message
 from ..transport.subscriptions import LIST_CHANGED, Event, get_broker
 from .context import RequestContext
 from .resources import active_resource_registry
-
-if TYPE_CHECKING:
-    from .models import ModelResource
 
 __all__ = [
     "connect_model_resource",
@@ -176,14 +173,25 @@ def _principal_context(principal: Any) -> RequestContext:
 _connected_models: set[type] = set()
 
 
-def _active_model_resources(model: type) -> list[ModelResource]:
-    """The notifying ModelResources over ``model`` in the registry the endpoint serves now."""
-    from .models import ModelResource
+class NotifyingTemplate(Protocol):
+    """What this module needs of a :class:`~.model_resources.ModelResource` (which imports this
+    module, not the other way round): a template over ``model`` that may ``notify``."""
 
+    model: Any
+    notify: bool
+    lister: Any
+
+    def uri_for(self, obj: Any) -> str: ...
+
+    def visible_to(self, ctx: RequestContext, obj: Any) -> bool: ...
+
+
+def _active_model_resources(model: type) -> list[NotifyingTemplate]:
+    """The notifying ModelResources over ``model`` in the registry the endpoint serves now."""
     return [
-        template
+        cast(NotifyingTemplate, template)
         for template in active_resource_registry().templates()
-        if isinstance(template, ModelResource) and template.model is model and template.notify
+        if getattr(template, "model", None) is model and getattr(template, "notify", False)
     ]
 
 
@@ -194,7 +202,7 @@ def _changes(model: type, obj: Any) -> list[tuple[str, set[str], set[Any]]]:
     for model_resource in _active_model_resources(model):
         cache: dict[Any, bool] = {}
 
-        def sees(session: McpSession, model_resource: ModelResource = model_resource, cache: dict = cache) -> bool:
+        def sees(session: McpSession, model_resource: NotifyingTemplate = model_resource, cache: dict = cache) -> bool:
             if session.user_id not in cache:
                 try:
                     cache[session.user_id] = model_resource.visible_to(RequestContext.for_session(session), obj)
@@ -219,7 +227,7 @@ def _modern_events(model: type, obj: Any) -> list[Event]:
     events = []
     for model_resource in _active_model_resources(model):
 
-        def audience(principal: Any, model_resource: ModelResource = model_resource) -> bool:
+        def audience(principal: Any, model_resource: NotifyingTemplate = model_resource) -> bool:
             return model_resource.visible_to(_principal_context(principal), obj)
 
         uri = model_resource.uri_for(obj)
@@ -281,7 +289,7 @@ def _deleted(sender: Any, instance: Any, using: str | None = None, **kwargs: Any
         transaction.on_commit(lambda: _deliver(changes), using=using)
 
 
-def connect_model_resource(model_resource: ModelResource) -> None:
+def connect_model_resource(model_resource: NotifyingTemplate) -> None:
     """Send notifications for the rows of ``model_resource``'s model on save and delete (after commit).
 
     One set of receivers per model: each change is checked against every notifying

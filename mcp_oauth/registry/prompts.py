@@ -35,8 +35,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,15 +43,14 @@ import mcp_types as types
 from pydantic import TypeAdapter
 
 from ..transport.jsonrpc import INVALID_PARAMS, McpError
-from ..transport.subscriptions import publish_list_changed
-from .base import call, context_parameter, missing_scopes, scope_tuple
+from .base import NAME_RE, NamedRegistry, call, context_parameter, missing_scopes, scope_tuple
 from .context import RequestContext
 from .errors import InsufficientScope
 
 __all__ = ["Prompt", "PromptRegistry", "prompt", "registry", "to_messages"]
 
 #: Prompt names: like tool names (1-128 of ``A-Z a-z 0-9 _ - .``).
-PROMPT_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+PROMPT_NAME_RE = NAME_RE
 _CONTENT_TYPES = (
     types.TextContent,
     types.ImageContent,
@@ -209,52 +207,15 @@ def _arguments(
     return arguments, accepts_any
 
 
-class PromptRegistry:
+class PromptRegistry(NamedRegistry[Prompt]):
     """A named set of prompts. The endpoint serves the one named by ``MCP_OAUTH["PROMPT_REGISTRY"]``
     (default :data:`registry`). Iteration and :meth:`list` keep registration order.
     """
 
-    def __init__(self, name: str = "default") -> None:
-        self.name = name
-        self._prompts: dict[str, Prompt] = {}
-        self._listeners: list[Callable[[], None]] = []
+    kind = "prompt"
+    list_kind = "prompts"
 
-    def __repr__(self) -> str:
-        return f"<PromptRegistry {self.name!r}: {len(self._prompts)} prompts>"
-
-    def __len__(self) -> int:
-        return len(self._prompts)
-
-    def __iter__(self) -> Iterator[Prompt]:
-        return iter(list(self._prompts.values()))
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._prompts
-
-    def get(self, name: object) -> Prompt | None:
-        return self._prompts.get(name) if isinstance(name, str) else None
-
-    def list(self) -> list[Prompt]:  # noqa: A003
-        return list(self._prompts.values())
-
-    def on_change(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` after every registration change (list_changed notifications)."""
-        self._listeners.append(listener)
-
-    def _changed(self) -> None:
-        """After a registration change: 2026-07-28 listen streams that opted in learn of it (no
-        database; legacy sessions get ``notify_list_changed("prompts")`` from the caller)."""
-        publish_list_changed("prompts")
-        for listener in list(self._listeners):
-            listener()
-
-    def unregister(self, name: str) -> Prompt:
-        """Remove and return the prompt ``name``. :raises KeyError: no such prompt."""
-        item = self._prompts.pop(name)
-        self._changed()
-        return item
-
-    def register(
+    def register(  # type: ignore[override]
         self,
         fn: Callable[..., Any],
         *,
@@ -272,13 +233,7 @@ class PromptRegistry:
         :raises ValueError: invalid or duplicate name, a completer or description for
             an unknown argument, a malformed scope.
         """
-        if not callable(fn):
-            raise ValueError("a prompt renderer must be callable")
-        prompt_name = name or getattr(fn, "__name__", None)
-        if not isinstance(prompt_name, str) or not PROMPT_NAME_RE.match(prompt_name):
-            raise ValueError(f"invalid prompt name {prompt_name!r}: 1-128 characters of A-Z a-z 0-9 _ - .")
-        if prompt_name in self._prompts:
-            raise ValueError(f"a prompt named {prompt_name!r} is already registered in {self!r}")
+        prompt_name = self._item_name(fn, name)
         what = f"prompt {prompt_name!r}"
         context_param = context_parameter(fn)
         argument_list, accepts_any = _arguments(fn, context_param, arguments, what)
@@ -302,25 +257,15 @@ class PromptRegistry:
             context_param=context_param,
             accepts_any=accepts_any,
         )
-        self._prompts[prompt_name] = item
-        self._changed()
-        return item
+        return self._add(prompt_name, item)
 
     def prompt(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Decorator form of :meth:`register`: ``@registry.prompt`` or ``@registry.prompt(title=...)``."""
-        if fn is not None:
-            self.register(fn, **options)
-            return fn
-
-        def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
-            self.register(func, **options)
-            return func
-
-        return decorator
+        return self._decorate(fn, options)
 
     def visible(self, ctx: RequestContext) -> builtins.list[Prompt]:  # the builtin: ``list`` here is the method
         """The prompts ``ctx``'s token may use."""
-        return [item for item in self._prompts.values() if item.allowed(ctx)]
+        return [item for item in self._items.values() if item.allowed(ctx)]
 
     def find(self, ctx: RequestContext, name: object) -> Prompt:
         """The prompt ``name`` for this request.

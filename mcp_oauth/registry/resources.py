@@ -43,11 +43,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import mcp_types as types
-from django.utils.module_loading import import_string
 
 from ..settings import mcp_oauth_settings
-from ..transport.subscriptions import publish_list_changed
-from .base import context_parameter, scope_tuple
+from .base import ChangeNotifier, context_parameter, scope_tuple
 from .contents import Contents, ResourceNotFound, _annotations, _icons, check_uri, to_contents
 from .context import RequestContext
 from .errors import resource_not_found
@@ -71,7 +69,7 @@ __all__ = [
 _NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 
 
-class ResourceRegistry:
+class ResourceRegistry(ChangeNotifier):
     """A named set of static resources and templates. The endpoint serves the one named by
     ``MCP_OAUTH["RESOURCE_REGISTRY"]`` (default :data:`registry`).
 
@@ -79,11 +77,13 @@ class ResourceRegistry:
     then each template in registration order; the first template that matches wins.
     """
 
+    list_kind = "resources"
+
     def __init__(self, name: str = "default") -> None:
+        super().__init__()
         self.name = name
         self._resources: dict[str, Resource] = {}
         self._templates: dict[str, ResourceTemplate] = {}
-        self._listeners: list[Callable[[], None]] = []
 
     def __repr__(self) -> str:
         return f"<ResourceRegistry {self.name!r}: {len(self._resources)} resources, {len(self._templates)} templates>"
@@ -128,21 +128,10 @@ class ResourceRegistry:
         self._changed()
         return item
 
-    def on_change(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` after every registration change (list_changed notifications)."""
-        self._listeners.append(listener)
-
-    def _changed(self) -> None:
-        """After a registration change: 2026-07-28 listen streams that opted in learn of it (no
-        database; legacy sessions get ``notify_list_changed("resources")`` from the caller)."""
-        publish_list_changed("resources")
-        for listener in list(self._listeners):
-            listener()
-
     # --- registration -----------------------------------------------------------------
 
     def add(self, item: Resource | ResourceTemplate) -> Resource | ResourceTemplate:
-        """Register a ready-made item (e.g. a :class:`~mcp_oauth.registry.models.ModelResource`).
+        """Register a ready-made item (e.g. a :class:`~mcp_oauth.registry.model_resources.ModelResource`).
 
         :raises ValueError: its URI or template is already registered.
         """
@@ -366,9 +355,9 @@ class ResourceRegistry:
 
 
 def active_resource_registry() -> ResourceRegistry:
-    """The registry named by ``MCP_OAUTH["RESOURCE_REGISTRY"]`` (an instance or its dotted path)."""
-    value = mcp_oauth_settings.RESOURCE_REGISTRY
-    return import_string(value) if isinstance(value, str) else value
+    """The registry named by ``MCP_OAUTH["RESOURCE_REGISTRY"]`` (an instance or its dotted path,
+    imported once by the settings object)."""
+    return mcp_oauth_settings.RESOURCE_REGISTRY
 
 
 #: The default registry (``MCP_OAUTH["RESOURCE_REGISTRY"] = "mcp_oauth.registry.resources.registry"``).

@@ -1,7 +1,8 @@
 """Streamable HTTP transport, both protocol eras (MCP 2025-11-25 sessions, 2026-07-28 stateless requests).
 
 * :mod:`.views` — the Django endpoint (:class:`~.views.McpView`, ``mcp_endpoint``): HTTP only
-* :mod:`.handlers` — the one method -> handler table (:data:`~.handlers.methods`) and its registration API
+* :mod:`.methods` — the one method -> handler table (:data:`~.methods.methods`) with the core's methods;
+  :mod:`mcp_oauth.features` adds tools, resources, prompts, completion and tasks
 * :mod:`.routing` — era selection and every check before a handler runs (HTTP-framework free)
 * :mod:`.table` — :class:`~.table.Call`, :class:`~.table.Method`, :class:`~.table.MethodTable`, versions
 * :mod:`.legacy` — ``initialize``, ``ping``, ``logging/setLevel`` (2025-11-25 family)
@@ -13,25 +14,14 @@
 * :mod:`.sessions` — sessions in the database and their outbox (:func:`~.sessions.enqueue_session_message`)
 * :mod:`.sse` — SSE streams (per-request and the session's GET stream)
 * :mod:`.context` — :class:`~.context.ToolContext`
+* :mod:`.capabilities` — the server capabilities announced (features add theirs through :mod:`mcp_oauth.features`)
 
-Dependency direction: :mod:`mcp_oauth.tools` builds on :mod:`.context`, :mod:`.jsonrpc` and
-:mod:`.input_required`; nothing in this package imports :mod:`mcp_oauth.tools` (the registry
-is handed to the view and reaches handlers as ``call.registry``).
+Dependency direction: the transport core imports no feature. :mod:`mcp_oauth.tools`,
+:mod:`mcp_oauth.registry` and :mod:`mcp_oauth.mcp_tasks` build on it; nothing in this package
+imports them (the tool registry is handed to the view and reaches handlers as ``call.registry``;
+the rest is registered by :mod:`mcp_oauth.features`).
 
-``from mcp_oauth.transport import enqueue_session_message`` works too (imported lazily,
-so importing this package does not load models).
+The package itself imports nothing: ``mcp_oauth.transport.asgi`` is imported by a site's
+``asgi.py`` before Django's app loading. Queue a message to a session with
+:func:`mcp_oauth.transport.sessions.enqueue_session_message`.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["enqueue_session_message"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "enqueue_session_message":
-        from .sessions import enqueue_session_message
-
-        return enqueue_session_message
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

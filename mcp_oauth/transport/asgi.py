@@ -49,6 +49,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.http import HttpResponse
@@ -204,21 +205,27 @@ class McpLane(ASGIHandler):
         self._view = view
         self._serve_get: Any = None
 
+    def _load_endpoint(self) -> None:
+        # The one deferred import: a site's asgi.py imports this module before Django's app
+        # loading, and the view and the stream lane import the models.
+        from . import stream_lane, views
+
+        if self._view is None:
+            self._view = views.mcp_endpoint
+        self._serve_get = stream_lane.serve_get
+
     @property
     def view(self) -> Any:
+        """:data:`.views.mcp_endpoint` (unless another view was given), imported on first use."""
         if self._view is None:
-            from .views import mcp_endpoint  # models: not before Django's app loading
-
-            self._view = mcp_endpoint
+            self._load_endpoint()
         return self._view
 
     @property
     def serve_get(self) -> Any:
-        """:func:`.stream_lane.serve_get`, imported on first use (it needs the models)."""
+        """:func:`.stream_lane.serve_get`, imported on first use."""
         if self._serve_get is None:
-            from .stream_lane import serve_get
-
-            self._serve_get = serve_get
+            self._load_endpoint()
         return self._serve_get
 
     def serves(self, scope: dict[str, Any]) -> bool:
@@ -261,8 +268,6 @@ class McpLane(ASGIHandler):
             # Cancelled from outside (server shutdown): the request still gives its database
             # connections back (request_finished on the thread that holds them).
             body_file.close()
-            from django.core import signals
-
             if thread is not None and thread.used:
                 await sync_to_async(signals.request_finished.send)(sender=self.__class__)
             raise
@@ -274,8 +279,6 @@ class McpLane(ASGIHandler):
             else:
                 await sync_to_async(response.close)()  # request_finished: connections back to the pool
         else:
-            from django.core import signals
-
             await signals.request_finished.asend(sender=self.__class__)
         body_file.close()
 

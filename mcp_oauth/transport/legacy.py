@@ -22,11 +22,10 @@ import mcp_types as types
 from asgiref.sync import sync_to_async
 
 from ..models import McpSession
-from ..registry.handlers import server_capabilities as registry_capabilities
 from ..settings import mcp_oauth_settings
 from ..signals import mcp_session_started
 from ..text import storable
-from .extensions import server_extensions
+from .capabilities import initialize_capabilities
 from .jsonrpc import INVALID_PARAMS, McpError
 from .sessions import create_session, set_log_level
 from .table import HANDSHAKE_VERSIONS, Call, parse_params, server_info
@@ -54,12 +53,7 @@ async def initialize(call: Call) -> types.InitializeResult:
     await mcp_session_started.asend(sender=McpSession, session=session)
     return types.InitializeResult(
         protocol_version=version,
-        capabilities=types.ServerCapabilities(
-            tools=types.ToolsCapability(list_changed=False),
-            logging=types.LoggingCapability(),
-            extensions=server_extensions("legacy") or None,
-            **registry_capabilities(),
-        ),
+        capabilities=initialize_capabilities(),
         server_info=types.Implementation.model_validate(server_info()),
         instructions=mcp_oauth_settings.INSTRUCTIONS or None,
     )

@@ -16,7 +16,7 @@ rung                                                                   HTTP   co
 ``Mcp-Method`` ≠ ``method``                                            400    -32020
 ``Mcp-Name`` ≠ the named param (``tools/call`` name, …)                400    -32020
 version not a modern revision we serve (``data.supported/requested``)  400    -32022
-method unknown in this era (front end, :mod:`.handlers`)               404    -32601
+method unknown in this era (front end, :mod:`.methods`)                404    -32601
 needed client capability not declared (``data.requiredCapabilities``)  400    -32021
 ``tools/call``: ``Mcp-Param-*`` ≠ an ``x-mcp-header`` argument          400    -32020
 =====================================================================  =====  ======
@@ -35,10 +35,9 @@ from typing import Any, NoReturn
 import mcp_types as types
 from asgiref.sync import sync_to_async
 
-from ..registry.handlers import server_capabilities as registry_capabilities
 from ..settings import mcp_oauth_settings
 from . import subscriptions
-from .extensions import server_extensions
+from .capabilities import discover_capabilities
 from .jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -265,36 +264,12 @@ def check_capability(entry: Method, envelope: Envelope, request_id: Any) -> None
         )
 
 
-def server_capabilities() -> dict[str, Any]:
-    """Capabilities announced by ``server/discover``."""
-    capabilities: dict[str, Any] = {"tools": {"listChanged": True}, "logging": {}}
-    if "promptsListChanged" in subscriptions.supported_filters:
-        capabilities["prompts"] = {"listChanged": True}
-    if {"resourcesListChanged", "resourceSubscriptions"} & subscriptions.supported_filters:
-        capabilities["resources"] = {
-            "listChanged": "resourcesListChanged" in subscriptions.supported_filters,
-            "subscribe": "resourceSubscriptions" in subscriptions.supported_filters,
-        }
-    for name, capability in registry_capabilities().items():  # only what the registries serve
-        if name == "completions":
-            capabilities[name] = {}
-        else:
-            capabilities.setdefault(name, capability.model_dump(by_alias=True, exclude_none=True))
-    for name in ("resources", "prompts"):
-        if name not in registry_capabilities():
-            capabilities.pop(name, None)
-    extensions = server_extensions("modern")
-    if extensions:
-        capabilities["extensions"] = extensions
-    return capabilities
-
-
 async def discover(call: Call) -> dict[str, Any]:
     """``server/discover`` (MCP 2026-07-28 "Lifecycle"): every revision served (modern first), the
     capabilities and instructions; the table adds ``ttlMs``/``cacheScope`` (public: the same for
     every caller) and ``serverInfo``."""
     parse_params(call)
-    result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": server_capabilities()}
+    result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": discover_capabilities()}
     if mcp_oauth_settings.INSTRUCTIONS:
         result["instructions"] = str(mcp_oauth_settings.INSTRUCTIONS)
     return result

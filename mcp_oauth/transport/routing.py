@@ -20,9 +20,9 @@ from typing import Any
 from ..models import McpSession
 from ..resource_server.authentication import BearerPrincipal
 from . import modern
-from .handlers import methods
 from .jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, Incoming, JsonRpcError
 from .legacy import LATEST_HANDSHAKE_VERSION
+from .methods import methods
 from .sessions import afind_session
 from .table import HANDSHAKE_VERSIONS, LEGACY, MODERN, MODERN_VERSIONS, Call, Method
 

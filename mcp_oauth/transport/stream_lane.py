@@ -42,7 +42,9 @@ import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core import signals
+from django.core.cache import caches
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIRequest, get_script_prefix
 from django.http import HttpResponse
@@ -105,9 +107,6 @@ def _setup_context() -> contextvars.Context:
 
 
 def _open_caches() -> None:
-    from django.conf import settings
-    from django.core.cache import caches
-
     for alias in settings.CACHES:
         caches[alias]
 

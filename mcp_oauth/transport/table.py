@@ -2,13 +2,13 @@
 
 HTTP-free on purpose: the Django view (:mod:`.views`) and any other front end (an ASGI lane)
 turn a request into a :class:`Call`, look the method up in a :class:`MethodTable`
-(:data:`mcp_oauth.transport.handlers.methods`) and hand the call to :meth:`MethodTable.serve`,
+(:data:`mcp_oauth.transport.methods.methods`) and hand the call to :meth:`MethodTable.serve`,
 which returns the JSON-RPC response message. A handler is ``async def handler(call) -> result``
 where ``result`` is an ``mcp_types`` result model or a plain dict in the wire shape; it raises
 :class:`~.jsonrpc.McpError` for a JSON-RPC error and :class:`InsufficientScope` when the token
 lacks a scope (the front end answers HTTP 403 ``insufficient_scope``).
 
-See :mod:`mcp_oauth.transport.handlers` for the registration API and the table itself.
+See :mod:`mcp_oauth.transport.methods` for the registration API and the table itself.
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ def _dump(result: Any) -> dict[str, Any]:
 
 
 class MethodTable:
-    """Method name -> :class:`Method`. See :mod:`mcp_oauth.transport.handlers`."""
+    """Method name -> :class:`Method`. See :mod:`mcp_oauth.transport.methods`."""
 
     def __init__(self) -> None:
         self._methods: dict[str, Method] = {}

@@ -2,7 +2,7 @@
 
 The view speaks HTTP only: it authenticates, parses one JSON-RPC message, lets
 :func:`~.routing.route_request` pick the era and run the checks (no HTTP framework there, so an
-ASGI lane reuses it), runs the method's entry of :data:`~.handlers.methods` (the only place a
+ASGI lane reuses it), runs the method's entry of :data:`~.methods.methods` (the only place a
 method is routed), then renders JSON or SSE.
 
 * **POST** one JSON-RPC message. Requests get ``application/json``; ``tools/call`` (and
@@ -83,8 +83,8 @@ from ..settings import mcp_oauth_settings
 from ..signals import client_response_received, mcp_session_ended
 from . import wakeup
 from .context import pending_requests
-from .handlers import methods
 from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, JsonRpcError, McpError, dumps, error_message, parse_message
+from .methods import methods
 from .routing import SESSION_HEADER, check_protocol_version, is_modern_header, require_session, route_request
 from .sessions import SESSION_ID_RE, end_session, session_cache_key
 from .sse import OutboxCursor, ResponseChannel, outbox_stream
@@ -208,10 +208,10 @@ class McpView:
     @property
     def registry(self) -> Any:
         registry = self._registry
-        if registry is None:
-            registry = mcp_oauth_settings.TOOL_REGISTRY
-        if isinstance(registry, str):
-            registry = import_string(registry)
+        if registry is None:  # resolved once by the settings object (IMPORT_STRINGS)
+            return mcp_oauth_settings.TOOL_REGISTRY
+        if isinstance(registry, str):  # as_view(registry="dotted.path"): imported once per view
+            registry = self._registry = import_string(registry)
         return registry
 
     async def dispatch(self, request: HttpRequest) -> HttpResponseBase:

@@ -40,11 +40,29 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from asgiref.sync import sync_to_async
+from django.apps import apps
 from django.db import close_old_connections, connection, transaction
 from django.db.models.signals import post_save
 from django.utils import timezone
 
 from ..settings import mcp_oauth_settings
+from ..signals import mcp_session_ended
+
+# Optional: the Redis and PostgreSQL wake-up channels need their client library only when used.
+try:
+    import redis
+    import redis.asyncio as aioredis
+except ImportError:  # pragma: no cover - WAKEUP_URL redis://... then fails when listening
+    redis = aioredis = None  # type: ignore[assignment]
+try:
+    import psycopg
+except ImportError:  # pragma: no cover - WAKEUP_URL "postgres" then fails when listening
+    psycopg = None  # type: ignore[assignment]
+
+# This module imports no model: the ASGI health lane (mcp_oauth.health -> drain -> wakeup) is
+# imported by a site's asgi.py before Django's app loading. The outbox model is looked up by name.
+OUTBOX_MODEL = "mcp_oauth.McpSessionEvent"
 
 __all__ = [
     "Subscription",
@@ -210,8 +228,6 @@ class WakeupHub:
 
     def _redis_client(self, url: str) -> Any:
         if self._redis is None or self._redis_url != url:
-            import redis
-
             self._redis = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
             self._redis_url = url
         return self._redis
@@ -232,8 +248,8 @@ class WakeupHub:
             ]
 
     async def _listen_redis(self) -> None:
-        import redis.asyncio as aioredis
-
+        if aioredis is None:
+            raise RuntimeError("MCP_OAUTH['WAKEUP_URL'] names Redis: install the redis package")
         backoff = 0.1
         while True:
             url = self.url
@@ -269,8 +285,8 @@ class WakeupHub:
             backoff = min(backoff * 2, 5.0)
 
     async def _listen_postgres(self) -> None:
-        import psycopg
-
+        if psycopg is None:
+            raise RuntimeError("MCP_OAUTH['WAKEUP_URL'] is 'postgres': install psycopg (3)")
         backoff = 0.1
         while True:
             try:
@@ -297,8 +313,6 @@ class WakeupHub:
     async def _safety_poll(self) -> None:
         """Every ``WAKEUP_SAFETY_POLL_SECONDS``: one query for outbox rows newer than the
         previous polls, waking the local streams of their sessions (recovers lost wake-ups)."""
-        from asgiref.sync import sync_to_async
-
         marks: list[int | None] = [None, None]
         while True:
             interval = float(mcp_oauth_settings.WAKEUP_SAFETY_POLL_SECONDS)
@@ -323,7 +337,7 @@ def _recent_outbox_sessions(after_id: int | None, since: datetime) -> tuple[set[
     """Sessions with outbox rows of id > ``after_id`` created since ``since``, and the newest id
     seen. The id bound keeps the query on the primary-key index (``None``: the last 10,000 ids).
     Runs on a pool thread and gives its connection back at once."""
-    from ..models import McpSessionEvent
+    McpSessionEvent = apps.get_model(OUTBOX_MODEL)
 
     try:
         if after_id is None:
@@ -388,10 +402,7 @@ def _session_ended(sender: Any, session: Any, **kwargs: Any) -> None:
 
 def connect_receivers() -> None:
     """Connect the publishing receivers (called once from ``MCPOAuthConfig.ready``)."""
-    from ..models import McpSessionEvent
-    from ..signals import mcp_session_ended
-
-    post_save.connect(_outbox_row_saved, sender=McpSessionEvent, dispatch_uid="mcp_oauth.wakeup.outbox")
+    post_save.connect(_outbox_row_saved, sender=OUTBOX_MODEL, dispatch_uid="mcp_oauth.wakeup.outbox")
     mcp_session_ended.connect(_session_ended, dispatch_uid="mcp_oauth.wakeup.session_ended")
 
 

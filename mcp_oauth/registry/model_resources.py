@@ -50,12 +50,14 @@ from django.db import models
 from django.db.models.fields.files import FieldFile
 from django.db.models.functions import Cast
 from django.forms.models import model_to_dict
+from rest_framework.serializers import BaseSerializer
 
 from .base import call, scope_tuple
 from .contents import Contents, ResourceNotFound, _annotations, _icons
 from .context import RequestContext
 from .errors import invalid_uri, resource_too_large
 from .items import ResourceTemplate
+from .notify import connect_model_resource
 from .resources import ResourceRegistry
 from .uritemplate import UriTemplate
 
@@ -66,10 +68,6 @@ COMPLETION_LIMIT = 100
 
 
 def _is_drf_serializer(value: Any) -> bool:
-    try:
-        from rest_framework.serializers import BaseSerializer
-    except ImportError:  # pragma: no cover - DRF is a dependency
-        return False
     return isinstance(value, type) and issubclass(value, BaseSerializer)
 
 
@@ -265,6 +263,4 @@ class ModelResource(ResourceTemplate):
         """Connect the model's save/delete signals to the notifications (called by ``registry.add``)."""
         if not self.notify:
             return
-        from .notify import connect_model_resource
-
         connect_model_resource(self)

@@ -1,4 +1,10 @@
-"""The one method -> handler table of the MCP endpoint, for both protocol eras.
+"""The one method -> handler table of the MCP endpoint, for both protocol eras: the transport core.
+
+This module registers the core's own methods (lifecycle, ``server/discover``,
+``subscriptions/listen``); the features on top of it (tools, resources, prompts, completion, the
+Tasks extension) are added by the composition module :mod:`mcp_oauth.features`
+(:func:`~mcp_oauth.features.install`, run by ``MCPOAuthConfig.ready``). Nothing in the transport
+imports a feature.
 
 Every JSON-RPC request the endpoint serves is routed here and only here: the front ends
 (:mod:`.views` for Django, an ASGI lane) parse the HTTP request, authenticate it, pick the era,
@@ -7,7 +13,7 @@ build a :class:`~.table.Call`, look the method up with ``methods.get(name, era)`
 
 Adding a method is one registration line::
 
-    from mcp_oauth.transport.handlers import methods
+    from mcp_oauth.transport.methods import methods
     from mcp_oauth.transport.table import PRIVATE, Call, parse_params
 
     async def list_prompts(call: Call) -> types.ListPromptsResult:   # or a wire-shaped dict
@@ -49,9 +55,8 @@ Legacy ``notifications/*`` and responses are not methods: the front end handles 
 
 from __future__ import annotations
 
-from ..registry.methods import register_registry_methods
-from . import legacy, modern, tool_methods
-from .table import LEGACY, MODERN, PRIVATE, PUBLIC, MethodTable
+from . import legacy, modern
+from .table import LEGACY, MODERN, PUBLIC, MethodTable
 
 __all__ = ["methods"]
 
@@ -64,10 +69,3 @@ methods.register("ping", legacy.ping, eras={LEGACY})
 methods.register("logging/setLevel", legacy.set_level, eras={LEGACY})
 methods.register("server/discover", modern.discover, eras={MODERN}, cache=PUBLIC)
 methods.register("subscriptions/listen", modern.listen, eras={MODERN}, streams=True)
-
-# --- tools ----------------------------------------------------------------------------------
-methods.register("tools/list", tool_methods.list_tools, cache=PRIVATE)
-methods.register("tools/call", tool_methods.call_tool, name_param="name", streams=True)
-
-# --- resources, prompts, completion (mcp_oauth.registry) ------------------------------------
-register_registry_methods(methods)
