@@ -28,6 +28,7 @@ from . import enterprise_admin, trust  # enterprise_admin also registers the ent
 from .audit import record
 from .authorization_server.clients import bump_clients_generation
 from .authorization_server.redirects import redirect_scheme_allowed
+from .cimd import cache as cimd_cache
 from .loopback import is_loopback_host
 from .mcp_tasks.store import cancel_task
 from .models import (
@@ -623,8 +624,6 @@ class ClientMetadataDocumentAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("Refresh now (fetch the documents again)"), permissions=["refresh"])
     def refresh_now(self, request, queryset):
-        from .cimd import cache as cimd_cache
-
         started = busy = 0
         for entry in queryset:
             # An administrator's request overrides the failure back-off.
