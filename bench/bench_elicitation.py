@@ -51,7 +51,7 @@ def main() -> None:
     from elicitation import crypto
     from elicitation.models import Elicitation, ThirdPartyConnection, ThirdPartyProvider
     from elicitation.providers import fresh_access_token
-    from elicitation.url import complete_elicitation
+    from elicitation.url_mode import complete_elicitation
     from mcp_oauth.models import McpSession
     from mcp_oauth.signals import ensure_default_resource
 

@@ -989,7 +989,7 @@ def scenario_notify(args, fx) -> None:
     from django.utils import timezone
 
     from elicitation.models import Elicitation
-    from elicitation.url import complete_elicitation
+    from elicitation.url_mode import complete_elicitation
 
     port = free_port()
     web = gunicorn("ours-notify", 1, port).wait_ready()

@@ -48,8 +48,8 @@ nitpick_ignore_regex = [
     # Models are documented under their public import path (mcp_oauth.models.McpSession); some
     # docstrings name the defining submodule (mcp_oauth.models.core.McpSession).
     (r"py:class", r"mcp_oauth\.models\.\w+\.\w+"),
-    # elicitation.url re-exports names documented under their defining module.
-    (r"py:.*", r"elicitation\.url\.\w+"),
+    # elicitation.url_mode re-exports names documented under their defining module.
+    (r"py:.*", r"elicitation\.url_mode\.\w+"),
     # Modules are named in prose; the reference documents their objects, not module pages.
     (r"py:mod", r"(mcp_oauth|elicitation)(\.\w+)*"),
 ]

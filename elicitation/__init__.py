@@ -20,7 +20,7 @@ the client's retry carries the answer (:mod:`mcp_oauth.transport.input_required`
 
 Modules: :mod:`~elicitation.api` (what tools call), :mod:`~elicitation.service` (the rows: create,
 finish, complete), :mod:`~elicitation.protocol` (capability checks, wire shapes),
-:mod:`~elicitation.url` (the URL-mode names re-exported for existing imports).
+:mod:`~elicitation.url_mode` (the URL-mode names re-exported for existing imports).
 
 Settings: the ``ELICITATION`` namespace (:mod:`elicitation.settings`). URLs:
 ``path("elicitation/", include("elicitation.urls"))``.

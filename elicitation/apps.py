@@ -10,4 +10,6 @@ class ElicitationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, signals  # noqa: F401  (register checks and receivers)
+        # Imported here (registering the checks and receivers): signals imports the models, which
+        # app loading forbids at this module's import.
+        from . import checks, signals  # noqa: F401

@@ -9,18 +9,17 @@
 
 from __future__ import annotations
 
+from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, reverse
 
+from .settings import elicitation_settings
+
 
 @register(Tags.security)
 def check_encryption_keys(app_configs=None, **kwargs):
-    from cryptography.fernet import Fernet
-
-    from .settings import elicitation_settings
-
     keys = elicitation_settings.ENCRYPTION_KEYS
     if isinstance(keys, (str, bytes)):
         keys = [keys]

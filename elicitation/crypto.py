@@ -10,9 +10,11 @@ one does not touch the other.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 
 from .settings import elicitation_settings
 
@@ -45,6 +47,16 @@ def _fernet() -> MultiFernet:
 def reset() -> None:
     """Forget the cached keys (settings changed)."""
     _fernet.cache_clear()
+
+
+def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
+    # Connected after elicitation.settings' own receiver (imported above): the settings are
+    # reloaded first, so the next _fernet() reads the new keys.
+    if setting == "ELICITATION":
+        reset()
+
+
+setting_changed.connect(_reset_on_change, dispatch_uid="elicitation.crypto.reset")
 
 
 def keys_configured() -> bool:

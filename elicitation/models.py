@@ -25,6 +25,7 @@ from django.utils.translation import gettext_lazy as _
 from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.loopback import is_https_or_loopback
+from mcp_oauth.settings import mcp_oauth_settings
 
 from . import crypto
 
@@ -57,7 +58,7 @@ class Elicitation(models.Model):
     URL mode (SEP-1036): ``kind`` says what the start page does: ``connect`` (authorize
     ``provider`` for ``scopes``), ``secret`` (the secure input page stores a value named
     ``secret_name``) or ``external`` (the verified user is sent to ``target_url``, and the
-    site calls :func:`elicitation.url.complete_elicitation` when done, e.g. from a payment
+    site calls :func:`elicitation.service.complete_elicitation` when done, e.g. from a payment
     webhook). The link the client opens is :attr:`url`; only ``user`` may use it, and the
     completion notification goes only to ``session``.
 
@@ -160,8 +161,6 @@ class Elicitation(models.Model):
     @property
     def url(self) -> str:
         """The server's own start page for this elicitation (URL mode), absolute, from ``BASE_URL``."""
-        from mcp_oauth.settings import mcp_oauth_settings
-
         return mcp_oauth_settings.absolute(reverse("elicitation:start", args=[self.elicitation_id]))
 
     @property
@@ -264,8 +263,6 @@ class ThirdPartyProvider(models.Model):
     @property
     def redirect_uri(self) -> str:
         """The callback URL to register at the provider (absolute, from ``MCP_OAUTH["BASE_URL"]``)."""
-        from mcp_oauth.settings import mcp_oauth_settings
-
         return mcp_oauth_settings.absolute(reverse("elicitation:callback", args=[self.slug]))
 
     @property

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import requests
+from django.core.exceptions import ValidationError
 from django.db import connections, router, transaction
 from django.utils import timezone
 
@@ -484,8 +485,6 @@ def discover(provider: ThirdPartyProvider, *, save: bool = True) -> dict[str, An
     methods = metadata.get("code_challenge_methods_supported") or []
     if provider.use_pkce and isinstance(methods, list) and methods and "S256" not in methods:
         raise ProviderError("invalid_response", "the provider does not support PKCE S256")
-    from django.core.exceptions import ValidationError
-
     for field in ("authorization_endpoint", "token_endpoint", "revocation_endpoint", "userinfo_endpoint"):
         value = metadata.get(field)
         if not isinstance(value, str) or not value:

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from mcp_oauth import audit, drain
@@ -39,6 +38,7 @@ from mcp_oauth.transport import wakeup
 from mcp_oauth.transport.sessions import enqueue_session_message
 
 from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
+from .notifications import write_completion_notification, write_in_transaction
 from .protocol import REQUEST_ID_PREFIX, describe, supports_url
 from .settings import elicitation_settings
 from .signals import elicitation_finished
@@ -59,8 +59,6 @@ __all__ = [
     "wait_for_outcome",
     "write_completion_notification",
 ]
-
-logger = logging.getLogger("elicitation.url")
 
 
 def check_link_scheme() -> None:
@@ -178,7 +176,7 @@ def finish_elicitation(
     notify the session that asked.
 
     The notification (outbox row + ``notified_at``) is written in the same transaction as the
-    status (:func:`write_completion_notification`), and the session's streams are woken when it
+    status (:func:`~elicitation.notifications.write_completion_notification`), and the session's streams are woken when it
     commits: no broker hop. When that write is off (``ELICITATION["NOTIFY_IN_TRANSACTION"]``) or
     fails, the Celery task :func:`~elicitation.tasks.notify_elicitation_complete` is queued after
     the commit, and the beat reconciler sends whatever that task lost; each is sent once.
@@ -204,7 +202,7 @@ def finish_elicitation(
         row.status = status
         row.completed_at = timezone.now()
         row.error = error[:500]
-        outcome = _outbox_write_in_transaction(row) if elicitation_settings.NOTIFY_IN_TRANSACTION else "deferred"
+        outcome = write_in_transaction(row) if elicitation_settings.NOTIFY_IN_TRANSACTION else "deferred"
         fields = ["status", "completed_at", "error"] + (["notified_at"] if outcome == "sent" else [])
         row.save(update_fields=fields)
         application = row.session.application if row.session and row.session.application_id else None
@@ -220,57 +218,6 @@ def finish_elicitation(
         wakeup.publish_on_commit(outcome_topic(row.pk))  # a tool or a retry waiting on any worker
         transaction.on_commit(lambda: elicitation_finished.send(sender=Elicitation, elicitation=row))
     return True
-
-
-def write_completion_notification(row: Elicitation) -> str:
-    """Put ``notifications/elicitation/complete`` ``{elicitationId}`` in the outbox of the session
-    that asked, and mark the row notified, in the caller's transaction: both commit together or not
-    at all. SEP-1036 "Completion notification": only the asking session is told, once.
-
-    The caller holds ``row`` locked (``select_for_update`` inside ``transaction.atomic``), so two
-    writers (the completing request, the Celery task, the reconciler) never both write: the
-    second one finds ``notified_at`` set. The new outbox row wakes the session's streams when
-    the transaction commits (:mod:`mcp_oauth.transport.wakeup`).
-
-    :returns: ``"sent"``, ``"already-sent"`` or ``"no-session"`` (a 2026-07-28 row, bound to no
-        session: its client's retry reads the row; or the session ended: nobody is left to tell).
-    :raises DatabaseError: the outbox row or the mark could not be written.
-    """
-    outcome = _put_in_outbox(row)
-    if outcome == "sent":
-        row.save(update_fields=["notified_at"])
-    return outcome
-
-
-def _put_in_outbox(row: Elicitation, session: McpSession | None = None) -> str:
-    """The outbox half of :func:`write_completion_notification`: sets ``row.notified_at`` (unsaved)
-    when the outbox row was written. ``session``: the row's session as the caller loaded it (its
-    liveness is checked on it, no query); None: looked up by id."""
-    if row.notified_at is not None:
-        return "already-sent"
-    if row.session_id is None:
-        return "no-session"
-    try:
-        enqueue_session_message(
-            session if session is not None else row.session_id,
-            {"method": "notifications/elicitation/complete", "params": {"elicitationId": row.elicitation_id}},
-        )
-    except McpSession.DoesNotExist:
-        return "no-session"
-    row.notified_at = timezone.now()
-    return "sent"
-
-
-def _outbox_write_in_transaction(row: Elicitation) -> str:
-    """:func:`_put_in_outbox` in a savepoint of the completing transaction (``row`` was loaded
-    with its session): a database error there must not undo the completion. :returns: its
-    answer, or ``"failed"`` (nothing written; the Celery task sends it after the commit)."""
-    try:
-        with transaction.atomic():
-            return _put_in_outbox(row, row.session)
-    except DatabaseError as exc:
-        logger.warning("completion notification of elicitation %s left to the task: %s", row.pk, exc)
-        return "failed"
 
 
 def _queue_notification(pk: int) -> None:

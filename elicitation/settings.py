@@ -10,7 +10,8 @@
 
 Every key is optional; a missing key falls back to :data:`DEFAULTS`. Values are
 read through :data:`elicitation_settings`, which reloads itself when a test
-changes ``ELICITATION`` with ``override_settings``.
+changes ``ELICITATION`` with ``override_settings`` (:mod:`elicitation.crypto` forgets its
+keys on the same signal). No key holds a dotted path: nothing is imported from a string.
 """
 
 from __future__ import annotations
@@ -68,9 +69,6 @@ elicitation_settings = AppSettings("ELICITATION", DEFAULTS)
 def _reload(*, setting: str, **kwargs: Any) -> None:
     if setting == "ELICITATION":
         elicitation_settings.reload()
-        from . import crypto
-
-        crypto.reset()
 
 
 setting_changed.connect(_reload)

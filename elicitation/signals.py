@@ -2,7 +2,7 @@
 
 * :data:`elicitation_finished` — ``sender=Elicitation, elicitation=…`` when a URL elicitation
   finishes (``completed``, ``cancelled`` or ``declined`` on the page or by
-  :func:`~elicitation.url.complete_elicitation`), once the change is committed.
+  :func:`~elicitation.service.complete_elicitation`), once the change is committed.
 * :data:`connection_created` — ``sender=ThirdPartyConnection, connection=…, user=…`` when a
   user connected a third-party account (the tokens are already stored, encrypted).
 """
@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
 from django.dispatch import Signal, receiver
+from django.utils import timezone
 
 from mcp_oauth.signals import client_response_received
 from mcp_oauth.text import storable
+
+from .models import Elicitation
 
 elicitation_finished = Signal()
 connection_created = Signal()
@@ -35,11 +39,6 @@ def record_client_answer(sender: Any, session: Any, message: dict[str, Any], **k
     pending. Answers for another session's elicitation, for an unknown id, or a second answer
     are ignored. An outbox-sent elicitation the client declined or cancelled is finished here.
     """
-    from django.db.models import Q
-    from django.utils import timezone
-
-    from .models import Elicitation
-
     request_id = message.get("id")
     if not isinstance(request_id, str) or not request_id.startswith(PREFIX) or len(request_id) > 100:
         return

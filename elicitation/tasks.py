@@ -2,8 +2,8 @@
 
 * ``elicitation.tasks.notify_elicitation_complete`` — sends ``notifications/elicitation/complete``
   for one finished URL elicitation to the MCP session that asked, through the session's
-  outbox (:func:`elicitation.service.write_completion_notification`). Normally
-  :func:`elicitation.url.finish_elicitation` writes it itself, in the completing transaction;
+  outbox (:func:`elicitation.notifications.write_completion_notification`). Normally
+  :func:`elicitation.service.finish_elicitation` writes it itself, in the completing transaction;
   this task is queued after the commit only when that write was off or failed. Retried on
   database errors; idempotent (``notified_at`` is set in the same transaction as the
   outbox row, under a row lock, so a retry, a duplicate delivery or a notification already
@@ -35,6 +35,12 @@ from celery import shared_task
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from mcp_oauth.models import McpSession
+
+from .models import Elicitation
+from .notifications import write_completion_notification
+from .settings import elicitation_settings
+
 log = logging.getLogger(__name__)
 
 #: Statuses after which an elicitation is over.
@@ -58,9 +64,6 @@ def notify_elicitation_complete(elicitation_pk: int) -> str:
     :returns: ``"sent"``, ``"already-sent"``, ``"not-finished"`` (still pending, a form, or unknown)
         or ``"no-session"`` (the session ended: nobody is left to tell).
     """
-    from .models import Elicitation
-    from .service import write_completion_notification
-
     with transaction.atomic():
         row = (
             Elicitation.objects.select_for_update()
@@ -87,10 +90,6 @@ def reconcile_completion_notifications(
 
     :returns: how many notifications this run sent.
     """
-    from mcp_oauth.models import McpSession
-
-    from .models import Elicitation
-
     now = timezone.now()
     pending = list(
         Elicitation.objects.filter(
@@ -119,8 +118,6 @@ def reconcile_completion_notifications(
 def expire_elicitations() -> int:
     """Mark pending elicitations whose ``expires_at`` passed as ``expired``. A client answer in
     transit stays on the row: a tool still waiting on another worker reads it. :returns: how many."""
-    from .models import Elicitation
-
     now = timezone.now()
     return Elicitation.objects.filter(status=Elicitation.Status.PENDING, expires_at__lte=now).update(
         status=Elicitation.Status.EXPIRED, completed_at=now
@@ -130,9 +127,6 @@ def expire_elicitations() -> int:
 @shared_task(name="elicitation.tasks.cleanup", ignore_result=True)
 def cleanup() -> int:
     """Delete elicitations finished more than ``ELICITATION["RETENTION_DAYS"]`` days ago. :returns: how many."""
-    from .models import Elicitation
-    from .settings import elicitation_settings
-
     days = elicitation_settings.RETENTION_DAYS
     if days is None:
         return 0

@@ -2,7 +2,8 @@
 
 Like django-allauth's ``get_adapter()``: :func:`get_adapter` returns the one instance of the
 class named by ``MCP_OAUTH["ADAPTER"]`` (default :class:`DefaultMCPAdapter`, today's
-behaviour), resolved once and again only when ``MCP_OAUTH`` changes. Subclass
+behaviour), resolved once and again only when ``MCP_OAUTH`` changes (the settings object keeps
+it: ``mcp_oauth_settings.adapter``). Subclass
 :class:`DefaultMCPAdapter` and override what you need::
 
     # myproject/mcp_adapter.py
@@ -34,13 +35,13 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.core.signals import setting_changed
+from django.core.checks import Error
 from django.http import HttpRequest
-from django.utils.module_loading import import_string
 
 from . import trust
 from .enterprise_users import user_for_subject
 from .loopback import is_loopback_host
+from .resource_server.authentication import authenticate_bearer
 from .settings import mcp_oauth_settings
 from .text import without_invisible_format_characters
 
@@ -54,8 +55,6 @@ class DefaultMCPAdapter:
         :returns: a :class:`~mcp_oauth.resource_server.authentication.BearerPrincipal`.
         :raises BearerChallenge: 401 / 403, as :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer`.
         """
-        from .resource_server.authentication import authenticate_bearer
-
         return authenticate_bearer(request, resource, required_scopes)
 
     def user_for_token(self, access_token) -> Any:
@@ -126,8 +125,16 @@ class DefaultMCPAdapter:
         """
         return bool(application.skip_authorization)
 
-
-_adapter: DefaultMCPAdapter | None = None
+    def keeps_default_token_checks(self) -> bool:
+        """Whether :meth:`authenticate_request` and :meth:`user_for_token` are :class:`DefaultMCPAdapter`'s,
+        not overridden: then a token whose checks the shared cache can answer is accepted on the event
+        loop (``mcp_oauth.resource_server.authentication.authenticate_bearer_cached``) without
+        running them. Looked up on the class at each call: a class patched at run time is honoured."""
+        kind = type(self)
+        return (
+            kind.authenticate_request is DefaultMCPAdapter.authenticate_request
+            and kind.user_for_token is DefaultMCPAdapter.user_for_token
+        )
 
 
 def get_adapter() -> DefaultMCPAdapter:
@@ -136,23 +143,15 @@ def get_adapter() -> DefaultMCPAdapter:
     :raises ImportError: the dotted path does not import (``manage.py check`` reports it as
         ``mcp_oauth.E042``).
     """
-    global _adapter
-    if _adapter is None:
-        configured = mcp_oauth_settings.ADAPTER or DefaultMCPAdapter
-        cls = import_string(configured) if isinstance(configured, str) else configured
-        _adapter = cls()
-    return _adapter
+    return mcp_oauth_settings.adapter
 
 
 def check_settings() -> list:
     """System-check messages: ``mcp_oauth.E042`` when ``ADAPTER`` does not name a DefaultMCPAdapter subclass."""
-    from django.core.checks import Error
-
-    configured = mcp_oauth_settings.ADAPTER
     try:
-        cls = import_string(configured) if isinstance(configured, str) else configured
+        cls = mcp_oauth_settings.ADAPTER
     except ImportError as exc:
-        return [Error(f'MCP_OAUTH["ADAPTER"] cannot be imported: {exc}', id="mcp_oauth.E042")]
+        return [Error(f'MCP_OAUTH["ADAPTER"] cannot be imported: {exc.__cause__ or exc}', id="mcp_oauth.E042")]
     if cls is not None and not (isinstance(cls, type) and issubclass(cls, DefaultMCPAdapter)):
         return [
             Error(
@@ -160,12 +159,3 @@ def check_settings() -> list:
             )
         ]
     return []
-
-
-def _forget(*, setting: str, **kwargs: Any) -> None:
-    global _adapter
-    if setting == "MCP_OAUTH":
-        _adapter = None
-
-
-setting_changed.connect(_forget)

@@ -27,6 +27,7 @@ from oauth2_provider.settings import oauth2_settings
 from . import enterprise_admin, trust  # enterprise_admin also registers the enterprise IdP screens
 from .audit import record
 from .authorization_server.clients import bump_clients_generation
+from .cimd import cache as cimd_cache
 from .loopback import is_loopback_host
 from .mcp_tasks.store import cancel_task
 from .models import (
@@ -666,8 +667,6 @@ class ClientMetadataDocumentAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("Refresh now (fetch the documents again)"), permissions=["refresh"])
     def refresh_now(self, request, queryset):
-        from .cimd import cache as cimd_cache
-
         started = busy = 0
         for entry in queryset:
             # An administrator's request overrides the failure back-off.

@@ -47,7 +47,10 @@ from typing import Any
 
 from django.dispatch import Signal, receiver
 from django.http import HttpRequest
+from oauth2_provider.models import get_refresh_token_model
 
+from .db import insert
+from .models import AuditEvent
 from .signals import authorization_code_replayed
 
 audit_event = Signal()
@@ -118,8 +121,6 @@ def _clean(value: Any, depth: int = 0) -> Any:
 
 @functools.cache
 def _kinds() -> frozenset[str]:
-    from .models import AuditEvent
-
     return frozenset(AuditEvent.Kind.values)
 
 
@@ -156,8 +157,6 @@ def write_event(
 ):
     """The writing half of :func:`record` (same parameters): the event is stored, not announced;
     call :func:`announce` with it once the transaction that wrote it has committed."""
-    from .db import insert
-
     return insert(new_event(kind, request=request, user=user, client_id=client_id, detail=detail))
 
 
@@ -174,8 +173,6 @@ def new_event(
 
     :raises ValueError: an unknown ``kind``.
     """
-    from .models import AuditEvent
-
     if kind not in _kinds():
         raise ValueError(f"unknown audit event kind {kind!r}")
     if user is None and request is not None:
@@ -193,18 +190,12 @@ def new_event(
 
 def announce(event) -> None:
     """Send :data:`audit_event` for an event :func:`write_event` stored."""
-    from .models import AuditEvent
-
     audit_event.send(sender=AuditEvent, event=event)
 
 
 @receiver(authorization_code_replayed, dispatch_uid="mcp_oauth.audit.code_replayed")
 def _code_replayed(sender, redeemed, application, **kwargs) -> None:
     """``code.replay``: a redeemed authorization code came back with its verifier (OAuth 2.1 §4.1.3)."""
-    from oauth2_provider.models import get_refresh_token_model
-
-    from .models import AuditEvent
-
     user = None
     if redeemed.token_family is not None:
         refresh_token = get_refresh_token_model().objects.filter(token_family=redeemed.token_family).first()

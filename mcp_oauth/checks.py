@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.hashers import get_hashers_by_algorithm
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.checks.registry import registry as check_registry
+from django.template.loader import render_to_string
+from django.urls import NoReverseMatch, Resolver404, resolve
+from oauth2_provider.checks import validate_bcp_configuration
+from oauth2_provider.settings import oauth2_settings
 
+from .adapter import check_settings as adapter_messages
 from .authorization_server.assertions import FORBIDDEN_ALGORITHMS, KEY_TYPES
+from .authorization_server.rotation import MAX_GRACE_SECONDS, MAX_GRACE_SIBLINGS
+from .authorization_server.validator import MCPOAuth2Validator
+from .client_secrets import ALGORITHM, HASHER_PATH
 from .dpop.proof import ASYMMETRIC_ALGORITHMS
 from .health import CHECKS as READINESS_CHECK_NAMES
+from .login import LOGIN_URL_NAME, login_url
+from .registry.prompts import PromptRegistry
+from .registry.resources import ResourceRegistry
+from .scopes import check_settings as scope_messages
 from .settings import DOT_SECURITY_KEYS, mcp_oauth_settings
+from .taskqueue import celery_configured
+from .throttling import check_settings as throttling_messages
+from .tools import ToolRegistry
+from .trust import check_settings as trust_messages
 
 
 @register(Tags.security)
@@ -94,10 +114,6 @@ DOT_REDIRECT_SCHEME_CHECK_IDS = frozenset({"oauth2_provider.W008", "oauth2_provi
 def loopback_redirect_rule_in_force() -> bool:
     """Whether the request validator is the MCP profile's, which refuses ``http`` redirect URIs off
     loopback whatever the client's registration says (:func:`.redirects.redirect_scheme_allowed`)."""
-    from oauth2_provider.settings import oauth2_settings
-
-    from .authorization_server.validator import MCPOAuth2Validator
-
     validator = oauth2_settings.OAUTH2_VALIDATOR_CLASS
     return isinstance(validator, type) and issubclass(validator, MCPOAuth2Validator)
 
@@ -113,8 +129,6 @@ def dot_bcp_configuration(app_configs, **kwargs):
     in the admin form and at the authorization endpoint. With another ``OAUTH2_VALIDATOR_CLASS``
     that rule is gone, and DOT's message (``W008`` / ``E003``) is reported as DOT words it.
     """
-    from oauth2_provider.checks import validate_bcp_configuration
-
     messages = validate_bcp_configuration(app_configs, **kwargs)
     if loopback_redirect_rule_in_force():
         messages = [message for message in messages if message.id not in DOT_REDIRECT_SCHEME_CHECK_IDS]
@@ -123,25 +137,22 @@ def dot_bcp_configuration(app_configs, **kwargs):
 
 def replace_dot_bcp_check() -> None:
     """Register :func:`dot_bcp_configuration` in place of DOT's own deploy check (called by the app's ``ready()``)."""
-    from django.core.checks.registry import registry
-    from oauth2_provider.checks import validate_bcp_configuration
-
-    registry.deployment_checks.discard(validate_bcp_configuration)
-    registry.register(dot_bcp_configuration, Tags.security, deploy=True)
+    check_registry.deployment_checks.discard(validate_bcp_configuration)
+    check_registry.register(dot_bcp_configuration, Tags.security, deploy=True)
 
 
 @register()
 def check_tool_registry(app_configs, **kwargs):
     """E020 ``TOOL_REGISTRY`` does not import, or is not a ToolRegistry."""
-    from django.utils.module_loading import import_string
-
-    from .tools import ToolRegistry
-
-    path = mcp_oauth_settings.user_settings.get("TOOL_REGISTRY", mcp_oauth_settings.defaults["TOOL_REGISTRY"])
+    path = mcp_oauth_settings.configured("TOOL_REGISTRY")
     try:
-        registry = import_string(path) if isinstance(path, str) else path
+        registry = mcp_oauth_settings.TOOL_REGISTRY
     except ImportError as exc:
-        return [Error(f'MCP_OAUTH["TOOL_REGISTRY"] {path!r} cannot be imported: {exc}', id="mcp_oauth.E020")]
+        return [
+            Error(
+                f'MCP_OAUTH["TOOL_REGISTRY"] {path!r} cannot be imported: {exc.__cause__ or exc}', id="mcp_oauth.E020"
+            )
+        ]
     if not isinstance(registry, ToolRegistry):
         return [Error(f'MCP_OAUTH["TOOL_REGISTRY"] {path!r} is not a ToolRegistry.', id="mcp_oauth.E020")]
     return []
@@ -150,8 +161,6 @@ def check_tool_registry(app_configs, **kwargs):
 @register()
 def check_tool_modules(app_configs, **kwargs):
     """W021 a module named in ``TOOL_MODULES`` does not exist (its tools are not served)."""
-    from importlib.util import find_spec
-
     messages: list[CheckMessage] = []
     for module in mcp_oauth_settings.TOOL_MODULES:
         try:
@@ -172,21 +181,18 @@ def check_tool_modules(app_configs, **kwargs):
 @register(Tags.urls, Tags.templates)
 def check_resource_and_prompt_registries(app_configs, **kwargs):
     """E023 ``RESOURCE_REGISTRY`` / E024 ``PROMPT_REGISTRY`` does not import, or is not a registry."""
-    from django.utils.module_loading import import_string
-
-    from .registry.prompts import PromptRegistry
-    from .registry.resources import ResourceRegistry
-
     messages = []
     for key, kind, code in (
         ("RESOURCE_REGISTRY", ResourceRegistry, "E023"),
         ("PROMPT_REGISTRY", PromptRegistry, "E024"),
     ):
-        path = mcp_oauth_settings.user_settings.get(key, mcp_oauth_settings.defaults[key])
+        path = mcp_oauth_settings.configured(key)
         try:
-            registry = import_string(path) if isinstance(path, str) else path
+            registry = getattr(mcp_oauth_settings, key)
         except ImportError as exc:
-            messages.append(Error(f'MCP_OAUTH["{key}"] {path!r} cannot be imported: {exc}', id=f"mcp_oauth.{code}"))
+            messages.append(
+                Error(f'MCP_OAUTH["{key}"] {path!r} cannot be imported: {exc.__cause__ or exc}', id=f"mcp_oauth.{code}")
+            )
             continue
         if not isinstance(registry, kind):
             messages.append(Error(f'MCP_OAUTH["{key}"] {path!r} is not a {kind.__name__}.', id=f"mcp_oauth.{code}"))
@@ -219,10 +225,6 @@ def check_referrer_policy(app_configs, **kwargs):
 def check_login_url(app_configs, **kwargs):
     """W030 the login page users are sent to (:func:`mcp_oauth.login.login_url`) resolves to no view;
     E031 its template cannot render (missing template or base template, broken tag or URL name)."""
-    from django.urls import NoReverseMatch
-
-    from .login import LOGIN_URL_NAME, login_url
-
     try:
         url = login_url()
     except NoReverseMatch:
@@ -256,8 +258,6 @@ def check_login_url(app_configs, **kwargs):
 
 
 def _login_view(url: str):
-    from django.urls import Resolver404, resolve
-
     try:
         return resolve(urlsplit(url).path).func
     except Resolver404:
@@ -278,9 +278,6 @@ def _template_of(view) -> str | None:
 
 def _render_problem(template_name: str, url: str) -> str | None:
     """Render ``template_name`` as a login page (without a request: no context processor runs)."""
-    from django.contrib.auth.forms import AuthenticationForm
-    from django.template.loader import render_to_string
-
     try:
         render_to_string(
             template_name,
@@ -294,8 +291,6 @@ def _render_problem(template_name: str, url: str) -> str | None:
 @register(Tags.compatibility, deploy=True)
 def check_task_queue(app_configs, **kwargs):
     """W050 (deploy) no Celery app: tasks run in-process, and the periodic tasks run only if scheduled elsewhere."""
-    from .taskqueue import celery_configured
-
     if celery_configured():
         return []
     return [
@@ -313,9 +308,6 @@ def check_task_queue(app_configs, **kwargs):
 @register(Tags.security)
 def check_trust_and_throttling(app_configs, **kwargs):
     """E030 unknown TRUST_MODE; W031 trust permission classes left out of OAUTH2_PROVIDER; E032 bad THROTTLE_RATES."""
-    from .throttling import check_settings as throttling_messages
-    from .trust import check_settings as trust_messages
-
     return [*trust_messages(), *throttling_messages()]
 
 
@@ -323,11 +315,6 @@ def check_trust_and_throttling(app_configs, **kwargs):
 def check_rotation_and_scopes(app_configs, **kwargs):
     """E040 REFRESH_TOKEN_GRACE_SECONDS outside 0..300; E041 malformed SCOPE_HIERARCHY; E042 bad ADAPTER;
     E043 REFRESH_TOKEN_GRACE_SIBLINGS outside 0..1000."""
-    from .adapter import check_settings as adapter_messages
-    from .authorization_server.rotation import MAX_GRACE_SECONDS, MAX_GRACE_SIBLINGS
-    from .scopes import check_settings as scope_messages
-    from .settings import mcp_oauth_settings
-
     messages = scope_messages() + adapter_messages()
     grace = mcp_oauth_settings.REFRESH_TOKEN_GRACE_SECONDS
     if not isinstance(grace, int) or isinstance(grace, bool) or not 0 <= grace <= MAX_GRACE_SECONDS:
@@ -468,11 +455,6 @@ def check_probes_and_drain(app_configs, **kwargs):
 def check_client_secret_hasher(app_configs, **kwargs):
     """E050 ``OAUTH2_PROVIDER["CLIENT_SECRET_HASHER"]`` names a hasher missing from ``PASSWORD_HASHERS``:
     client secrets could be neither stored nor verified."""
-    from django.contrib.auth.hashers import get_hashers_by_algorithm
-    from oauth2_provider.settings import oauth2_settings
-
-    from .client_secrets import ALGORITHM, HASHER_PATH
-
     algorithm = oauth2_settings.CLIENT_SECRET_HASHER
     if not isinstance(algorithm, str) or algorithm == "default" or algorithm in get_hashers_by_algorithm():
         return []
@@ -490,10 +472,6 @@ def check_client_secret_hasher(app_configs, **kwargs):
 def check_fast_client_secret_hasher(app_configs, **kwargs):
     """W051 (deploy) client secrets are hashed with the site's password hasher (PBKDF2: ~180 ms of
     CPU per confidential-client grant) because the app's hasher is not in ``PASSWORD_HASHERS``."""
-    from oauth2_provider.settings import oauth2_settings
-
-    from .client_secrets import HASHER_PATH
-
     if oauth2_settings.CLIENT_SECRET_HASHER != "default" or HASHER_PATH in settings.PASSWORD_HASHERS:
         return []
     return [

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
+from .settings import mcp_oauth_settings
+
 
 def _quote(value: str) -> str:
     """RFC 9110 quoted-string body: backslash-escape ``"`` and ``\\``; drop control characters."""
@@ -90,8 +92,6 @@ class OAuthError(Exception):
 
 def default_challenge(error: OAuthError) -> str:
     """``Bearer realm="<issuer>", error="<code>", error_description="…"`` for a 401 raised without one."""
-    from .settings import mcp_oauth_settings
-
     try:
         realm = mcp_oauth_settings.issuer
     except Exception:  # BASE_URL unset: still a valid challenge

@@ -58,10 +58,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from celery import current_app
+from django.core.cache import caches
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 
 from . import drain
 from .settings import mcp_oauth_settings
+from .taskqueue import celery_configured
 from .transport.asgi import http_path
 
 __all__ = ["CHECKS", "HealthLane", "health_lane", "liveness", "liveness_view", "readiness", "readiness_view"]
@@ -89,8 +93,6 @@ async def _on_probe_thread(fn: Callable[[], Any]) -> Any:
 
 def check_database() -> None:
     """``SELECT 1`` on the default database; the connection goes back to its pool."""
-    from django.db import connection
-
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
@@ -101,8 +103,6 @@ def check_database() -> None:
 
 async def check_cache() -> None:
     """One read of the ``TOKEN_CACHE`` alias (native async when the backend has it)."""
-    from django.core.cache import caches
-
     cache = caches[mcp_oauth_settings.TOKEN_CACHE]
     if getattr(cache, "native_async", False):
         await cache.aget(CACHE_PROBE_KEY)
@@ -113,10 +113,6 @@ async def check_cache() -> None:
 def check_broker() -> bool:
     """A connection to the Celery broker, opened and closed. :returns: False when there is no
     broker to check (eager tasks, or Celery's implicit default app)."""
-    from celery import current_app
-
-    from .taskqueue import celery_configured
-
     if not celery_configured() or current_app.conf.task_always_eager:
         return False
     timeout = float(mcp_oauth_settings.READINESS_CHECK_TIMEOUT_SECONDS)

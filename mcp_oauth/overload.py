@@ -36,6 +36,14 @@ from django.http import HttpRequest, HttpResponse
 from .errors import OAuthError
 from .settings import mcp_oauth_settings
 
+try:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+except ImportError:  # redis-py not installed (an optional dependency): no Redis cache to fail
+    _CACHE_ERRORS: tuple[type[BaseException], ...] = ()
+else:
+    _CACHE_ERRORS = (RedisConnectionError, RedisTimeoutError)
+
 __all__ = ["OverloadMiddleware", "is_unavailable_error", "unavailable_response"]
 
 logger = logging.getLogger("mcp_oauth.overload")
@@ -43,17 +51,8 @@ logger = logging.getLogger("mcp_oauth.overload")
 _MARK = "_mcp_oauth_unavailable"
 
 
-def _cache_error_types() -> tuple[type[BaseException], ...]:
-    try:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-    except ImportError:  # redis-py not installed: no Redis cache to fail
-        return ()
-    return (RedisConnectionError, RedisTimeoutError)
-
-
 #: Exceptions that mean "a shared resource is exhausted or away", not "this request is wrong".
-UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, *_cache_error_types())
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, *_CACHE_ERRORS)
 
 
 def is_unavailable_error(exc: BaseException | None) -> bool:

@@ -44,6 +44,7 @@ import threading
 import weakref
 from typing import Any
 
+import redis.asyncio
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient as DjangoRedisCacheClient
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -183,8 +184,6 @@ class RedisCache(DjangoRedisCache):
                 clients = _async_clients.setdefault(loop, {})
         client = clients.get(self._async_key)
         if client is None:
-            import redis.asyncio
-
             options = {k: v for k, v in self._cache._pool_options.items() if k != "parser_class"}  # type: ignore[attr-defined]  # Django's private cache-client attribute, absent from django-stubs
             # Bounded: a burst of requests (1,000 streams opening at once) shares a few
             # connections instead of opening (and then keeping) one each; a request that

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.core.checks import Error
 from oauth2_provider.scopes import SettingsScopes
 from oauth2_provider.settings import oauth2_settings
 
@@ -114,8 +115,6 @@ def challenge_scopes(needed: Iterable[str]) -> list[str]:
 
 def check_settings() -> list:
     """System-check messages: ``mcp_oauth.E041`` for a malformed ``SCOPE_HIERARCHY``."""
-    from django.core.checks import Error
-
     raw = mcp_oauth_settings.SCOPE_HIERARCHY
     if raw in (None, {}):
         return []

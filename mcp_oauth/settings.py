@@ -22,8 +22,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
+from oauth2_provider import settings as dot_settings
 
 DEFAULTS: dict[str, Any] = {
     # Canonical scheme://host[:port] of the site as clients see it, without a
@@ -287,9 +289,17 @@ DEFAULTS: dict[str, Any] = {
     "DPOP_NONCE_LIFETIME_SECONDS": 300,
 }
 
-#: Settings that hold a dotted path, imported once on first access (DRF ``IMPORT_STRINGS`` style).
+#: Settings that hold a dotted path (or the object itself), imported once on first access and kept
+#: until ``MCP_OAUTH`` changes (DRF ``IMPORT_STRINGS`` style): no ``import_string()`` on the request path.
 IMPORT_STRINGS: frozenset[str] = frozenset(
-    {"TOOL_REGISTRY", "RESOURCE_REGISTRY", "PROMPT_REGISTRY", "THROTTLE_KEY_FUNCTION", "TASKS_RESULT_CIPHER"}
+    {
+        "ADAPTER",
+        "TOOL_REGISTRY",
+        "RESOURCE_REGISTRY",
+        "PROMPT_REGISTRY",
+        "THROTTLE_KEY_FUNCTION",
+        "TASKS_RESULT_CIPHER",
+    }
 )
 
 #: DOT settings the app turns on unless the site sets them itself in
@@ -400,6 +410,13 @@ class AppSettings:
         setattr(self, attr, value)
         return value
 
+    def configured(self, attr: str) -> Any:
+        """The value of ``attr`` as configured (the site's or the default), a dotted path not imported:
+        for messages that must name what the site wrote."""
+        if attr not in self.defaults:
+            raise AttributeError(f"Invalid {self.setting_name} setting: {attr!r}")
+        return self.user_settings.get(attr, self.defaults[attr])
+
     def reload(self) -> None:
         # Every cached key, also one a concurrent reader (a live server's thread) set after the
         # last reload without being recorded in _cached yet.
@@ -416,7 +433,24 @@ class MCPOAuthSettings(AppSettings):
     def __init__(self, defaults: dict[str, Any] | None = None) -> None:
         super().__init__("MCP_OAUTH", defaults or DEFAULTS, IMPORT_STRINGS)
 
+    def reload(self) -> None:
+        super().reload()
+        self.__dict__.pop("_adapter", None)
+
     # Derived values -------------------------------------------------------
+
+    @property
+    def adapter(self) -> Any:
+        """The one instance of the ``ADAPTER`` class (:func:`mcp_oauth.adapter.get_adapter`), made on
+        first use and again only after ``MCP_OAUTH`` changes. ``ADAPTER = None``: the default class.
+
+        :raises ImportError: ``ADAPTER`` does not import (``manage.py check``: ``mcp_oauth.E042``).
+        """
+        instance = self.__dict__.get("_adapter")
+        if instance is None:
+            cls = self.ADAPTER or import_string(self.defaults["ADAPTER"])
+            instance = self.__dict__["_adapter"] = cls()
+        return instance
 
     @property
     def base_url(self) -> str:
@@ -424,8 +458,6 @@ class MCPOAuthSettings(AppSettings):
 
         Raises :class:`django.core.exceptions.ImproperlyConfigured` when unset.
         """
-        from django.core.exceptions import ImproperlyConfigured
-
         if not self.BASE_URL:
             raise ImproperlyConfigured('MCP_OAUTH["BASE_URL"] must be set, e.g. "https://mcp.example.com".')
         return str(self.BASE_URL).rstrip("/")
@@ -459,8 +491,6 @@ def apply_dot_defaults() -> None:
     ``DEFAULTS`` dict; replacing entries of that dict makes our values the
     defaults while leaving every key the site sets itself in its hands.
     """
-    from oauth2_provider import settings as dot_settings
-
     dot_settings.DEFAULTS.update(DOT_SECURE_DEFAULTS)
     if CLIENT_SECRET_HASHER_PATH not in settings.PASSWORD_HASHERS:
         # Django could neither store nor recognise such hashes: keep DOT's own default.
@@ -470,35 +500,16 @@ def apply_dot_defaults() -> None:
     dot_settings.oauth2_settings.reload()
 
 
-def drop_cached_oauthlib_servers() -> None:
-    """Forget the oauthlib servers DOT caches on its view classes (``_oauthlib_core``).
-
-    DOT builds them once per view class with the settings of that moment (token lifetimes,
-    validator, grants); after a settings change they must be rebuilt or every later request
-    keeps the old values.
-    """
-    from oauth2_provider.views.mixins import OAuthLibMixin
-
-    pending = [OAuthLibMixin]
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        if "_oauthlib_core" in cls.__dict__:
-            delattr(cls, "_oauthlib_core")
-
-
 def _reload(*, setting: str, **kwargs: Any) -> None:
+    # DOT's view classes keep oauthlib servers built with the old values: the app's start-up
+    # wiring (mcp_oauth.wiring) drops them on the same signal.
     if setting == "MCP_OAUTH":
         mcp_oauth_settings.reload()
         apply_dot_defaults()
-        drop_cached_oauthlib_servers()
     elif setting == "PASSWORD_HASHERS":
         apply_dot_defaults()
     elif setting == "OAUTH2_PROVIDER":
-        from oauth2_provider.settings import oauth2_settings
-
-        oauth2_settings.reload()
-        drop_cached_oauthlib_servers()
+        dot_settings.oauth2_settings.reload()
 
 
 setting_changed.connect(_reload)

@@ -21,7 +21,12 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.dispatch import Signal
+
+from .models import ProtectedResource
+from .resources import canonicalize_resource
+from .settings import mcp_oauth_settings
 
 mcp_session_started = Signal()
 mcp_session_ended = Signal()
@@ -39,8 +44,6 @@ def sync_default_resource(**kwargs) -> None:
     Creates it when missing, or moves the default flag and URI when ``BASE_URL``
     changed (say another port). Does nothing when ``BASE_URL`` is unset.
     """
-    from .settings import mcp_oauth_settings
-
     if not mcp_oauth_settings.BASE_URL:
         return
     ensure_default_resource()
@@ -48,12 +51,6 @@ def sync_default_resource(**kwargs) -> None:
 
 def ensure_default_resource():
     """Create or update the default :class:`~mcp_oauth.models.ProtectedResource`; return it."""
-    from django.db import transaction
-
-    from .models import ProtectedResource
-    from .resources import canonicalize_resource
-    from .settings import mcp_oauth_settings
-
     uri = canonicalize_resource(mcp_oauth_settings.absolute(mcp_oauth_settings.MCP_PATH))
     with transaction.atomic():
         current = ProtectedResource.objects.filter(is_default=True).first()

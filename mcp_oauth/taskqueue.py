@@ -12,6 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from celery import current_app
+from kombu.exceptions import OperationalError
+
 log = logging.getLogger("mcp_oauth.tasks")
 
 __all__ = ["celery_configured", "send_or_run"]
@@ -20,8 +23,6 @@ __all__ = ["celery_configured", "send_or_run"]
 def _is_broker_error(exc: BaseException) -> bool:
     if isinstance(exc, (OSError, ConnectionError)):  # kombu's OperationalError is an OSError
         return True
-    from kombu.exceptions import OperationalError
-
     return isinstance(exc, OperationalError)
 
 
@@ -47,7 +48,5 @@ def celery_configured() -> bool:
     Celery's implicit default app sends to ``amqp://localhost``, whatever runs there: a site
     that never set up Celery would hand its tasks to a stranger's broker, or to none.
     """
-    from celery import current_app
-
     # celery._state._get_current_app creates the fallback as Celery("default", fixups=[], ...)
     return current_app.main != "default" or bool(current_app.conf.task_always_eager)

@@ -25,15 +25,25 @@ from datetime import timedelta
 from celery import shared_task
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
+from oauth2_provider.settings import oauth2_settings
 
+# The CIMD fetch/refresh tasks live in mcp_oauth.cimd.tasks and the Tasks-extension jobs in
+# mcp_oauth.mcp_tasks.jobs; importing them here registers them with workers that autodiscover this module.
+from .authorization_server.assertions import prune_used_assertions
+from .authorization_server.rotation import prune_generations
+from .cimd import tasks as cimd_tasks  # noqa: F401
 from .dpop.bindings import prune_bindings
+from .mcp_tasks import jobs as mcp_task_jobs  # noqa: F401  (mcp_oauth.mcp_tasks.run / .reconcile)
+from .models import McpSession, RedeemedAuthorizationCode
+from .settings import mcp_oauth_settings
 
 log = logging.getLogger(__name__)
-
-# The CIMD fetch/refresh tasks live in mcp_oauth.cimd.tasks; importing them here registers
-# them with workers that autodiscover this module.
-from .cimd import tasks as cimd_tasks  # noqa: E402,F401
-from .mcp_tasks import jobs as mcp_task_jobs  # noqa: E402,F401  (mcp_oauth.mcp_tasks.run / .reconcile)
 
 
 @shared_task(name="mcp_oauth.tasks.cleanup", ignore_result=True)
@@ -44,10 +54,6 @@ def cleanup() -> dict[str, int]:
     :returns: ``{"sessions": n, "redeemed_codes": m, "used_assertions": k, "dpop_bindings": b}`` — rows
         deleted (outbox rows not counted).
     """
-    from .authorization_server.assertions import prune_used_assertions
-    from .models import McpSession, RedeemedAuthorizationCode
-    from .settings import mcp_oauth_settings
-
     now = timezone.now()
     idle_cutoff = now - timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
     dead = McpSession.objects.filter(ended_at__isnull=False) | McpSession.objects.filter(last_seen_at__lt=idle_cutoff)
@@ -81,16 +87,6 @@ def prunable_dynamic_clients(now=None):
     switches its rule off. Applications registered in the admin or through
     Client ID Metadata Documents are never pruned.
     """
-    from oauth2_provider.models import (
-        get_access_token_model,
-        get_application_model,
-        get_grant_model,
-        get_refresh_token_model,
-    )
-    from oauth2_provider.settings import oauth2_settings
-
-    from .settings import mcp_oauth_settings
-
     Application = get_application_model()
     AccessToken = get_access_token_model()
     RefreshToken = get_refresh_token_model()
@@ -143,8 +139,6 @@ def prune_dynamic_clients() -> dict[str, int]:
 
     :returns: ``{"clients": n}`` — applications deleted.
     """
-    from oauth2_provider.models import get_application_model
-
     Application = get_application_model()
     pks = list(prunable_dynamic_clients().values_list("pk", flat=True)[:10000])
     if not pks:
@@ -161,6 +155,4 @@ def prune_refresh_generations() -> int:
     """Delete refresh-token generations left without tokens for a day
     (:func:`mcp_oauth.authorization_server.rotation.prune_generations`; DOT's ``cleartokens``
     deletes the tokens). :returns: the number of generations deleted."""
-    from .authorization_server.rotation import prune_generations
-
     return prune_generations()

@@ -41,8 +41,8 @@ import time
 from collections.abc import Callable
 
 from django.core.cache import caches
+from django.core.checks import Error
 from django.http import HttpRequest, HttpResponse
-from django.utils.module_loading import import_string
 
 from .errors import OAuthError
 from .settings import DEFAULTS, mcp_oauth_settings
@@ -87,8 +87,6 @@ def rate_for(scope: str) -> tuple[int, int] | None:
 
 def check_settings() -> list:
     """System-check messages: ``mcp_oauth.E032`` for each malformed ``THROTTLE_RATES`` entry."""
-    from django.core.checks import Error
-
     messages = []
     for scope, rate in configured_rates().items():
         try:
@@ -100,9 +98,8 @@ def check_settings() -> list:
 
 def caller_key(request: HttpRequest, scope: str) -> str:
     """Who is calling: ``THROTTLE_KEY_FUNCTION(request, scope)`` when set, else ``REMOTE_ADDR``."""
-    path = mcp_oauth_settings.THROTTLE_KEY_FUNCTION
-    if path:
-        function: Callable[[HttpRequest, str], str] = import_string(path) if isinstance(path, str) else path
+    function: Callable[[HttpRequest, str], str] | None = mcp_oauth_settings.THROTTLE_KEY_FUNCTION
+    if function:
         return str(function(request, scope))
     return request.META.get("REMOTE_ADDR") or "unknown"
 

@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types import ElicitRequestURLParams, ElicitResult
 
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection
-from elicitation.url import create_url_elicitation
+from elicitation.url_mode import create_url_elicitation
 from mcp_oauth.models import AuditEvent
 
 from .browser import (

@@ -74,7 +74,7 @@ def test_completion_notification_is_sent_by_a_real_worker(in_transaction, worker
     import time
 
     from elicitation.models import Elicitation
-    from elicitation.url import complete_elicitation
+    from elicitation.url_mode import complete_elicitation
     from mcp_oauth.models import McpSessionEvent
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
@@ -118,7 +118,7 @@ def test_without_a_reachable_broker_the_notification_is_sent_in_process(settings
     from celery import Celery, _state
 
     from elicitation.models import Elicitation
-    from elicitation.url import complete_elicitation
+    from elicitation.url_mode import complete_elicitation
     from mcp_oauth.models import McpSessionEvent
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}

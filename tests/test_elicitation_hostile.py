@@ -43,7 +43,7 @@ from django.utils import timezone
 
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from elicitation.tasks import notify_elicitation_complete
-from elicitation.url import complete_elicitation, create_url_elicitation, supports_url
+from elicitation.url_mode import complete_elicitation, create_url_elicitation, supports_url
 from elicitation.views import SESSION_KEY
 from mcp_oauth.models import AuditEvent, McpSession, McpSessionEvent
 from mcp_oauth.transport.sessions import end_session

@@ -43,7 +43,7 @@ from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, 
 from elicitation.providers import fresh_access_token
 from elicitation.signals import record_client_answer
 from elicitation.tasks import cleanup, expire_elicitations, notify_elicitation_complete
-from elicitation.url import (
+from elicitation.url_mode import (
     ConnectedAccount,
     UrlElicitationRequired,
     UrlElicitationUnsupported,

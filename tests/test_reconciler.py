@@ -146,7 +146,7 @@ def test_lost_and_late_notifications_are_each_sent_exactly_once(
 
     from elicitation.models import Elicitation
     from elicitation.tasks import reconcile_completion_notifications
-    from elicitation.url import complete_elicitation
+    from elicitation.url_mode import complete_elicitation
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
     settings.ELICITATION = {**settings.ELICITATION, "NOTIFY_IN_TRANSACTION": direct != "deferred"}
@@ -206,7 +206,7 @@ def test_a_written_notification_is_never_sent_again(settings, resource, user, pu
     ``notified_at`` set and send nothing; a session that ended before the completion gets none."""
     from elicitation.models import Elicitation
     from elicitation.tasks import notify_elicitation_complete, reconcile_completion_notifications
-    from elicitation.url import complete_elicitation
+    from elicitation.url_mode import complete_elicitation
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "https://site.example"}
     session = url_session(user, public_app, resource)

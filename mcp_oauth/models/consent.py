@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 from oauth2_provider.settings import oauth2_settings
 
 
@@ -24,8 +25,6 @@ def revoke_client_tokens(application, user=None) -> int:
 
     :returns: the number of tokens revoked (access tokens plus live refresh tokens).
     """
-    from oauth2_provider.models import get_access_token_model, get_refresh_token_model
-
     AccessToken = get_access_token_model()
     RefreshToken = get_refresh_token_model()
     filters = {"application": application}

@@ -12,7 +12,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.settings import oauth2_settings
 
+from ..origins import base_spelling
 from ..resources import InvalidResource, canonicalize_resource
+from ..settings import mcp_oauth_settings
 
 # DOT's models are swappable through OAUTH2_PROVIDER_<NAME>_MODEL settings, which
 # DOT reads with a default; Django's migration machinery reads them without one
@@ -33,8 +35,6 @@ class ProtectedResourceQuerySet(models.QuerySet):
         :raises InvalidResource: ``uri`` is not a valid resource URI.
         :raises ProtectedResource.DoesNotExist: no enabled resource has that URI.
         """
-        from ..origins import base_spelling
-
         return self.enabled().get(uri=canonicalize_resource(base_spelling(canonicalize_resource(uri))))
 
     def default(self) -> ProtectedResource:
@@ -165,8 +165,6 @@ def new_session_id() -> str:
 
 
 def _idle_cutoff() -> datetime:
-    from ..settings import mcp_oauth_settings
-
     return timezone.now() - timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
 
 

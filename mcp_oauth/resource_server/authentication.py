@@ -18,7 +18,6 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from ..adapter import DefaultMCPAdapter, get_adapter
 from ..dpop.replay import jti_key, jti_window
 from ..dpop.resource import (
     DPoPRefusal,
@@ -30,6 +29,7 @@ from ..dpop.resource import (
 )
 from ..models import ProtectedResource
 from ..scopes import missing as scope_missing
+from ..settings import mcp_oauth_settings
 from .cache import (
     RESOURCE_GENERATION_KEY,
     TOKEN_PREFIX,
@@ -219,7 +219,7 @@ def _principal(
             error_description="The access token was not issued for this resource.",
             scopes=needed,
         )
-    user = get_adapter().user_for_token(access_token)
+    user = mcp_oauth_settings.adapter.user_for_token(access_token)
     if user is not None and not user.is_active:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
@@ -245,11 +245,7 @@ def _principal(
 
 
 def _default_authentication(adapter: Any) -> bool:
-    kind = type(adapter)  # looked up each time: a class patched at run time (tests) is honoured
-    return (
-        kind.authenticate_request is DefaultMCPAdapter.authenticate_request
-        and kind.user_for_token is DefaultMCPAdapter.user_for_token
-    )
+    return adapter.keeps_default_token_checks()  # the class is looked up each time: a patch is honoured
 
 
 async def authenticate_bearer_cached(
@@ -267,7 +263,7 @@ async def authenticate_bearer_cached(
     :param also: more token-cache keys to read in the same round trip (e.g. the session's);
         the entries found are put in ``into``.
     """
-    if not _default_authentication(get_adapter()) or (
+    if not _default_authentication(mcp_oauth_settings.adapter) or (
         request.META.get("QUERY_STRING") and "access_token" in request.GET
     ):
         return None

@@ -1,7 +1,8 @@
 """URL-mode elicitation names in one place (SEP-1036; MCP 2025-11-25 / 2026-07-28 "Elicitation" / "URL Mode").
 
 The code lives in three modules with one job each; this module re-exports their URL-mode names
-for existing imports (``from elicitation.url import require_connection``):
+(``from elicitation.url_mode import require_connection``; it was ``elicitation.url`` before, a name
+too close to the URLconf ``elicitation.urls``):
 
 * :mod:`elicitation.service` — the domain: create, find, finish and complete elicitation rows
   (:func:`create_url_elicitation`, :func:`complete_elicitation` for a site's own views and webhooks);

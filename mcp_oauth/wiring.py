@@ -1,0 +1,88 @@
+"""The app's start-up wiring, run once by :meth:`mcp_oauth.apps.MCPOAuthConfig.ready` through :func:`wire`.
+
+Everything here needs the app registry ready (models, the user and application models), so this
+module is imported by ``ready()`` only, never at app-loading time: that is why ``ready()`` imports it
+inside the method and every import below sits at the top. :func:`wire`:
+
+* installs the secure DOT defaults and the app's version of DOT's deploy check (:mod:`mcp_oauth.checks`,
+  whose ``@register`` decorators run on this import);
+* connects the receivers: token-cache and client-cache invalidation, session-stream wake-ups, the
+  user and client lifecycle, the default resource after ``migrate``, and the drop of DOT's cached
+  oauthlib servers when a setting they were built from changes;
+* assembles the MCP method table and the authorization extensions;
+* imports the modules where installed apps and the site register tools, resources and prompts.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from django.apps import AppConfig
+from django.contrib.auth import get_user_model
+from django.core.signals import setting_changed
+from django.db.models.signals import post_migrate
+from django.utils.module_loading import autodiscover_modules
+from oauth2_provider.models import get_application_model
+from oauth2_provider.views.mixins import OAuthLibMixin
+
+from . import checks, features  # checks: registers the system checks
+from .authorization_server.auth_extensions import register_auth_extensions
+from .authorization_server.clients import connect_receivers as connect_client_cache_receivers
+from .lifecycle import connect as connect_user_lifecycle
+from .lifecycle import connect_client as connect_client_lifecycle
+from .resource_server.cache import connect_receivers as connect_token_cache_receivers
+from .settings import apply_dot_defaults, mcp_oauth_settings
+from .signals import sync_default_resource
+from .transport import sessions, wakeup
+
+__all__ = ["drop_cached_oauthlib_servers", "wire"]
+
+
+def wire(app_config: AppConfig) -> None:
+    """Wire the app (once, from ``ready()``; every receiver is connected with a ``dispatch_uid``)."""
+    apply_dot_defaults()
+    checks.replace_dot_bcp_check()
+    setting_changed.connect(_dot_settings_changed, dispatch_uid="mcp_oauth.wiring.dot_settings_changed")
+    connect_token_cache_receivers()
+    connect_client_cache_receivers()
+    wakeup.connect_receivers()
+    sessions.connect_receivers()
+    connect_user_lifecycle(get_user_model())
+    connect_client_lifecycle(get_application_model())
+    post_migrate.connect(sync_default_resource, sender=app_config, dispatch_uid="mcp_oauth.sync_default_resource")
+    # The MCP method table: the transport core's methods plus the features' (mcp_oauth.features).
+    features.install()
+    register_auth_extensions()
+    autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
+    autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)
+    autodiscover_modules(mcp_oauth_settings.PROMPTS_MODULE)
+    for module in mcp_oauth_settings.TOOL_MODULES:
+        try:
+            import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise  # the module exists; something it imports does not
+            # reported by manage.py check (mcp_oauth.W021)
+
+
+def drop_cached_oauthlib_servers() -> None:
+    """Forget the oauthlib servers DOT caches on its view classes (``_oauthlib_core``).
+
+    DOT builds them once per view class with the settings of that moment (token lifetimes,
+    validator, grants); after a settings change they must be rebuilt or every later request
+    keeps the old values.
+    """
+    pending: list[type] = [OAuthLibMixin]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "_oauthlib_core" in cls.__dict__:
+            delattr(cls, "_oauthlib_core")
+
+
+def _dot_settings_changed(*, setting: str, **kwargs: Any) -> None:
+    # mcp_oauth.settings reloads MCP_OAUTH and DOT's defaults on the same signal (connected first,
+    # at its import); the servers are rebuilt from those on the next request.
+    if setting in ("MCP_OAUTH", "OAUTH2_PROVIDER"):
+        drop_cached_oauthlib_servers()
