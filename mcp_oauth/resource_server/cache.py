@@ -53,10 +53,11 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.cache import caches
 from django.core.cache.backends.dummy import DummyCache
 from django.core.cache.backends.locmem import LocMemCache
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
@@ -100,8 +101,6 @@ def _cache():
 
 
 def _cache_errors() -> tuple[type[BaseException], ...]:
-    from django.db import InterfaceError, OperationalError
-
     return tuple(error for error in UNAVAILABLE_ERRORS if error not in (OperationalError, InterfaceError))
 
 
@@ -429,8 +428,6 @@ def _resource_changed(sender: Any, **kwargs: Any) -> None:
 
 def connect_receivers() -> None:
     """Connect the invalidation receivers (called once from ``MCPOAuthConfig.ready``)."""
-    from django.contrib.auth import get_user_model
-
     token_model = get_access_token_model()
     application_model = get_application_model()
     user_model = get_user_model()
