@@ -111,7 +111,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {
         "NAME": os.path.join(tempfile.gettempdir(), f"mcp-authz-test-{os.getpid()}.sqlite3")
     }
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # BEGIN IMMEDIATE: a transaction takes the write lock when it starts, so two threads that
+    # both read and then write wait for each other instead of one failing at once ("database is
+    # locked": SQLite cannot upgrade a read lock while another writer waits).
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django's built-in psycopg pool (Django >= 5.1): bounded connections per process; a request
     # that waits longer than "timeout" for one gets 503 + Retry-After (mcp_oauth.overload).
