@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import run_cases, setup_django  # noqa: E402
+from bench.common import run_cases, setup_django
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import measure, setup_django  # noqa: E402
+from bench.common import measure, setup_django
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import bench_token, run_cases, setup_django  # noqa: E402
+from bench.common import bench_token, run_cases, setup_django
 
 
 def main() -> None:

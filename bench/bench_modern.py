@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import bench_token, run_cases, setup_django  # noqa: E402
+from bench.common import bench_token, run_cases, setup_django
 
 V = "2026-07-28"
 

@@ -97,7 +97,7 @@ class Server:
     def __init__(self, name: str, argv: list[str], port: int, env: dict[str, str], cwd: Path = ROOT) -> None:
         self.name, self.port = name, port
         # stderr to a file: a pipe nobody reads fills up and blocks a server that logs much.
-        self.log = tempfile.NamedTemporaryFile(prefix=f"bench-{name}-", suffix=".log", delete=False)  # noqa: SIM115
+        self.log = tempfile.NamedTemporaryFile(prefix=f"bench-{name}-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
             argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True
         )

@@ -194,7 +194,7 @@ def fetch_json(
                 raise ProviderError("network_error", f"answer slower than {timeout:g} s")
     except ProviderError:
         raise
-    except Exception as exc:  # the watchdog closed the response mid-read, or the connection broke
+    except Exception as exc:  # noqa: BLE001 - the watchdog closed the response mid-read, or the connection broke
         raise ProviderError(
             "network_error", f"answer cut off or slower than {timeout:g} s ({type(exc).__name__})"
         ) from None

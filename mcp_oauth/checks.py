@@ -283,7 +283,7 @@ def _render_problem(template_name: str, url: str) -> str | None:
             template_name,
             {"form": AuthenticationForm(), "next": "/", "site_host": "", "client_name": None, "csrf_token": "check"},
         )
-    except Exception as exc:  # any failure is what a user would meet as a 500
+    except Exception as exc:  # noqa: BLE001 - any failure is what a user would meet as a 500
         return f"{type(exc).__name__}: {exc}"
     return None
 

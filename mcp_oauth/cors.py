@@ -110,7 +110,7 @@ def _decorate(view: Callable, methods: str, origin_check: Callable[[str], bool] 
                 return preflight(request)
             try:
                 response = await view(request, *args, **kwargs)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - _unavailable() re-raises all but an unavailable DB/cache
                 response = _unavailable(exc)
             return add_headers(request, response)
 
@@ -122,7 +122,7 @@ def _decorate(view: Callable, methods: str, origin_check: Callable[[str], bool] 
             return preflight(request)
         try:
             response = view(request, *args, **kwargs)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - _unavailable() re-raises all but an unavailable DB/cache
             response = _unavailable(exc)
         return add_headers(request, response)
 

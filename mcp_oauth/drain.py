@@ -89,7 +89,7 @@ def begin() -> None:
     for callback in callbacks:
         try:
             callback()
-        except Exception:  # noqa: BLE001 - one stream's failure must not keep the others open
+        except Exception:  # one stream's failure must not keep the others open
             logger.exception("drain listener failed")
 
 
@@ -133,7 +133,7 @@ class _ChainedHandler:
         for listener in listeners:
             try:
                 listener.close()
-            except Exception:  # noqa: BLE001 - the server's own shutdown closes it anyway
+            except Exception:  # the server's own shutdown closes it anyway
                 logger.exception("could not stop accepting")
         if listeners:
             self.loop.call_later(ACCEPT_GRACE_SECONDS, self.previous, signum, None)

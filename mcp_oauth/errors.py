@@ -94,7 +94,7 @@ def default_challenge(error: OAuthError) -> str:
     """``Bearer realm="<issuer>", error="<code>", error_description="…"`` for a 401 raised without one."""
     try:
         realm = mcp_oauth_settings.issuer
-    except Exception:  # BASE_URL unset: still a valid challenge
+    except Exception:  # noqa: BLE001 - BASE_URL unset: still a valid challenge
         realm = "oauth"
     params = [("realm", realm)]
     if error.error:

@@ -129,7 +129,7 @@ class Chromium:
                 number += 1
                 try:
                     await page.screenshot(path=str(folder / f"page-{number}.png"), full_page=True)
-                except Exception as exc:  # a crashed page: say so next to the others
+                except Exception as exc:  # noqa: BLE001 - a crashed page: say so next to the others
                     (folder / f"page-{number}.txt").write_text(f"{page.url}\n{exc!r}\n")
         return folder
 

@@ -61,7 +61,7 @@ def _run_threads(count: int, client_id: str, user_pk: int, barrier, results) -> 
             response = client.get(url)
             body = response.content.decode(errors="replace")
             results.put((response.status_code, body[-300:] if response.status_code != 200 else ""))
-        except Exception as exc:  # reported to the parent, which fails the test
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
             results.put((-1, repr(exc)))
         finally:
             connections.close_all()

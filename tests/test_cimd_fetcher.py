@@ -231,7 +231,7 @@ def test_fetcher_works_in_a_forked_child(cimd_env):
     def child():
         try:
             results.put(fetch(client_id).status)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
             results.put(repr(exc))
 
     process = context.Process(target=child)

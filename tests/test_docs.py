@@ -200,7 +200,7 @@ def token(resource, user, public_app, mint_token):
 
 def run_sample(sample: Sample, namespace: dict[str, Any] | None = None) -> dict[str, Any]:
     scope: dict[str, Any] = {"__name__": f"docs_sample_{sample.line}", **(namespace or {})}
-    exec(compile(sample.code, str(sample), "exec"), scope)  # noqa: S102 - the documentation's own code
+    exec(compile(sample.code, str(sample), "exec"), scope)  # the documentation's own code
     return scope
 
 

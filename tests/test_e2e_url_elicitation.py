@@ -156,7 +156,7 @@ def provider_site(tmp_path_factory, consumer_port) -> ProviderSite:
         PYTHONUNBUFFERED="1",
     )
     python = sys.executable
-    log = open(site.log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed at teardown
+    log = open(site.log_path, "w", encoding="utf-8")  # closed at teardown
     # The server imports Django while the database is being migrated (it needs the tables only
     # when the first request comes; readiness is checked after the setup commands).
     site.process = subprocess.Popen(

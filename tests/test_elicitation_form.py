@@ -382,7 +382,7 @@ def test_admin_lists_and_filters_elicitations(admin_client, user):
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-def test_ask_name_end_to_end_with_the_python_sdk(live):  # noqa: F811 - the imported fixture
+def test_ask_name_end_to_end_with_the_python_sdk(live):  # the imported fixture
     answers = [
         ElicitResult(action="accept", content={"name": "Ada", "age": 36}),
         ElicitResult(action="accept", content={"name": "Ada", "age": "old"}),

@@ -138,7 +138,7 @@ def test_aliases_can_be_switched_off(client, dev_site, settings):
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-def test_python_sdk_pointed_at_localhost_while_base_url_is_127_0_0_1(live):  # noqa: F811
+def test_python_sdk_pointed_at_localhost_while_base_url_is_127_0_0_1(live):
     assert live.base.startswith("http://127.0.0.1:")
     url = f"http://localhost:{live.port}/mcp"
     browser = HeadlessBrowser(base_url=live.base, username=USERNAME, password=PASSWORD)

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("redis")
 
-from mcp_oauth.redis_cache import RedisCache  # noqa: E402 - after the importorskip
+from mcp_oauth.redis_cache import RedisCache  # after the importorskip
 
 PARAMS = {"OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2}}
 

@@ -49,7 +49,7 @@ def production_site(tmp_path):
         timeout=120,
     )
     assert collected.returncode == 0, collected.stdout + collected.stderr
-    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
+    log = open(tmp_path / "server.log", "w")  # closed below
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
         cwd=REPO_DIR,

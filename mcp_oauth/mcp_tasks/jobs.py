@@ -70,7 +70,7 @@ def _run_in_thread(pk: int) -> None:
         except OperationalError as exc:  # busy: again (a claimed task is skipped, never run twice)
             logger.warning("task %s: database busy (%s); trying again", pk, exc)
             time.sleep(0.1 * 2**attempt)
-        except Exception:  # noqa: BLE001 - logged; the reconciler takes the task over
+        except Exception:  # logged; the reconciler takes the task over
             logger.exception("task %s failed in its thread", pk)
             return
         finally:

@@ -131,7 +131,7 @@ def run_task(pk: int, dispatch: Callable[[int], None]) -> str:
     task, lease = claimed
     try:
         outcome = asyncio.run(_execute(task, lease))
-    except Exception as exc:  # noqa: BLE001 - the executor itself broke: the task fails, never hangs
+    except Exception as exc:  # the executor itself broke: the task fails, never hangs
         logger.exception("task %s broke its executor", task.task_id)
         outcome = Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": "Internal error"}, message=str(exc))
     finally:

@@ -141,7 +141,7 @@ class NamedRegistry(ChangeNotifier, Generic[ItemT]):
         """The item called ``name``, or None."""
         return self._items.get(name) if isinstance(name, str) else None
 
-    def list(self) -> builtins.list[ItemT]:  # noqa: A003 - the registry's vocabulary
+    def list(self) -> builtins.list[ItemT]:  # the registry's vocabulary
         """Every item, in registration order."""
         return builtins.list(self._items.values())
 

@@ -206,7 +206,7 @@ def _changes(model: type, obj: Any) -> list[tuple[str, set[str], set[Any]]]:
             if session.user_id not in cache:
                 try:
                     cache[session.user_id] = model_resource.visible_to(RequestContext.for_session(session), obj)
-                except Exception:  # noqa: BLE001 - a broken queryset must not break the save
+                except Exception:  # a broken queryset must not break the save
                     logger.exception("%r: visibility check failed", model_resource)
                     cache[session.user_id] = False
             return cache[session.user_id]

@@ -45,6 +45,7 @@ from typing import Any
 import mcp_types as types
 
 from ..settings import mcp_oauth_settings
+from ..transport.jsonrpc import McpError
 from .base import ChangeNotifier, context_parameter, scope_tuple
 from .contents import Contents, ResourceNotFound, _annotations, _icons, check_uri, to_contents
 from .context import RequestContext
@@ -174,7 +175,7 @@ class ResourceRegistry(ChangeNotifier):
             raise ValueError("a resource reader must be callable")
         try:
             check_uri(uri)
-        except Exception:
+        except McpError:
             raise ValueError(f"invalid resource URI {uri!r}: an absolute URI without whitespace") from None
         if "{" in uri:
             raise ValueError(f"{uri!r} is a URI template: register it with resource_template()")

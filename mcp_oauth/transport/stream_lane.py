@@ -155,7 +155,7 @@ async def _answer(view: Any, request: ASGIRequest) -> HttpResponseBase:
         return await view(request)
     except asyncio.CancelledError:
         raise
-    except Exception as exc:  # noqa: BLE001 - every failure gets a defined answer
+    except Exception as exc:  # every failure gets a defined answer
         if is_unavailable_error(exc):
             logger.warning("answering 503: %s: %s", type(exc).__name__, exc)
             return unavailable_response()

@@ -73,7 +73,7 @@ def reaches(event: Event, principal: Any) -> bool:
         return True
     try:
         return bool(event.audience(principal))
-    except Exception:  # noqa: BLE001
+    except Exception:
         logger.exception("audience check of %s failed", event.method)
         return False
 

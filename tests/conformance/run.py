@@ -153,7 +153,7 @@ def main() -> int:
         .stdout.strip()
         .splitlines()[-1]
     )
-    log = open(work / "server.log", "wb")  # noqa: SIM115 - closed below
+    log = open(work / "server.log", "wb")  # closed below
     server = subprocess.Popen(
         [
             sys.executable,
