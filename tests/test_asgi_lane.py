@@ -110,6 +110,100 @@ def test_a_warm_tools_call_of_an_async_tool_takes_no_thread_hop(lane, token, mon
     assert hops == collections.Counter()
 
 
+@pytest.fixture
+def finished_receivers():
+    """Sync, async and sender-specific request_finished receivers, and the connections that
+    Django's close_old_connections checked (what it does on the thread that holds them)."""
+    from django.core.signals import request_finished
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    seen: collections.Counter = collections.Counter()
+
+    def on_any(sender, **kwargs):
+        seen["sync", sender] += 1
+
+    async def on_any_async(sender, **kwargs):
+        seen["async", sender] += 1
+
+    def on_other(sender, **kwargs):
+        seen["other", sender] += 1
+
+    original = BaseDatabaseWrapper.close_if_unusable_or_obsolete
+
+    def checked(self):
+        seen["db-check"] += 1
+        return original(self)
+
+    request_finished.connect(on_any)
+    request_finished.connect(on_any_async)
+    request_finished.connect(on_other, sender=object)
+    BaseDatabaseWrapper.close_if_unusable_or_obsolete = checked
+    try:
+        yield seen
+    finally:
+        BaseDatabaseWrapper.close_if_unusable_or_obsolete = original
+        request_finished.disconnect(on_any)
+        request_finished.disconnect(on_any_async)
+        request_finished.disconnect(on_other, sender=object)
+
+
+def test_a_no_hop_call_runs_the_sites_request_finished_receivers_but_not_the_thread_cleanup(
+    lane, token, finished_receivers
+):
+    status, headers, _ = asgi_call(lane, "POST", "/mcp", mcp(token), INIT)
+    session = headers["mcp-session-id"]
+    asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)  # warm caches
+    finished_receivers.clear()
+    status, _, _ = asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)
+    assert status == 200
+    # the site's receivers ran once each (the one bound to another sender not at all); Django's
+    # close_old_connections did not: no connection was opened on the event loop
+    assert finished_receivers == collections.Counter({("sync", McpLane): 1, ("async", McpLane): 1})
+
+
+def test_a_sync_tools_call_still_gives_its_connection_back(token, finished_receivers):
+    """A sync tool that queries the database runs on the request's thread (a hop): request_finished
+    runs there in full, and close_old_connections checks the connection that thread opened."""
+    from mcp_oauth.models import ProtectedResource
+    from mcp_oauth.tools import ToolRegistry
+    from mcp_oauth.transport.views import McpView
+
+    registry = ToolRegistry("lane-sync")
+
+    def count_resources() -> str:
+        return str(ProtectedResource.objects.count())
+
+    registry.register(count_resources)
+    lane = McpLane(None, view=McpView.as_view(registry=registry))
+    body = _modern_call("count_resources")
+    status, _, raw = asgi_call(lane, "POST", "/mcp", _modern_headers(token, "count_resources", body), body)
+    assert status == 200, raw
+    assert json.loads(raw)["result"]["content"][0]["text"].isdigit()
+    assert finished_receivers["db-check"] >= 1, finished_receivers
+    assert finished_receivers["sync", McpLane] == 1 and finished_receivers["async", McpLane] == 1, finished_receivers
+    assert finished_receivers["other", McpLane] == 0
+
+
+def test_the_loop_receivers_follow_connects_and_disconnects(lane, token):
+    from django.core.signals import request_finished
+
+    status, headers, _ = asgi_call(lane, "POST", "/mcp", mcp(token), INIT)
+    session = headers["mcp-session-id"]
+    asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)  # warm caches; the filtered list is computed
+    calls: list[str] = []
+
+    def late(sender, **kwargs):
+        calls.append("late")
+
+    request_finished.connect(late)
+    try:
+        asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)
+    finally:
+        request_finished.disconnect(late)
+    asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)
+    assert calls == ["late"]
+
+
 def test_a_cold_call_hops_to_one_pooled_thread_and_returns_it(lane, token, monkeypatch):
     from mcp_oauth.transport import asgi as lane_module
 
