@@ -691,3 +691,22 @@ def test_a_lane_request_cancelled_from_outside_stays_cancelled(token):
 
     assert async_to_sync(run)() == "cancelled"
     assert seen["cancelled"] is True
+
+
+def test_security_headers_follow_the_settings_and_keep_the_responses_own(settings):
+    from django.http import HttpResponse
+
+    from mcp_oauth.transport.security_headers import add_security_headers
+
+    response = HttpResponse()
+    add_security_headers(response)
+    assert response["Referrer-Policy"] == "same-origin" and response["X-Content-Type-Options"] == "nosniff"
+    settings.SECURE_REFERRER_POLICY = ["no-referrer", "strict-origin"]
+    settings.SECURE_CONTENT_TYPE_NOSNIFF = False
+    response = HttpResponse()
+    response["Cross-Origin-Opener-Policy"] = "unsafe-none"
+    add_security_headers(response)
+    assert response["Referrer-Policy"] == "no-referrer,strict-origin"
+    assert "X-Content-Type-Options" not in response
+    assert response["Cross-Origin-Opener-Policy"] == "unsafe-none"  # the response's own header is kept
+    assert list(response.headers) == ["Content-Type", "Cross-Origin-Opener-Policy", "Referrer-Policy"]

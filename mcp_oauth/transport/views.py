@@ -60,6 +60,7 @@ several registries routes its own :class:`McpView` instances::
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -120,17 +121,27 @@ async def _no_events():
     yield  # an async generator that yields nothing
 
 
-def _media_ranges(request: HttpRequest) -> set[str]:
-    header = request.headers.get("Accept", "")
-    return {part.split(";", 1)[0].strip().lower() for part in header.split(",") if part.strip()}
+def _media_ranges(request: HttpRequest) -> frozenset[str]:
+    return _parse_accept(request.headers.get("Accept", ""))
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_accept(header: str) -> frozenset[str]:
+    """The media ranges of an ``Accept`` value (clients send the same few values: cached)."""
+    return frozenset(part.split(";", 1)[0].strip().lower() for part in header.split(",") if part.strip())
+
+
+@functools.lru_cache(maxsize=64)
+def _accepts_json_and_sse(header: str) -> bool:
+    ranges = _parse_accept(header)
+    json_ok = bool(ranges & {"application/json", "application/*", "*/*"})
+    sse_ok = bool(ranges & {"text/event-stream", "text/*", "*/*"})
+    return json_ok and sse_ok
 
 
 def accepts_json_and_sse(request: HttpRequest) -> bool:
     """POST ``Accept``: both ``application/json`` and ``text/event-stream`` (wildcards count)."""
-    ranges = _media_ranges(request)
-    json_ok = bool(ranges & {"application/json", "application/*", "*/*"})
-    sse_ok = bool(ranges & {"text/event-stream", "text/*", "*/*"})
-    return json_ok and sse_ok
+    return _accepts_json_and_sse(request.headers.get("Accept", ""))
 
 
 def accepts_sse(request: HttpRequest) -> bool:
