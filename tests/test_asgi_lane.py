@@ -710,3 +710,33 @@ def test_security_headers_follow_the_settings_and_keep_the_responses_own(setting
     assert "X-Content-Type-Options" not in response
     assert response["Cross-Origin-Opener-Policy"] == "unsafe-none"  # the response's own header is kept
     assert list(response.headers) == ["Content-Type", "Cross-Origin-Opener-Policy", "Referrer-Policy"]
+
+
+def test_scope_headers_are_the_request_headers_django_builds():
+    """The lane's request.headers (from the scope) has the names, values, order and lookups of
+    HttpHeaders(request.META): underscore names dropped, repeated fields joined, latin-1."""
+    import io
+
+    from django.core.handlers.asgi import ASGIRequest
+    from django.http.request import HttpHeaders
+
+    from mcp_oauth.transport.asgi import ScopeHeaders
+
+    raw = [
+        (b"host", b"testserver"),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"2"),
+        (b"accept", b"application/json"),
+        (b"x_spoofed", b"1"),
+        (b"mcp-param-region", b"eu"),
+        (b"accept", b"text/event-stream"),
+        (b"x-b3-traceid", "caf\xe9".encode("latin1")),
+    ]
+    scope = http_scope("POST", "/mcp", {})
+    scope["headers"] = raw
+    django_headers = HttpHeaders(ASGIRequest(scope, io.BytesIO(b"{}")).META)
+    ours = ScopeHeaders(raw)
+    assert list(ours.items()) == list(django_headers.items())
+    assert ours["MCP_PARAM_REGION"] == ours["mcp-param-region"] == "eu"
+    assert ours.get("Accept") == "application/json,text/event-stream"
+    assert "X-Spoofed" not in ours and "x_spoofed" not in ours

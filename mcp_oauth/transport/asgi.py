@@ -59,6 +59,7 @@ from django.core.handlers.base import reset_urlconf
 from django.db import close_old_connections
 from django.dispatch.dispatcher import NONE_ID, _make_id
 from django.http import HttpResponse
+from django.http.request import HttpHeaders
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
 from django.utils.module_loading import import_string
@@ -274,6 +275,24 @@ async def close_on_loop(response: HttpResponseBase) -> None:
     await _loop_finished.send(response._handler_class)
 
 
+class ScopeHeaders(HttpHeaders):
+    """``request.headers`` built from the ASGI scope's header list, as ``HttpHeaders(request.META)``
+    is (same names, values, order and lookups: names with ``_`` dropped, repeated fields joined with
+    ``,``, latin-1), without a pass over the whole ``META``."""
+
+    def __init__(self, raw: Any) -> None:  # noqa: D107 - no super().__init__(): the store is built here
+        store: dict[str, tuple[str, str]] = {}
+        for name_bytes, value_bytes in raw:
+            name = name_bytes.decode("latin1")
+            if "_" in name:
+                continue
+            lower = name.lower()
+            value = value_bytes.decode("latin1")
+            found = store.get(lower)
+            store[lower] = (found[0], f"{found[1]},{value}") if found is not None else (lower.title(), value)
+        self._store = store
+
+
 def http_path(scope: dict[str, Any]) -> str | None:
     """The path of an HTTP scope below its ``root_path`` (the URLconf's view), None for other scopes."""
     if scope.get("type") != "http":
@@ -345,6 +364,7 @@ class McpLane(ASGIHandler):
             body_file.close()
             await self.send_response(HttpResponse(status=400), send)
             return
+        request.__dict__["headers"] = ScopeHeaders(scope.get("headers", ()))  # HttpRequest.headers, cached
         try:
             response = await self._respond_watched(request, receive, send)
         except asyncio.CancelledError:
