@@ -57,7 +57,7 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.core.handlers.base import reset_urlconf
 from django.db import close_old_connections
-from django.dispatch.dispatcher import NONE_ID, _make_id
+from django.dispatch.dispatcher import NONE_ID, _make_id  # type: ignore[attr-defined]
 from django.http import HttpResponse
 from django.http.request import HttpHeaders
 from django.http.response import HttpResponseBase
@@ -265,14 +265,15 @@ _loop_finished = _LoopFinished()
 async def close_on_loop(response: HttpResponseBase) -> None:
     """``response.close()`` for a request that ran no sync code: its resource closers, then
     :class:`_LoopFinished`'s ``request_finished`` (sender: the response's handler class, as there)."""
-    for closer in response._resource_closers:
+    closers = response._resource_closers  # type: ignore[attr-defined]
+    for closer in closers:
         try:
             closer()
         except Exception:  # noqa: BLE001,S110 - as HttpResponseBase.close
             pass
-    response._resource_closers.clear()
+    closers.clear()
     response.closed = True
-    await _loop_finished.send(response._handler_class)
+    await _loop_finished.send(response._handler_class)  # type: ignore[attr-defined]
 
 
 class ScopeHeaders(HttpHeaders):
@@ -375,7 +376,8 @@ class McpLane(ASGIHandler):
                 await sync_to_async(signals.request_finished.send)(sender=self.__class__)
             raise
         if response is not None:
-            response._handler_class = self.__class__  # request_finished's sender, as Django's handler sets it
+            # request_finished's sender, as Django's handler sets it
+            response._handler_class = self.__class__  # type: ignore[attr-defined]
             if thread is not None and not thread.used:
                 # No sync code ran for this request: it holds no database connection (those
                 # live on sync threads), so request_finished runs on the loop without the
