@@ -22,7 +22,8 @@ sync call (:class:`RequestThread`), not created per request, and goes back when 
 closed on it. A request that runs no sync code at all (bearer token, resource and session from
 the caches, an async tool: :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`,
 :func:`~mcp_oauth.transport.sessions.afind_session`) takes no thread and makes no thread hop: it
-opened no database connection, so its response is closed (``request_finished``) on the event loop.
+opened no database connection, so its response is closed (``request_finished``) on the event loop,
+without Django's receivers that clean up a thread's state (:func:`close_on_loop`).
 
 A site that keeps its own ``asgi.py`` unchanged still serves the endpoint through its URLconf
 (``mcp_oauth.urls``), only slower.
