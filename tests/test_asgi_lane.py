@@ -6,14 +6,24 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import io
 import json
 import threading
 
 import pytest
 from asgiref import sync as asgiref_sync
 from asgiref.sync import async_to_sync, sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.core.signals import request_finished
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.http import HttpResponse
+from django.http.request import HttpHeaders
 
-from mcp_oauth.transport.asgi import McpLane
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.tools import ToolRegistry
+from mcp_oauth.transport.asgi import McpLane, ScopeHeaders
+from mcp_oauth.transport.security_headers import add_security_headers
+from mcp_oauth.transport.views import McpView
 
 from .asgi_client import asgi_call, http_scope
 
@@ -114,9 +124,6 @@ def test_a_warm_tools_call_of_an_async_tool_takes_no_thread_hop(lane, token, mon
 def finished_receivers():
     """Sync, async and sender-specific request_finished receivers, and the connections that
     Django's close_old_connections checked (what it does on the thread that holds them)."""
-    from django.core.signals import request_finished
-    from django.db.backends.base.base import BaseDatabaseWrapper
-
     seen: collections.Counter = collections.Counter()
 
     def on_any(sender, **kwargs):
@@ -164,10 +171,6 @@ def test_a_no_hop_call_runs_the_sites_request_finished_receivers_but_not_the_thr
 def test_a_sync_tools_call_still_gives_its_connection_back(token, finished_receivers):
     """A sync tool that queries the database runs on the request's thread (a hop): request_finished
     runs there in full, and close_old_connections checks the connection that thread opened."""
-    from mcp_oauth.models import ProtectedResource
-    from mcp_oauth.tools import ToolRegistry
-    from mcp_oauth.transport.views import McpView
-
     registry = ToolRegistry("lane-sync")
 
     def count_resources() -> str:
@@ -185,8 +188,6 @@ def test_a_sync_tools_call_still_gives_its_connection_back(token, finished_recei
 
 
 def test_the_loop_receivers_follow_connects_and_disconnects(lane, token):
-    from django.core.signals import request_finished
-
     status, headers, _ = asgi_call(lane, "POST", "/mcp", mcp(token), INIT)
     session = headers["mcp-session-id"]
     asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)  # warm caches; the filtered list is computed
@@ -694,10 +695,6 @@ def test_a_lane_request_cancelled_from_outside_stays_cancelled(token):
 
 
 def test_security_headers_follow_the_settings_and_keep_the_responses_own(settings):
-    from django.http import HttpResponse
-
-    from mcp_oauth.transport.security_headers import add_security_headers
-
     response = HttpResponse()
     add_security_headers(response)
     assert response["Referrer-Policy"] == "same-origin" and response["X-Content-Type-Options"] == "nosniff"
@@ -715,13 +712,6 @@ def test_security_headers_follow_the_settings_and_keep_the_responses_own(setting
 def test_scope_headers_are_the_request_headers_django_builds():
     """The lane's request.headers (from the scope) has the names, values, order and lookups of
     HttpHeaders(request.META): underscore names dropped, repeated fields joined, latin-1."""
-    import io
-
-    from django.core.handlers.asgi import ASGIRequest
-    from django.http.request import HttpHeaders
-
-    from mcp_oauth.transport.asgi import ScopeHeaders
-
     raw = [
         (b"host", b"testserver"),
         (b"content-type", b"application/json"),
