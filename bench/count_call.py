@@ -11,7 +11,7 @@ cases run ``--jobs`` at a time, each job on a database of its own (``<DATABASE_U
 created when missing): a run's fixtures change its bench user, which invalidates every cached
 token of that user, and would send a concurrent run's calls to the database.
 
-    .venv/bin/python bench/count_call.py [--source /tmp/base] [--n1 160] [--n2 800] [--jobs 2]
+    .venv/bin/python bench/count_call.py [--source /tmp/base] [--n1 160] [--n2 800] [--jobs 2] [--concurrency 16]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def job_database(n: int) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-def count(source: Path, modern: bool, calls: int, database_url: str = DATABASE_URL) -> int:
+def count(source: Path, modern: bool, calls: int, database_url: str = DATABASE_URL, concurrency: int = 16) -> int:
     """Instructions callgrind collected for one run of ``calls`` calls served by ``source``."""
     with tempfile.TemporaryDirectory() as folder:
         argv = [
@@ -57,10 +57,19 @@ def count(source: Path, modern: bool, calls: int, database_url: str = DATABASE_U
             "--no-profile",
             "--calls",
             str(calls),
+            "--concurrency",
+            str(concurrency),
             "--source",
             str(source),
         ] + (["--modern"] if modern else [])
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(source), "DATABASE_URL": database_url}
+        env = {
+            **os.environ,
+            "PYTHONHASHSEED": "0",
+            "PYTHONPATH": str(source),
+            "DATABASE_URL": database_url,
+            # the job's cache keys apart from other jobs' (trees whose bench reads it)
+            "BENCH_CACHE_KEY_PREFIX": "bench_" + urlsplit(database_url).path.lstrip("/"),
+        }
         run = subprocess.run(argv, env=env, cwd=source, capture_output=True, text=True, check=False)
         found = re.search(r"Collected : (\d+)", run.stderr)
         if run.returncode != 0 or found is None:
@@ -74,6 +83,7 @@ def main() -> None:
     parser.add_argument("--n1", type=int, default=160)
     parser.add_argument("--n2", type=int, default=800)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=16, help="concurrent calls on the event loop")
     args = parser.parse_args()
     sources = [ROOT] + [Path(s).resolve() for s in args.source]
     cases = [(source, modern, n) for source in sources for modern in (False, True) for n in (args.n1, args.n2)]
@@ -84,14 +94,15 @@ def main() -> None:
     def one(case: tuple[Path, bool, int]) -> int:
         database_url = databases.get()
         try:
-            return count(*case, database_url=database_url)
+            return count(*case, database_url=database_url, concurrency=args.concurrency)
         finally:
             databases.put(database_url)
 
     with ThreadPoolExecutor(args.jobs) as pool:
         totals = dict(zip(cases, pool.map(one, cases), strict=True))
     print(
-        f"\n== instructions per warm tools/call (callgrind; ({args.n2} calls - {args.n1} calls) / {args.n2 - args.n1})"
+        f"\n== instructions per warm tools/call (callgrind; ({args.n2} calls - {args.n1} calls) / {args.n2 - args.n1}, "
+        f"{args.concurrency} concurrent)"
     )
     per_call: dict[tuple[Path, bool], float] = {}
     for source in sources:

@@ -78,7 +78,8 @@ def server_env(**extra: str) -> dict[str, str]:
         "DATABASE_URL": DATABASE_URL,
         "REDIS_URL": REDIS_URL,
         "CELERY_BROKER_URL": REDIS_URL,
-        "CACHE_KEY_PREFIX": "bench",
+        # BENCH_CACHE_KEY_PREFIX: runs that share a Redis database at once keep their keys apart
+        "CACHE_KEY_PREFIX": os.environ.get("BENCH_CACHE_KEY_PREFIX", "bench"),
         "MCP_BASE_URL": BASE,
         "DJANGO_DEBUG": "0",
         "DJANGO_SECURE_SSL_REDIRECT": "0",  # plain http on loopback

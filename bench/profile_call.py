@@ -43,6 +43,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true", help="only the CPU time per call, without cProfile")
     parser.add_argument("--modern", action="store_true", help="2026-07-28 stateless calls")
+    parser.add_argument("--dump", default="", help="also write the cProfile statistics to this file (pstats)")
     parser.add_argument("--source", default="", help="serve this source tree (an earlier checkout) instead")
     args = parser.parse_args()
     if args.source:  # before Django is set up: its packages are imported from there
@@ -90,6 +91,8 @@ def main() -> None:
             f"({1000 * elapsed / (per * args.concurrency):.2f} ms per call)"
         )
         stats = pstats.Stats(profile)
+        if args.dump:
+            stats.dump_stats(args.dump)
         stats.sort_stats("cumulative").print_stats(args.top)
         stats.sort_stats("tottime").print_stats(args.top)
         return elapsed

@@ -6,14 +6,24 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import io
 import json
 import threading
 
 import pytest
 from asgiref import sync as asgiref_sync
 from asgiref.sync import async_to_sync, sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.core.signals import request_finished
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.http import HttpResponse
+from django.http.request import HttpHeaders
 
-from mcp_oauth.transport.asgi import McpLane
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.tools import ToolRegistry
+from mcp_oauth.transport.asgi import McpLane, ScopeHeaders
+from mcp_oauth.transport.security_headers import add_security_headers
+from mcp_oauth.transport.views import McpView
 
 from .asgi_client import asgi_call, http_scope
 
@@ -108,6 +118,91 @@ def test_a_warm_tools_call_of_an_async_tool_takes_no_thread_hop(lane, token, mon
     # token, resource and session from the caches on the event loop; the echo tool is async;
     # no database connection was opened, so request_finished runs on the loop
     assert hops == collections.Counter()
+
+
+@pytest.fixture
+def finished_receivers():
+    """Sync, async and sender-specific request_finished receivers, and the connections that
+    Django's close_old_connections checked (what it does on the thread that holds them)."""
+    seen: collections.Counter = collections.Counter()
+
+    def on_any(sender, **kwargs):
+        seen["sync", sender] += 1
+
+    async def on_any_async(sender, **kwargs):
+        seen["async", sender] += 1
+
+    def on_other(sender, **kwargs):
+        seen["other", sender] += 1
+
+    original = BaseDatabaseWrapper.close_if_unusable_or_obsolete
+
+    def checked(self):
+        seen["db-check"] += 1
+        return original(self)
+
+    request_finished.connect(on_any)
+    request_finished.connect(on_any_async)
+    request_finished.connect(on_other, sender=object)
+    BaseDatabaseWrapper.close_if_unusable_or_obsolete = checked
+    try:
+        yield seen
+    finally:
+        BaseDatabaseWrapper.close_if_unusable_or_obsolete = original
+        request_finished.disconnect(on_any)
+        request_finished.disconnect(on_any_async)
+        request_finished.disconnect(on_other, sender=object)
+
+
+def test_a_no_hop_call_runs_the_sites_request_finished_receivers_but_not_the_thread_cleanup(
+    lane, token, finished_receivers
+):
+    status, headers, _ = asgi_call(lane, "POST", "/mcp", mcp(token), INIT)
+    session = headers["mcp-session-id"]
+    asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)  # warm caches
+    finished_receivers.clear()
+    status, _, _ = asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)
+    assert status == 200
+    # the site's receivers ran once each (the one bound to another sender not at all); Django's
+    # close_old_connections did not: no connection was opened on the event loop
+    assert finished_receivers == collections.Counter({("sync", McpLane): 1, ("async", McpLane): 1})
+
+
+def test_a_sync_tools_call_still_gives_its_connection_back(token, finished_receivers):
+    """A sync tool that queries the database runs on the request's thread (a hop): request_finished
+    runs there in full, and close_old_connections checks the connection that thread opened."""
+    registry = ToolRegistry("lane-sync")
+
+    def count_resources() -> str:
+        return str(ProtectedResource.objects.count())
+
+    registry.register(count_resources)
+    lane = McpLane(None, view=McpView.as_view(registry=registry))
+    body = _modern_call("count_resources")
+    status, _, raw = asgi_call(lane, "POST", "/mcp", _modern_headers(token, "count_resources", body), body)
+    assert status == 200, raw
+    assert json.loads(raw)["result"]["content"][0]["text"].isdigit()
+    assert finished_receivers["db-check"] >= 1, finished_receivers
+    assert finished_receivers["sync", McpLane] == 1 and finished_receivers["async", McpLane] == 1, finished_receivers
+    assert finished_receivers["other", McpLane] == 0
+
+
+def test_the_loop_receivers_follow_connects_and_disconnects(lane, token):
+    status, headers, _ = asgi_call(lane, "POST", "/mcp", mcp(token), INIT)
+    session = headers["mcp-session-id"]
+    asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)  # warm caches; the filtered list is computed
+    calls: list[str] = []
+
+    def late(sender, **kwargs):
+        calls.append("late")
+
+    request_finished.connect(late)
+    try:
+        asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)
+    finally:
+        request_finished.disconnect(late)
+    asgi_call(lane, "POST", "/mcp", mcp(token, session), CALL)
+    assert calls == ["late"]
 
 
 def test_a_cold_call_hops_to_one_pooled_thread_and_returns_it(lane, token, monkeypatch):
@@ -597,3 +692,41 @@ def test_a_lane_request_cancelled_from_outside_stays_cancelled(token):
 
     assert async_to_sync(run)() == "cancelled"
     assert seen["cancelled"] is True
+
+
+def test_security_headers_follow_the_settings_and_keep_the_responses_own(settings):
+    response = HttpResponse()
+    add_security_headers(response)
+    assert response["Referrer-Policy"] == "same-origin" and response["X-Content-Type-Options"] == "nosniff"
+    settings.SECURE_REFERRER_POLICY = ["no-referrer", "strict-origin"]
+    settings.SECURE_CONTENT_TYPE_NOSNIFF = False
+    response = HttpResponse()
+    response["Cross-Origin-Opener-Policy"] = "unsafe-none"
+    add_security_headers(response)
+    assert response["Referrer-Policy"] == "no-referrer,strict-origin"
+    assert "X-Content-Type-Options" not in response
+    assert response["Cross-Origin-Opener-Policy"] == "unsafe-none"  # the response's own header is kept
+    assert list(response.headers) == ["Content-Type", "Cross-Origin-Opener-Policy", "Referrer-Policy"]
+
+
+def test_scope_headers_are_the_request_headers_django_builds():
+    """The lane's request.headers (from the scope) has the names, values, order and lookups of
+    HttpHeaders(request.META): underscore names dropped, repeated fields joined, latin-1."""
+    raw = [
+        (b"host", b"testserver"),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"2"),
+        (b"accept", b"application/json"),
+        (b"x_spoofed", b"1"),
+        (b"mcp-param-region", b"eu"),
+        (b"accept", b"text/event-stream"),
+        (b"x-b3-traceid", "caf\xe9".encode("latin1")),
+    ]
+    scope = http_scope("POST", "/mcp", {})
+    scope["headers"] = raw
+    django_headers = HttpHeaders(ASGIRequest(scope, io.BytesIO(b"{}")).META)
+    ours = ScopeHeaders(raw)
+    assert list(ours.items()) == list(django_headers.items())
+    assert ours["MCP_PARAM_REGION"] == ours["mcp-param-region"] == "eu"
+    assert ours.get("Accept") == "application/json,text/event-stream"
+    assert "X-Spoofed" not in ours and "x_spoofed" not in ours

@@ -9,6 +9,7 @@ streamed response.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.test import AsyncClient, AsyncRequestFactory, Client
@@ -45,6 +46,13 @@ async def steps(ctx: ToolContext) -> str:
     first = await ctx.request_inputs({"step1": InputRequest.elicit("Name?", NAME)})
     second = await ctx.request_inputs({"step2": InputRequest.elicit("Colour?", COLOR)})
     return f"{first['step1']['content']['name']} likes {second['step2']['content']['color']}"
+
+
+@REGISTRY.tool
+async def tags(ctx: ToolContext, labels: Any) -> str:
+    labels["seen"] = True  # a tool that changes its (container) argument before asking
+    answers = await ctx.request_inputs({"user_name": InputRequest.elicit("Name?", NAME)})
+    return f"{answers['user_name']['content']['name']}:{','.join(sorted(labels))}"
 
 
 PROMPTS = PromptRegistry("input-required-tests")
@@ -256,6 +264,19 @@ def test_the_state_is_bound_to_the_arguments(client, token):
         id=2,
     )
     assert status == 400 and body["error"]["code"] == -32602
+
+
+def test_the_state_binds_the_arguments_as_sent_even_when_the_tool_changes_them(client, token):
+    """A first round's binding is computed only when the tool asks; a container argument is
+    digested before the tool runs (the tool may change it in place)."""
+    params = {"name": "tags", "arguments": {"labels": {"a": 1}}}
+    status, first = rpc(client, token, "tools/call", params)
+    assert status == 200 and first["result"]["resultType"] == "input_required"
+    answers = {"user_name": accept(name="Ada")}
+    state = first["result"]["requestState"]
+    status, done = rpc(client, token, "tools/call", {**params, "inputResponses": answers, "requestState": state}, id=2)
+    assert status == 200, done
+    assert done["result"]["content"][0]["text"] == "Ada:a,seen"
 
 
 def test_prompts_get_returns_input_required_then_the_prompt(client, token):

@@ -27,6 +27,7 @@ resource updates reach ``subscriptions/listen`` streams (:mod:`.notify`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..transport import subscriptions
@@ -61,7 +62,7 @@ def table_handler(method: str):
 
     async def handler(call: Call) -> Any:
         input_round, requester = None, None
-        binding: dict[str, Any] = {}
+        binding: Mapping[str, Any] = {}
         if method in INPUT_METHODS and call.modern:
             arguments = call.params.get("arguments") if method == "prompts/get" else None
             input_round, binding = open_round(call, str(call.params.get(INPUT_METHODS[method])), arguments or {})

@@ -22,7 +22,8 @@ sync call (:class:`RequestThread`), not created per request, and goes back when 
 closed on it. A request that runs no sync code at all (bearer token, resource and session from
 the caches, an async tool: :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`,
 :func:`~mcp_oauth.transport.sessions.afind_session`) takes no thread and makes no thread hop: it
-opened no database connection, so its response is closed (``request_finished``) on the event loop.
+opened no database connection, so its response is closed (``request_finished``) on the event loop,
+without Django's receivers that clean up a thread's state (:func:`close_on_loop`).
 
 A site that keeps its own ``asgi.py`` unchanged still serves the endpoint through its URLconf
 (``mcp_oauth.urls``), only slower.
@@ -49,11 +50,20 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
 from django.core import signals
+from django.core.cache import close_caches
+from django.core.cache.backends.base import BaseCache
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
+from django.core.handlers.base import reset_urlconf
+from django.db import close_old_connections
+from django.dispatch.dispatcher import NONE_ID, _make_id  # type: ignore[attr-defined]
 from django.http import HttpResponse
+from django.http.request import HttpHeaders
+from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
+from django.utils.module_loading import import_string
 
 from ..overload import is_unavailable_error, unavailable_response
 from ..settings import mcp_oauth_settings
@@ -185,6 +195,106 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None,
         future.set_result(result)
 
 
+def _caches_close_is_noop() -> bool:
+    """Whether every configured cache backend's ``close()`` is ``BaseCache``'s (does nothing)."""
+    for options in getattr(settings, "CACHES", {}).values():
+        try:
+            backend = import_string(options["BACKEND"])
+        except (ImportError, KeyError):
+            return False
+        if getattr(backend, "close", None) is not BaseCache.close:
+            return False
+    return True
+
+
+class _LoopFinished:
+    """``request_finished`` for a request that ran no sync code (no thread hop), sent on the loop.
+
+    Django's own receivers that only concern a thread's state are left out: ``close_old_connections``
+    (database connections live on sync threads: none was opened on the loop), ``reset_urlconf``
+    (the lane sets no urlconf) and, when every configured cache's ``close()`` is the base no-op,
+    ``close_caches``. Every other receiver (a site's or a library's) runs as with ``send``; async
+    ones are awaited. The filtered list is computed once and again whenever the signal's receivers
+    or ``settings.CACHES`` change (a snapshot compared per request: identity comparisons).
+    """
+
+    def __init__(self) -> None:
+        self._snapshot: list[Any] | None = None
+        self._caches: Any = None
+        self._receivers: list[tuple[Any, Any, bool]] = []
+
+    def receivers(self) -> list[tuple[Any, Any, bool]]:
+        """``(sender key, receiver or its weak reference, is_async)`` of every receiver to run."""
+        signal = signals.request_finished
+        current, caches_setting = signal.receivers, getattr(settings, "CACHES", None)
+        if self._snapshot is None or current != self._snapshot or caches_setting is not self._caches:
+            skipped: tuple[Any, ...] = (close_old_connections, reset_urlconf)
+            if _caches_close_is_noop():
+                skipped += (close_caches,)
+            kept = []
+            for (_receiver_key, sender_key), receiver, is_async in current:
+                target = receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
+                if not any(target is fn for fn in skipped):
+                    kept.append((sender_key, receiver, is_async))
+            self._receivers, self._snapshot, self._caches = kept, list(current), caches_setting
+        return self._receivers
+
+    async def send(self, sender: Any) -> None:
+        """Run the kept receivers that listen to ``sender`` (or to every sender)."""
+        signal = signals.request_finished
+        if not signal.receivers:
+            return
+        awaited = []
+        wanted = _make_id(sender)
+        for sender_key, receiver, is_async in self.receivers():
+            if sender_key != NONE_ID and sender_key != wanted:
+                continue
+            target = receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
+            if target is None:
+                continue
+            if is_async:
+                awaited.append(target(signal=signal, sender=sender))
+            else:
+                target(signal=signal, sender=sender)
+        if awaited:
+            await asyncio.gather(*awaited)
+
+
+_loop_finished = _LoopFinished()
+
+
+async def close_on_loop(response: HttpResponseBase) -> None:
+    """``response.close()`` for a request that ran no sync code: its resource closers, then
+    :class:`_LoopFinished`'s ``request_finished`` (sender: the response's handler class, as there)."""
+    closers = response._resource_closers  # type: ignore[attr-defined]
+    for closer in closers:
+        try:
+            closer()
+        except Exception:  # noqa: BLE001 - as HttpResponseBase.close
+            pass
+    closers.clear()
+    response.closed = True
+    await _loop_finished.send(response._handler_class)  # type: ignore[attr-defined]
+
+
+class ScopeHeaders(HttpHeaders):
+    """``request.headers`` built from the ASGI scope's header list, as ``HttpHeaders(request.META)``
+    is (same names, values, order and lookups: names with ``_`` dropped, repeated fields joined with
+    ``,``, latin-1), without a pass over the whole ``META``."""
+
+    def __init__(self, raw: Any) -> None:
+        store: dict[str, tuple[str, str]] = {}
+        for name_bytes, value_bytes in raw:
+            name = name_bytes.decode("latin1")
+            if "_" in name:
+                continue
+            lower = name.lower()
+            value = value_bytes.decode("latin1")
+            found = store.get(lower)
+            store[lower] = (found[0], f"{found[1]},{value}") if found is not None else (lower.title(), value)
+        self._store = store
+
+
 def http_path(scope: dict[str, Any]) -> str | None:
     """The path of an HTTP scope below its ``root_path`` (the URLconf's view), None for other scopes."""
     if scope.get("type") != "http":
@@ -262,6 +372,7 @@ class McpLane(ASGIHandler):
             body_file.close()
             await self.send_response(HttpResponse(status=400), send)
             return
+        request.__dict__["headers"] = ScopeHeaders(scope.get("headers", ()))  # HttpRequest.headers, cached
         try:
             response = await self._respond_watched(request, receive, send)
         except asyncio.CancelledError:
@@ -272,10 +383,13 @@ class McpLane(ASGIHandler):
                 await sync_to_async(signals.request_finished.send)(sender=self.__class__)
             raise
         if response is not None:
+            # request_finished's sender, as Django's handler sets it
+            response._handler_class = self.__class__  # type: ignore[attr-defined]
             if thread is not None and not thread.used:
                 # No sync code ran for this request: it holds no database connection (those
-                # live on sync threads), so request_finished has nothing to give back.
-                response.close()
+                # live on sync threads), so request_finished runs on the loop without the
+                # receivers that clean up a thread's state (_LoopFinished).
+                await close_on_loop(response)
             else:
                 await sync_to_async(response.close)()  # request_finished: connections back to the pool
         else:

@@ -197,6 +197,26 @@ def _annotated(schema: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str,
     return found
 
 
+#: ``id(schema) -> (schema, its x-mcp-header annotations)``: a tool's input schema is fixed once it
+#: is registered, and walking it on every call was measurable. The schema is kept in the entry,
+#: so its id cannot be reused while cached; the map is emptied when it grows past
+#: :data:`_ANNOTATED_CACHE_SIZE` (schemas built per call, not a registry's).
+_annotated_cache: dict[int, tuple[Any, tuple[tuple[tuple[str, ...], str], ...]]] = {}
+_ANNOTATED_CACHE_SIZE = 1024
+
+
+def _annotations(schema: Any) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """:func:`_annotated` of ``schema``, cached per schema object."""
+    entry = _annotated_cache.get(id(schema))
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    found = tuple(_annotated(schema))
+    if len(_annotated_cache) >= _ANNOTATED_CACHE_SIZE:
+        _annotated_cache.clear()
+    _annotated_cache[id(schema)] = (schema, found)
+    return found
+
+
 def _render(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -215,8 +235,11 @@ def check_param_headers(input_schema: Any, arguments: Any, headers: Mapping[str,
 
     :raises JsonRpcError: -32020 (HTTP 400) on the first disagreement.
     """
+    annotations = _annotations(input_schema)
+    if not annotations:
+        return
     arguments = arguments if isinstance(arguments, Mapping) else {}
-    for path, token in _annotated(input_schema):
+    for path, token in annotations:
         header_name = PARAM_HEADER_PREFIX + token
         raw = headers.get(header_name)
         value: Any = arguments

@@ -32,6 +32,7 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -128,7 +129,7 @@ def principal_claims(principal: Any) -> dict[str, Any]:
     }
 
 
-def seal_state(binding: dict[str, Any], payload: dict[str, Any], *, ttl: float | None = None) -> str:
+def seal_state(binding: Mapping[str, Any], payload: dict[str, Any], *, ttl: float | None = None) -> str:
     """A new token carrying ``binding`` (principal, method, tool, arguments digest) and ``payload``."""
     now = int(time.time())
     lifetime = int(mcp_oauth_settings.REQUEST_STATE_TTL_SECONDS if ttl is None else ttl)
@@ -162,7 +163,7 @@ def _decrypt(token: Any) -> dict[str, Any]:
     return claims
 
 
-def open_state(token: Any, binding: dict[str, Any], *, consume: bool = True) -> dict[str, Any]:
+def open_state(token: Any, binding: Mapping[str, Any], *, consume: bool = True) -> dict[str, Any]:
     """The claims of ``token`` once it is proven genuine, fresh, bound to ``binding`` and unused.
 
     :param binding: the expected ``iss``/``cid``/``sub``/``res``/``m``/``t``/``ad`` values.
@@ -187,7 +188,46 @@ def open_state(token: Any, binding: dict[str, Any], *, consume: bool = True) -> 
     return claims
 
 
-def open_round(call: Any, name: str, arguments: Any) -> tuple[InputRound, dict[str, Any]]:
+def _has_containers(arguments: Any) -> bool:
+    """Whether ``arguments`` is not a mapping of scalars only (what a tool cannot change in place)."""
+    return not isinstance(arguments, dict) or not all(isinstance(value, _SCALARS) for value in arguments.values())
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class _LazyBinding(Mapping[str, Any]):
+    """The binding of :func:`open_round` for a call without ``requestState``, computed on first read."""
+
+    __slots__ = ("_args", "_value")
+
+    def __init__(self, call: Any, name: str, arguments: Any, digest: str | None) -> None:
+        self._args: tuple[Any, str, Any, str | None] | None = (call, name, arguments, digest)
+        self._value: dict[str, Any] = {}
+
+    def _binding(self) -> dict[str, Any]:
+        if self._args is not None:
+            call, name, arguments, digest = self._args
+            self._value = {
+                **principal_claims(call.principal),
+                "m": call.method,
+                "t": name,
+                "ad": digest if digest is not None else arguments_digest(arguments),
+            }
+            self._args = None
+        return self._value
+
+    def __getitem__(self, key: str) -> Any:
+        return self._binding()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._binding())
+
+    def __len__(self) -> int:
+        return len(self._binding())
+
+
+def open_round(call: Any, name: str, arguments: Any) -> tuple[InputRound, Mapping[str, Any]]:
     """The :class:`InputRound` of a modern ``tools/call`` / ``prompts/get`` / ``resources/read`` and
     the binding its next ``requestState`` must carry (principal, ``call.method``, ``name``, digest
     of ``arguments``). A call without ``requestState`` starts a fresh round (its ``inputResponses``
@@ -196,10 +236,13 @@ def open_round(call: Any, name: str, arguments: Any) -> tuple[InputRound, dict[s
 
     :raises McpError: -32602 for a ``requestState`` that :func:`open_state` refuses.
     """
-    binding = {**principal_claims(call.principal), "m": call.method, "t": name, "ad": arguments_digest(arguments)}
     state = call.params.get("requestState")
     if state is None:
-        return InputRound(responses=call.params.get("inputResponses")), binding
+        # A first round needs its binding only if the tool asks for input: computed then. The
+        # arguments digest is taken now when an argument is a container (the tool may change it).
+        digest = arguments_digest(arguments) if _has_containers(arguments) else None
+        return InputRound(responses=call.params.get("inputResponses")), _LazyBinding(call, name, arguments, digest)
+    binding = {**principal_claims(call.principal), "m": call.method, "t": name, "ad": arguments_digest(arguments)}
     claims = open_state(state, binding)
     asked = claims.get("asked") if isinstance(claims.get("asked"), dict) else {}
     settled = claims.get("settled") if isinstance(claims.get("settled"), dict) else {}
@@ -207,7 +250,7 @@ def open_round(call: Any, name: str, arguments: Any) -> tuple[InputRound, dict[s
 
 
 def input_required_result(
-    binding: dict[str, Any], needed: InputRequired, input_round: InputRound
+    binding: Mapping[str, Any], needed: InputRequired, input_round: InputRound
 ) -> types.InputRequiredResult:
     """``resultType: "input_required"`` for ``needed``, with a fresh sealed ``requestState`` carrying
     what was asked and everything settled so far."""

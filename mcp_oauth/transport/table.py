@@ -393,7 +393,8 @@ class MethodTable:
         ``_meta["io.modelcontextprotocol/serverInfo"]``; then validated and shaped by
         ``mcp_types`` for the version when it knows the method."""
         data = _dump(result)
-        if isinstance(result, BaseModel):  # model defaults (ttl_ms=0, ...) are not the handler's choice
+        if isinstance(result, BaseModel) and ("ttlMs" in data or "cacheScope" in data):
+            # model defaults (ttl_ms=0, ...) are not the handler's choice
             fields = type(result).model_fields
             explicit = {fields[name].alias or name for name in result.model_fields_set if name in fields}
             for key in ("ttlMs", "cacheScope"):

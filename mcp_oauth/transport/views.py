@@ -60,6 +60,7 @@ several registries routes its own :class:`McpView` instances::
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -120,17 +121,27 @@ async def _no_events():
     yield  # an async generator that yields nothing
 
 
-def _media_ranges(request: HttpRequest) -> set[str]:
-    header = request.headers.get("Accept", "")
-    return {part.split(";", 1)[0].strip().lower() for part in header.split(",") if part.strip()}
+def _media_ranges(request: HttpRequest) -> frozenset[str]:
+    return _parse_accept(request.headers.get("Accept", ""))
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_accept(header: str) -> frozenset[str]:
+    """The media ranges of an ``Accept`` value (clients send the same few values: cached)."""
+    return frozenset(part.split(";", 1)[0].strip().lower() for part in header.split(",") if part.strip())
+
+
+@functools.lru_cache(maxsize=64)
+def _accepts_json_and_sse(header: str) -> bool:
+    ranges = _parse_accept(header)
+    json_ok = bool(ranges & {"application/json", "application/*", "*/*"})
+    sse_ok = bool(ranges & {"text/event-stream", "text/*", "*/*"})
+    return json_ok and sse_ok
 
 
 def accepts_json_and_sse(request: HttpRequest) -> bool:
     """POST ``Accept``: both ``application/json`` and ``text/event-stream`` (wildcards count)."""
-    ranges = _media_ranges(request)
-    json_ok = bool(ranges & {"application/json", "application/*", "*/*"})
-    sse_ok = bool(ranges & {"text/event-stream", "text/*", "*/*"})
-    return json_ok and sse_ok
+    return _accepts_json_and_sse(request.headers.get("Accept", ""))
 
 
 def accepts_sse(request: HttpRequest) -> bool:
@@ -153,19 +164,22 @@ def _method_not_allowed_for_modern() -> HttpResponse:
 def read_body(request: HttpRequest) -> bytes:
     """The POST body, refusing more than ``MAX_REQUEST_BYTES`` (413) before parsing it."""
     limit = int(mcp_oauth_settings.MAX_REQUEST_BYTES)
-    too_large = JsonRpcError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+
+    def too_large() -> JsonRpcError:
+        return JsonRpcError(INVALID_REQUEST, f"Request body larger than {limit} bytes", http_status=413)
+
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         declared = 0
     if declared > limit:
-        raise too_large
+        raise too_large()
     try:
         body = request.body
     except RequestDataTooBig:
-        raise too_large from None
+        raise too_large() from None
     if len(body) > limit:
-        raise too_large
+        raise too_large()
     return body
 
 
@@ -234,15 +248,15 @@ class McpView:
             if isinstance(outcome, HttpResponse):
                 return outcome
             principal = outcome
-        handler = {"POST": self.post, "GET": self.get, "DELETE": self.delete}.get(request.method or "")
-        if handler is None:
+        method = request.method
+        if method not in ("POST", "GET", "DELETE"):
             response = json_response(error_message(None, McpError(INVALID_REQUEST, "Method Not Allowed")), status=405)
             response["Allow"] = "GET, POST, DELETE" if is_asgi(request) else "POST, DELETE"
             return response
         try:
-            if handler == self.post:
+            if method == "POST":
                 return await self.post(request, principal, prefetched)
-            return await handler(request, principal)
+            return await (self.get if method == "GET" else self.delete)(request, principal)
         except JsonRpcError as exc:
             return error_response(exc)
 
