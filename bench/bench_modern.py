@@ -38,7 +38,7 @@ def main() -> None:
     setup_django()
     from django.test import Client
 
-    from mcp_oauth.transport import request_state
+    from mcp_oauth.mcp_server.transport import request_state
 
     user, app, resource, raw = bench_token()
 

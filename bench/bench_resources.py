@@ -41,9 +41,9 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import get_application_model
 
+    from mcp_oauth.mcp_server.registry.context import RequestContext
+    from mcp_oauth.mcp_server.registry.handlers import handle
     from mcp_oauth.models import McpSession, ResourceSubscription
-    from mcp_oauth.registry.context import RequestContext
-    from mcp_oauth.registry.handlers import handle
     from mcp_oauth.signals import ensure_default_resource
     from project.models import Note
 

@@ -16,9 +16,9 @@ from project.asgi import application  # first: sets Django up
 
 __all__ = ["application"]
 
+from mcp_oauth.mcp_server.transport import views
 from mcp_oauth.resource_server import authentication  # after Django is set up
 from mcp_oauth.resource_server.cache import aget_many
-from mcp_oauth.transport import views
 
 _principals: dict[str, Any] = {}
 _checked = authentication.authenticate_bearer_cached

@@ -651,9 +651,9 @@ async def event_loop_checks(token: str, n: int) -> dict[str, float]:
 
     from django.test import AsyncRequestFactory
 
+    from mcp_oauth.mcp_server.transport.sessions import session_cache_key
     from mcp_oauth.resource_server import cache as token_cache
     from mcp_oauth.resource_server.authentication import authenticate_bearer_cached
-    from mcp_oauth.transport.sessions import session_cache_key
 
     request = AsyncRequestFactory().post("/mcp", headers={"Authorization": f"Bearer {token}"})
     session_key = session_cache_key(uuid.uuid4().hex)

@@ -233,7 +233,7 @@ def writer_thread(sessions: list[str], interval: float, stop: threading.Event, w
     """Outbox rows 1, 2, 3 … to every stream session, one round every ``interval`` seconds."""
     from django.db import connection
 
-    from mcp_oauth.transport.sessions import enqueue_session_message
+    from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 
     n = 0
     while not stop.is_set():

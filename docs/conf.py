@@ -56,20 +56,20 @@ nitpick_ignore_regex = [
 # Internal objects that public docstrings name, and that the reference leaves out on purpose
 # (implementation details). Any other unresolved reference to our code fails the build.
 nitpick_ignore = [
-    ("py:class", "mcp_oauth.transport.input_required.InputRound"),
-    ("py:meth", "mcp_oauth.transport.input_required.InputRound.next_key"),
-    ("py:func", "mcp_oauth.transport.input_required.resolve_inputs"),
-    ("py:class", "mcp_oauth.transport.views.McpView"),
-    ("py:class", "mcp_oauth.registry.items._Item"),
-    ("py:class", "mcp_oauth.registry.base.ItemT"),  # the item type parameter of NamedRegistry
+    ("py:class", "mcp_oauth.mcp_server.transport.input_required.InputRound"),
+    ("py:meth", "mcp_oauth.mcp_server.transport.input_required.InputRound.next_key"),
+    ("py:func", "mcp_oauth.mcp_server.transport.input_required.resolve_inputs"),
+    ("py:class", "mcp_oauth.mcp_server.transport.views.McpView"),
+    ("py:class", "mcp_oauth.mcp_server.registry.items._Item"),
+    ("py:class", "mcp_oauth.mcp_server.registry.base.ItemT"),  # the item type parameter of NamedRegistry
     ("py:func", "mcp_oauth.resource_server.authentication.authenticate_bearer"),
-    ("py:mod", "mcp_oauth.transport.subscriptions"),
-    ("py:mod", "mcp_oauth.registry.errors"),
+    ("py:mod", "mcp_oauth.mcp_server.transport.subscriptions"),
+    ("py:mod", "mcp_oauth.mcp_server.registry.errors"),
     ("py:func", "elicitation.protocol.stored_answer"),
     ("py:func", "elicitation.tasks.notify_elicitation_complete"),
-    ("py:func", "mcp_oauth.enterprise_users.user_for_subject"),
-    ("py:class", "mcp_oauth.mcp_tasks.runner.TaskHandle"),
-    ("py:class", "mcp_oauth.mcp_tasks.policy.TaskPolicy"),
+    ("py:func", "mcp_oauth.authorization_server.enterprise_users.user_for_subject"),
+    ("py:class", "mcp_oauth.mcp_server.mcp_tasks.runner.TaskHandle"),
+    ("py:class", "mcp_oauth.mcp_server.mcp_tasks.policy.TaskPolicy"),
 ]
 
 autodoc_member_order = "bysource"

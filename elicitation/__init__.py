@@ -16,7 +16,7 @@ In a 2025-11-25 session the client is asked live (``elicitation/create``, ``-320
 completions with ``notifications/elicitation/complete`` through the session outbox (written by
 the completing transaction, :func:`elicitation.service.finish_elicitation`; :mod:`elicitation.tasks`
 as the safety net); in a 2026-07-28 request the tool's result is ``input_required`` and
-the client's retry carries the answer (:mod:`mcp_oauth.transport.input_required`).
+the client's retry carries the answer (:mod:`mcp_oauth.mcp_server.transport.input_required`).
 
 Modules: :mod:`~elicitation.api` (what tools call), :mod:`~elicitation.service` (the rows: create,
 finish, complete), :mod:`~elicitation.protocol` (capability checks, wire shapes),

@@ -13,9 +13,9 @@ from django.contrib import admin, messages
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .crypto import keys_configured
-from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
-from .providers import ProviderError, discover, revoke_connection
+from elicitation.crypto import keys_configured
+from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
+from elicitation.providers import ProviderError, discover, revoke_connection
 
 
 @admin.register(Elicitation)

@@ -30,7 +30,7 @@ helper                       2025-11-25 session                      2026-07-28 
 ===========================  ======================================  ========================================
 
 In a 2026-07-28 request the tool body runs again from its start on every retry: each helper call
-takes the next input key (:meth:`~mcp_oauth.transport.input_required.InputRound.next_key`), so a
+takes the next input key (:meth:`~mcp_oauth.mcp_server.transport.input_required.InputRound.next_key`), so a
 body must ask in the same order each time, and work done before a helper call is done again.
 An answer that is missing or does not match the form is asked again (another ``input_required``),
 never an error. Every form or link is logged as an :class:`~elicitation.models.Elicitation`,
@@ -52,15 +52,9 @@ from asgiref.sync import sync_to_async
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_oauth.settings import mcp_oauth_settings
-from mcp_oauth.text import storable
-from mcp_oauth.tools import McpError, ToolContext, ToolError
-from mcp_oauth.transport.input_required import InputRound
-from mcp_oauth.transport.request_state import InvalidRequestState
-
-from .form import ElicitationSchema, InvalidElicitationContent, InvalidElicitationSchema
-from .models import Elicitation, ThirdPartyProvider
-from .protocol import (
+from elicitation.form import ElicitationSchema, InvalidElicitationContent, InvalidElicitationSchema
+from elicitation.models import Elicitation, ThirdPartyProvider
+from elicitation.protocol import (
     REQUEST_ID_PREFIX,
     UrlElicitationRequired,
     describe,
@@ -72,8 +66,8 @@ from .protocol import (
     supports_url,
     url_input_request,
 )
-from .providers import ProviderError, forget_rejected_connection, fresh_access_token
-from .service import (
+from elicitation.providers import ProviderError, forget_rejected_connection, fresh_access_token
+from elicitation.service import (
     close_answer,
     create_unsent_secret_request,
     create_url_elicitation,
@@ -83,7 +77,12 @@ from .service import (
     set_status,
     wait_for_outcome,
 )
-from .settings import elicitation_settings
+from elicitation.settings import elicitation_settings
+from mcp_oauth.mcp_server.tools import McpError, ToolContext, ToolError
+from mcp_oauth.mcp_server.transport.input_required import InputRound
+from mcp_oauth.mcp_server.transport.request_state import InvalidRequestState
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.text import storable
 
 __all__ = [
     "ConnectedAccount",

@@ -12,4 +12,4 @@ class ElicitationConfig(AppConfig):
     def ready(self) -> None:
         # Imported here (registering the checks and receivers): signals imports the models, which
         # app loading forbids at this module's import.
-        from . import checks, signals  # noqa: F401
+        from elicitation import checks, signals  # noqa: F401

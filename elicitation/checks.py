@@ -15,7 +15,7 @@ from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, reverse
 
-from .settings import elicitation_settings
+from elicitation.settings import elicitation_settings
 
 
 @register(Tags.security)

@@ -16,7 +16,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
-from .settings import elicitation_settings
+from elicitation.settings import elicitation_settings
 
 __all__ = ["DecryptionError", "decrypt", "encrypt", "keys_configured", "rotate"]
 

@@ -33,8 +33,8 @@ from urllib.parse import urlsplit
 
 import jsonschema
 
-from mcp_oauth.text import storable
-from mcp_oauth.tools import ToolError
+from mcp_oauth.mcp_server.tools import ToolError
+from mcp_oauth.shared.text import storable
 
 __all__ = [
     "STRING_FORMATS",
@@ -69,7 +69,7 @@ class InvalidElicitationContent(ToolError, ValueError):
 
     ``errors`` is a list of ``{"field": name, "message": text}`` (``field`` is ``""`` for
     the answer as a whole); ``str()`` is one line naming every bad field. As a
-    :class:`~mcp_oauth.tools.ToolError` it fails the tool call with that line.
+    :class:`~mcp_oauth.mcp_server.tools.ToolError` it fails the tool call with that line.
     """
 
     def __init__(self, errors: list[dict[str, str]]) -> None:

@@ -24,10 +24,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.settings import oauth2_settings
 
-from mcp_oauth.loopback import is_https_or_loopback
+from elicitation import crypto
 from mcp_oauth.settings import mcp_oauth_settings
-
-from . import crypto
+from mcp_oauth.shared.loopback import is_https_or_loopback
 
 
 def new_elicitation_id() -> str:

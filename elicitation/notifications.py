@@ -13,10 +13,9 @@ import logging
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from elicitation.models import Elicitation
+from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 from mcp_oauth.models import McpSession
-from mcp_oauth.transport.sessions import enqueue_session_message
-
-from .models import Elicitation
 
 __all__ = ["put_in_outbox", "write_completion_notification", "write_in_transaction"]
 
@@ -31,7 +30,7 @@ def write_completion_notification(row: Elicitation) -> str:
     The caller holds ``row`` locked (``select_for_update`` inside ``transaction.atomic``), so two
     writers (the completing request, the Celery task, the reconciler) never both write: the
     second one finds ``notified_at`` set. The new outbox row wakes the session's streams when
-    the transaction commits (:mod:`mcp_oauth.transport.wakeup`).
+    the transaction commits (:mod:`mcp_oauth.mcp_server.transport.wakeup`).
 
     :returns: ``"sent"``, ``"already-sent"`` or ``"no-session"`` (a 2026-07-28 row, bound to no
         session: its client's retry reads the row; or the session ended: nobody is left to tell).

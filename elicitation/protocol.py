@@ -15,10 +15,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mcp_oauth.tools import McpError
-from mcp_oauth.transport.jsonrpc import URL_ELICITATION_REQUIRED
-
-from .models import Elicitation
+from elicitation.models import Elicitation
+from mcp_oauth.mcp_server.tools import McpError
+from mcp_oauth.mcp_server.transport.jsonrpc import URL_ELICITATION_REQUIRED
 
 __all__ = [
     "FIRST_REVISION_WITH_MODES",

@@ -32,13 +32,12 @@ from django.core.exceptions import ValidationError
 from django.db import connections, router, transaction
 from django.utils import timezone
 
+from elicitation.crypto import DecryptionError
+from elicitation.models import ThirdPartyConnection, ThirdPartyProvider, validate_endpoint_url
+from elicitation.settings import elicitation_settings
 from mcp_oauth import audit
 from mcp_oauth.models import AuditEvent
-from mcp_oauth.text import storable
-
-from .crypto import DecryptionError
-from .models import ThirdPartyConnection, ThirdPartyProvider, validate_endpoint_url
-from .settings import elicitation_settings
+from mcp_oauth.shared.text import storable
 
 __all__ = [
     "AuthorizationRequest",

@@ -28,21 +28,21 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
-from mcp_oauth import audit, drain
-from mcp_oauth.loopback import is_https_or_loopback
+from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
+from elicitation.notifications import write_completion_notification, write_in_transaction
+from elicitation.protocol import REQUEST_ID_PREFIX, describe, supports_url
+from elicitation.settings import elicitation_settings
+from elicitation.signals import elicitation_finished
+from elicitation.tasks import notify_elicitation_complete
+from mcp_oauth import audit
+from mcp_oauth.mcp_server import drain
+from mcp_oauth.mcp_server.transport import wakeup
+from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 from mcp_oauth.models import AuditEvent, McpSession
 from mcp_oauth.settings import mcp_oauth_settings
-from mcp_oauth.taskqueue import send_or_run
-from mcp_oauth.text import storable
-from mcp_oauth.transport import wakeup
-from mcp_oauth.transport.sessions import enqueue_session_message
-
-from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
-from .notifications import write_completion_notification, write_in_transaction
-from .protocol import REQUEST_ID_PREFIX, describe, supports_url
-from .settings import elicitation_settings
-from .signals import elicitation_finished
-from .tasks import notify_elicitation_complete
+from mcp_oauth.shared.loopback import is_https_or_loopback
+from mcp_oauth.shared.taskqueue import send_or_run
+from mcp_oauth.shared.text import storable
 
 __all__ = [
     "check_link_scheme",
@@ -321,7 +321,7 @@ async def close_answer(pk: int) -> None:
 
 
 def outcome_topic(pk: int) -> str:
-    """Wake-up topic (:mod:`mcp_oauth.transport.wakeup`) published when the URL elicitation ``pk``
+    """Wake-up topic (:mod:`mcp_oauth.mcp_server.transport.wakeup`) published when the URL elicitation ``pk``
     finishes (:func:`finish_elicitation`, once committed)."""
     return f"elicitation:{pk}"
 
@@ -332,7 +332,7 @@ async def wait_for_outcome(pk: int, seconds: float, *, release_on_drain: bool = 
     every ``MCP_OAUTH["SSE_POLL_INTERVAL_SECONDS"]`` without a shared wake-up channel (every
     ``WAKEUP_SAFETY_POLL_SECONDS`` with one, in case a wake-up was lost).
 
-    ``release_on_drain``: while this worker drains (:mod:`mcp_oauth.drain`, which wakes every
+    ``release_on_drain``: while this worker drains (:mod:`mcp_oauth.mcp_server.drain`, which wakes every
     waiter) the row is returned as it is at once. For a wait the caller can answer without an
     outcome and lose nothing: a held 2026-07-28 retry answers ``input_required`` again, and the
     client's next retry reaches a worker that is not stopping."""

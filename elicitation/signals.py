@@ -15,10 +15,9 @@ from django.db.models import Q
 from django.dispatch import Signal, receiver
 from django.utils import timezone
 
+from elicitation.models import Elicitation
+from mcp_oauth.shared.text import storable
 from mcp_oauth.signals import client_response_received
-from mcp_oauth.text import storable
-
-from .models import Elicitation
 
 elicitation_finished = Signal()
 connection_created = Signal()

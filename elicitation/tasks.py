@@ -35,11 +35,10 @@ from celery import shared_task
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from elicitation.models import Elicitation
+from elicitation.notifications import write_completion_notification
+from elicitation.settings import elicitation_settings
 from mcp_oauth.models import McpSession
-
-from .models import Elicitation
-from .notifications import write_completion_notification
-from .settings import elicitation_settings
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ too close to the URLconf ``elicitation.urls``):
 
 from __future__ import annotations
 
-from .api import (
+from elicitation.api import (
     ConnectedAccount,
     UrlElicitationUnsupported,
     UrlResult,
@@ -22,7 +22,7 @@ from .api import (
     require_connection,
     require_secret,
 )
-from .protocol import (
+from elicitation.protocol import (
     FIRST_REVISION_WITH_URL_MODE,
     REQUEST_ID_PREFIX,
     URL_ELICITATION_REQUIRED,
@@ -30,7 +30,7 @@ from .protocol import (
     describe,
     supports_url,
 )
-from .service import complete_elicitation, create_url_elicitation, finish_elicitation, get_secret
+from elicitation.service import complete_elicitation, create_url_elicitation, finish_elicitation, get_secret
 
 __all__ = [
     "FIRST_REVISION_WITH_URL_MODE",

@@ -7,7 +7,7 @@ The links handed to MCP clients are built from ``MCP_OAUTH["BASE_URL"]`` and the
 
 from django.urls import path
 
-from . import views
+from elicitation import views
 
 app_name = "elicitation"
 

@@ -33,19 +33,25 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from mcp_oauth import audit, throttling
+from elicitation.crypto import encrypt, keys_configured
+from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
+from elicitation.providers import (
+    ProviderError,
+    build_authorization_request,
+    exchange_code,
+    revoke_connection,
+    store_connection,
+)
+from elicitation.service import finish_elicitation
+from elicitation.settings import elicitation_settings
+from elicitation.signals import connection_created
+from mcp_oauth import audit
 from mcp_oauth.adapter import get_adapter
-from mcp_oauth.login import login_url
+from mcp_oauth.authorization_server.login import login_url
 from mcp_oauth.models import AuditEvent
-from mcp_oauth.text import storable
-from mcp_oauth.ui_headers import secure_ui
-
-from .crypto import encrypt, keys_configured
-from .models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
-from .providers import ProviderError, build_authorization_request, exchange_code, revoke_connection, store_connection
-from .service import finish_elicitation
-from .settings import elicitation_settings
-from .signals import connection_created
+from mcp_oauth.shared import throttling
+from mcp_oauth.shared.text import storable
+from mcp_oauth.shared.ui_headers import secure_ui
 
 logger = logging.getLogger("elicitation.views")
 

@@ -38,12 +38,12 @@ from urllib.parse import urlsplit
 from django.core.checks import Error
 from django.http import HttpRequest
 
-from . import trust
-from .enterprise_users import user_for_subject
-from .loopback import is_loopback_host
-from .resource_server.authentication import authenticate_bearer
-from .settings import mcp_oauth_settings
-from .text import without_invisible_format_characters
+from mcp_oauth.authorization_server import trust
+from mcp_oauth.authorization_server.enterprise_users import user_for_subject
+from mcp_oauth.resource_server.authentication import authenticate_bearer
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.loopback import is_loopback_host
+from mcp_oauth.shared.text import without_invisible_format_characters
 
 
 class DefaultMCPAdapter:
@@ -70,7 +70,7 @@ class DefaultMCPAdapter:
         :param provider: the :class:`~mcp_oauth.models.EnterpriseIdentityProvider` that signed it.
         :param claims: its verified claims (``iss``, ``sub``, ``client_id``, ``resource``, ``email``, ...).
 
-        Default: :func:`mcp_oauth.enterprise_users.user_for_subject` (the link
+        Default: :func:`mcp_oauth.authorization_server.enterprise_users.user_for_subject` (the link
         ``iss`` + ``sub``, then the provider's e-mail policy).
         """
         return user_for_subject(provider, claims, request)
@@ -83,7 +83,7 @@ class DefaultMCPAdapter:
         registration_source: str | None = None,
         redirect_uris: Iterable[str] = (),
     ) -> trust.Verdict:
-        """The trust policy's :class:`~mcp_oauth.trust.Verdict` on a stored ``application``, or on a client known
+        """The trust policy's :class:`~mcp_oauth.authorization_server.trust.Verdict` on a stored ``application``, or on a client known
         only by its ``client_id`` (a CIMD URL not fetched yet) and ``redirect_uris``."""
         if application is not None:
             return trust.evaluate_application(application)

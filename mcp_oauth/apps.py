@@ -22,6 +22,6 @@ class MCPOAuthConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here: wiring imports the models (and DOT's), which app loading forbids at this module's import.
-        from .wiring import wire
+        from mcp_oauth.wiring import wire
 
         wire(self)

@@ -49,9 +49,9 @@ from django.dispatch import Signal, receiver
 from django.http import HttpRequest
 from oauth2_provider.models import get_refresh_token_model
 
-from .db import insert
-from .models import AuditEvent
-from .signals import authorization_code_replayed
+from mcp_oauth.models import AuditEvent
+from mcp_oauth.shared.db import insert
+from mcp_oauth.signals import authorization_code_replayed
 
 audit_event = Signal()
 

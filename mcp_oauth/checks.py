@@ -15,22 +15,22 @@ from django.urls import NoReverseMatch, Resolver404, resolve
 from oauth2_provider.checks import validate_bcp_configuration
 from oauth2_provider.settings import oauth2_settings
 
-from .adapter import check_settings as adapter_messages
-from .authorization_server.assertions import FORBIDDEN_ALGORITHMS, KEY_TYPES
-from .authorization_server.rotation import MAX_GRACE_SECONDS, MAX_GRACE_SIBLINGS
-from .authorization_server.validator import MCPOAuth2Validator
-from .client_secrets import ALGORITHM, HASHER_PATH
-from .dpop.proof import ASYMMETRIC_ALGORITHMS
-from .health import CHECKS as READINESS_CHECK_NAMES
-from .login import LOGIN_URL_NAME, login_url
-from .registry.prompts import PromptRegistry
-from .registry.resources import ResourceRegistry
-from .scopes import check_settings as scope_messages
-from .settings import DOT_SECURITY_KEYS, mcp_oauth_settings
-from .taskqueue import celery_configured
-from .throttling import check_settings as throttling_messages
-from .tools import ToolRegistry
-from .trust import check_settings as trust_messages
+from mcp_oauth.adapter import check_settings as adapter_messages
+from mcp_oauth.authorization_server.assertions import FORBIDDEN_ALGORITHMS, KEY_TYPES
+from mcp_oauth.authorization_server.client_secrets import ALGORITHM, HASHER_PATH
+from mcp_oauth.authorization_server.login import LOGIN_URL_NAME, login_url
+from mcp_oauth.authorization_server.rotation import MAX_GRACE_SECONDS, MAX_GRACE_SIBLINGS
+from mcp_oauth.authorization_server.trust import check_settings as trust_messages
+from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
+from mcp_oauth.dpop.proof import ASYMMETRIC_ALGORITHMS
+from mcp_oauth.health import CHECKS as READINESS_CHECK_NAMES
+from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
+from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
+from mcp_oauth.mcp_server.tools import ToolRegistry
+from mcp_oauth.settings import DOT_SECURITY_KEYS, mcp_oauth_settings
+from mcp_oauth.shared.scopes import check_settings as scope_messages
+from mcp_oauth.shared.taskqueue import celery_configured
+from mcp_oauth.shared.throttling import check_settings as throttling_messages
 
 
 @register(Tags.security)
@@ -223,7 +223,7 @@ def check_referrer_policy(app_configs, **kwargs):
 
 @register()
 def check_login_url(app_configs, **kwargs):
-    """W030 the login page users are sent to (:func:`mcp_oauth.login.login_url`) resolves to no view;
+    """W030 the login page users are sent to (:func:`mcp_oauth.authorization_server.login.login_url`) resolves to no view;
     E031 its template cannot render (missing template or base template, broken tag or URL name)."""
     try:
         url = login_url()
@@ -425,7 +425,7 @@ def _is_number(value, minimum: float, above: bool = False) -> bool:
 @register()
 def check_probes_and_drain(app_configs, **kwargs):
     """E080 a probe or drain setting that would break the probes or the shutdown
-    (:mod:`mcp_oauth.health`, :mod:`mcp_oauth.drain`)."""
+    (:mod:`mcp_oauth.health`, :mod:`mcp_oauth.mcp_server.drain`)."""
     problems = []
     paths: dict[str, str] = {}
     for key in ("LIVENESS_PATH", "READINESS_PATH"):
@@ -486,7 +486,7 @@ def check_fast_client_secret_hasher(app_configs, **kwargs):
 
 @register()
 def check_tasks(app_configs, **kwargs):
-    """E092 a Tasks-extension setting out of range (:mod:`mcp_oauth.mcp_tasks`); E093 a tool keeps
+    """E092 a Tasks-extension setting out of range (:mod:`mcp_oauth.mcp_server.mcp_tasks`); E093 a tool keeps
     its task results encrypted but ``TASKS_RESULT_CIPHER`` does not import as an object with
     ``encrypt``/``decrypt``."""
     s = mcp_oauth_settings

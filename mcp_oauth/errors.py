@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
-from .settings import mcp_oauth_settings
+from mcp_oauth.settings import mcp_oauth_settings
 
 
 def _quote(value: str) -> str:

@@ -44,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
     # Development: when BASE_URL's host is localhost, 127.0.0.1 or [::1], the other two spellings
     # (same scheme and port) name the same site: metadata and challenges answer in the spelling
-    # the client used, and its resource indicator binds the same resource (mcp_oauth.origins).
+    # the client used, and its resource indicator binds the same resource (mcp_oauth.shared.origins).
     # No effect on a site whose BASE_URL is not a loopback origin.
     "LOOPBACK_ALIASES": True,
     # Extra origins (scheme://host[:port]) allowed to call the MCP endpoint from a
@@ -66,14 +66,14 @@ DEFAULTS: dict[str, Any] = {
     "SERVER_VERSION": None,  # None: this package's version
     "INSTRUCTIONS": None,
     # Dotted path of the default ToolRegistry instance.
-    "TOOL_REGISTRY": "mcp_oauth.tools.registry",
+    "TOOL_REGISTRY": "mcp_oauth.mcp_server.tools.registry",
     # Module name looked for in every installed app at start-up (like admin.py),
     # so apps can register their tools there.
     "TOOLS_MODULE": "mcp_tools",
-    # Dotted paths of the default ResourceRegistry and PromptRegistry (mcp_oauth.registry),
+    # Dotted paths of the default ResourceRegistry and PromptRegistry (mcp_oauth.mcp_server.registry),
     # and the modules autodiscovered in every installed app to fill them.
-    "RESOURCE_REGISTRY": "mcp_oauth.registry.resources.registry",
-    "PROMPT_REGISTRY": "mcp_oauth.registry.prompts.registry",
+    "RESOURCE_REGISTRY": "mcp_oauth.mcp_server.registry.resources.registry",
+    "PROMPT_REGISTRY": "mcp_oauth.mcp_server.registry.prompts.registry",
     "RESOURCES_MODULE": "mcp_resources",
     "PROMPTS_MODULE": "mcp_prompts",
     # resources/list page size (entries); the cursor of the next page is opaque and signed.
@@ -91,7 +91,7 @@ DEFAULTS: dict[str, Any] = {
     "REDEEMED_CODE_RETENTION_SECONDS": 24 * 3600,
     # Where signed-out users go to sign in before approving a client (a path, URL or URL name).
     # None: settings.LOGIN_URL when the site set it or routes Django's default /accounts/login/,
-    # else the app's own page /oauth/login (see mcp_oauth.login).
+    # else the app's own page /oauth/login (see mcp_oauth.authorization_server.login).
     "LOGIN_URL": None,
     # Modules imported at start-up besides every installed app's TOOLS_MODULE, e.g.
     # ["mysite.mcp_tools"]: tools can live in a project package that is not an installed app.
@@ -108,7 +108,7 @@ DEFAULTS: dict[str, Any] = {
     # Scope hierarchy: a scope grants the scopes it lists (transitively), e.g.
     # {"mcp:admin": ["mcp"]}: a token with mcp:admin passes a check that needs "mcp", and a
     # challenge never asks for a scope that another needed scope already implies
-    # (MCP 2026-07-28 "Scope challenge handling"; see mcp_oauth.scopes).
+    # (MCP 2026-07-28 "Scope challenge handling"; see mcp_oauth.shared.scopes).
     "SCOPE_HIERARCHY": {},
     # Dotted path of the policy adapter class (mcp_oauth.adapter.get_adapter): token
     # verification, trust verdict, consent-page description, consent skipping, token -> user.
@@ -117,7 +117,7 @@ DEFAULTS: dict[str, Any] = {
     "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
     # Template of the connected-apps page (the clients a user authorized; revoke one).
     "CONNECTED_APPS_TEMPLATE": "mcp_oauth/connected_apps.html",
-    # --- Client ID Metadata Documents (mcp_oauth.cimd; the DOT side is CIMD_* in OAUTH2_PROVIDER) ---
+    # --- Client ID Metadata Documents (mcp_oauth.authorization_server.cimd; the DOT side is CIMD_* in OAUTH2_PROVIDER) ---
     # How long an authorization or token request waits for the first fetch of a client's
     # metadata document, or for the revalidation of an expired one (seconds). Past it the
     # request is refused (temporarily_unavailable) and the fetch goes on in the background.
@@ -159,18 +159,18 @@ DEFAULTS: dict[str, Any] = {
     # like CIMD documents. An unknown kid refetches at most once per JWKS_REFETCH_SECONDS.
     "JWKS_CACHE": "default",
     "JWKS_REFETCH_SECONDS": 60,
-    # MCP extensions announced in capabilities.extensions (mcp_oauth.transport.extensions):
+    # MCP extensions announced in capabilities.extensions (mcp_oauth.mcp_server.transport.extensions):
     # io.modelcontextprotocol/oauth-client-credentials and .../enterprise-managed-authorization.
     "CLIENT_CREDENTIALS_EXTENSION": True,
     "ENTERPRISE_MANAGED_AUTHORIZATION": True,
-    # --- trust policy (mcp_oauth.trust; rules are TrustRule rows, managed in the admin) ---
+    # --- trust policy (mcp_oauth.authorization_server.trust; rules are TrustRule rows, managed in the admin) ---
     # What happens to a CIMD or dynamically registered client no trust rule speaks about:
     # "open" (any https client may be authorized; the consent page calls it unknown),
     # "allowlist" (refused unless a rule allows it) or "review" (it may register, but
     # nobody can authorize it until an administrator allows it). Clients registered in
     # the admin are trusted unless a rule says otherwise.
     "TRUST_MODE": "open",
-    # --- throttling (mcp_oauth.throttling) ---
+    # --- throttling (mcp_oauth.shared.throttling) ---
     # Requests per client IP, per endpoint: "<n>/<second|minute|hour|day>", or None for no
     # limit. A site's dict is merged over these defaults. Over the limit: HTTP 429 with
     # Retry-After (seconds).
@@ -195,11 +195,11 @@ DEFAULTS: dict[str, Any] = {
     # A dynamically registered client whose tokens have all been expired (and whose refresh
     # tokens are all revoked or expired) for this many days is deleted (None: never).
     "DCR_PRUNE_AFTER_DAYS": 30,
-    # --- production shape (mcp_oauth.overload, mcp_oauth.resource_server.cache, mcp_oauth.transport.wakeup) ---
+    # --- production shape (mcp_oauth.shared.overload, mcp_oauth.resource_server.cache, mcp_oauth.mcp_server.transport.wakeup) ---
     # Retry-After (seconds) of the 503 answered when the database pool is exhausted, the
     # database is slow past its statement_timeout, or the cache is unreachable.
     "OVERLOAD_RETRY_AFTER_SECONDS": 2,
-    # --- health probes and draining (mcp_oauth.health, mcp_oauth.drain) ---
+    # --- health probes and draining (mcp_oauth.health, mcp_oauth.mcp_server.drain) ---
     # Liveness probe path: 200 while the process serves, no dependency touched. None: off.
     "LIVENESS_PATH": "/healthz",
     # Readiness probe path: 200 when every check in READINESS_CHECKS is up, else (or while the
@@ -238,7 +238,7 @@ DEFAULTS: dict[str, Any] = {
     # A waiting stream re-reads the database this often even without a wake-up (seconds),
     # to recover a missed one. One query per process per interval, not one per stream.
     "WAKEUP_SAFETY_POLL_SECONDS": 5.0,
-    # --- MCP 2026-07-28 stateless requests (mcp_oauth.transport.modern / request_state) ---
+    # --- MCP 2026-07-28 stateless requests (mcp_oauth.mcp_server.transport.modern / request_state) ---
     # ttlMs of cacheable results (tools/list, server/discover, ...): how long a client may reuse
     # one (milliseconds).
     "RESULT_TTL_MS": 60_000,
@@ -250,7 +250,7 @@ DEFAULTS: dict[str, Any] = {
     "REQUEST_STATE_KEYS": None,
     # Lifetime of one requestState (seconds): the client must answer within it.
     "REQUEST_STATE_TTL_SECONDS": 600,
-    # --- MCP Tasks extension (io.modelcontextprotocol/tasks; mcp_oauth.mcp_tasks) ---
+    # --- MCP Tasks extension (io.modelcontextprotocol/tasks; mcp_oauth.mcp_server.mcp_tasks) ---
     # ttlMs of a task unless its tool says otherwise (milliseconds from creation; None: unlimited).
     # tasks/get answers -32602 "Task has expired" after it; the reconciler deletes it then.
     "TASKS_TTL_MS": 3_600_000,
@@ -311,8 +311,8 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     # A refresh token unused for 30 days expires (rotation renews it): RFC 9700 §4.14.2.
     "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
     "SCOPES": {"mcp": "Use this site's MCP tools on your behalf"},
-    # The site's SCOPES plus offline_access while refresh tokens are issued (mcp_oauth.scopes).
-    "SCOPES_BACKEND_CLASS": "mcp_oauth.scopes.MCPScopes",
+    # The site's SCOPES plus offline_access while refresh tokens are issued (mcp_oauth.shared.scopes).
+    "SCOPES_BACKEND_CLASS": "mcp_oauth.shared.scopes.MCPScopes",
     "DEFAULT_SCOPES": ["__all__"],
     "PKCE_REQUIRED": True,
     "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
@@ -333,23 +333,23 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
-    # Client secrets: a keyed SHA-256 suited to high-entropy machine secrets (mcp_oauth.client_secrets),
+    # Client secrets: a keyed SHA-256 suited to high-entropy machine secrets (mcp_oauth.authorization_server.client_secrets),
     # not a password-stretching hash. Django finds hashers through PASSWORD_HASHERS only, so this
-    # default applies while "mcp_oauth.client_secrets.ClientSecretHasher" is listed there; a site
+    # default applies while "mcp_oauth.authorization_server.client_secrets.ClientSecretHasher" is listed there; a site
     # that does not list it keeps DOT's default (its password hasher) and `check --deploy` says so
     # (mcp_oauth.W051; apply_dot_defaults).
     "CLIENT_SECRET_HASHER": "mcp_oauth_sha256",
     # Client ID Metadata Documents: on, fetched by the SSRF-safe fetcher, 5 KB cap (CIMD draft §6.6).
     "CIMD_ENABLED": True,
-    "CIMD_METADATA_FETCHER": "mcp_oauth.cimd.fetcher.SafeMetadataFetcher",
+    "CIMD_METADATA_FETCHER": "mcp_oauth.authorization_server.cimd.fetcher.SafeMetadataFetcher",
     "CIMD_MAX_DOCUMENT_SIZE": 5 * 1024,
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": (
-        "mcp_oauth.trust.TrustPolicyDCRPermission",  # the trust policy (TrustRule, TRUST_MODE)
+        "mcp_oauth.authorization_server.trust.TrustPolicyDCRPermission",  # the trust policy (TrustRule, TRUST_MODE)
         "mcp_oauth.authorization_server.registration.AnonymousPublicClientPermission",
     ),
     # The trust policy decides which client_id hosts may be fetched and registered.
-    "CIMD_REGISTRATION_PERMISSION_CLASSES": ("mcp_oauth.trust.TrustPolicyCIMDPermission",),
+    "CIMD_REGISTRATION_PERMISSION_CLASSES": ("mcp_oauth.authorization_server.trust.TrustPolicyCIMDPermission",),
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
     "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
     "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
@@ -480,8 +480,8 @@ class MCPOAuthSettings(AppSettings):
 mcp_oauth_settings = MCPOAuthSettings()
 
 
-#: The fast client-secret hasher (:mod:`mcp_oauth.client_secrets`), as listed in ``PASSWORD_HASHERS``.
-CLIENT_SECRET_HASHER_PATH = "mcp_oauth.client_secrets.ClientSecretHasher"
+#: The fast client-secret hasher (:mod:`mcp_oauth.authorization_server.client_secrets`), as listed in ``PASSWORD_HASHERS``.
+CLIENT_SECRET_HASHER_PATH = "mcp_oauth.authorization_server.client_secrets.ClientSecretHasher"
 
 
 def apply_dot_defaults() -> None:

@@ -6,7 +6,7 @@
 * :data:`authorization_code_replayed` — ``sender=RedeemedAuthorizationCode, redeemed=…, application=…``
   when a used code came back with its verifier and its tokens were revoked.
 * :data:`user_grants_revoked` — ``sender=<user model>, user=…, application=… or None, reason=…,
-  access_token_ids=[…]`` after :func:`mcp_oauth.grants.revoke_user_grants` committed (password
+  access_token_ids=[…]`` after :func:`mcp_oauth.authorization_server.grants.revoke_user_grants` committed (password
   change, deactivation, deletion, a user disconnecting a client): drop cached token principals.
 * :data:`client_response_received` — ``sender=McpSession, session=…, message=…`` when the
   client POSTs a JSON-RPC response (or error) that no request of *this process* waits for:
@@ -14,7 +14,7 @@
   receiver that knows the id stores the answer where the asker looks (the ``elicitation``
   app records answers to its ``elicitation/create`` requests this way).
 * :data:`task_created` — ``sender=McpTask, task=…`` once an MCP task's row is committed
-  (:mod:`mcp_oauth.mcp_tasks`).
+  (:mod:`mcp_oauth.mcp_server.mcp_tasks`).
 * :data:`task_finished` — ``sender=McpTask, task=…`` when a task reached ``completed``, ``failed``
   or ``cancelled``.
 """
@@ -24,9 +24,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.dispatch import Signal
 
-from .models import ProtectedResource
-from .resources import canonicalize_resource
-from .settings import mcp_oauth_settings
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.resource_uris import canonicalize_resource
 
 mcp_session_started = Signal()
 mcp_session_ended = Signal()

@@ -33,15 +33,15 @@ from oauth2_provider.models import (
 )
 from oauth2_provider.settings import oauth2_settings
 
-# The CIMD fetch/refresh tasks live in mcp_oauth.cimd.tasks and the Tasks-extension jobs in
-# mcp_oauth.mcp_tasks.jobs; importing them here registers them with workers that autodiscover this module.
-from .authorization_server.assertions import prune_used_assertions
-from .authorization_server.rotation import prune_generations
-from .cimd import tasks as cimd_tasks  # noqa: F401
-from .dpop.bindings import prune_bindings
-from .mcp_tasks import jobs as mcp_task_jobs  # noqa: F401  (mcp_oauth.mcp_tasks.run / .reconcile)
-from .models import McpSession, RedeemedAuthorizationCode
-from .settings import mcp_oauth_settings
+# The CIMD fetch/refresh tasks live in mcp_oauth.authorization_server.cimd.tasks and the Tasks-extension jobs in
+# mcp_oauth.mcp_server.mcp_tasks.jobs; importing them here registers them with workers that autodiscover this module.
+from mcp_oauth.authorization_server.assertions import prune_used_assertions
+from mcp_oauth.authorization_server.cimd import tasks as cimd_tasks  # noqa: F401
+from mcp_oauth.authorization_server.rotation import prune_generations
+from mcp_oauth.dpop.bindings import prune_bindings
+from mcp_oauth.mcp_server.mcp_tasks import jobs as mcp_task_jobs  # noqa: F401  (mcp_oauth.mcp_tasks.run / .reconcile)
+from mcp_oauth.models import McpSession, RedeemedAuthorizationCode
+from mcp_oauth.settings import mcp_oauth_settings
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@
   ``mcp-oauth-connected-apps``): the clients they authorized, revoke one;
 * the MCP endpoint at ``MCP_OAUTH["MCP_PATH"]`` (``/mcp``; ``/mcp/`` is served too, never redirected);
 * the app's own login page at ``oauth/login`` (``mcp-oauth-login``), used when the site has none
-  (see :mod:`mcp_oauth.login`);
+  (see :mod:`mcp_oauth.authorization_server.login`);
 * the liveness and readiness probes at ``MCP_OAUTH["LIVENESS_PATH"]`` / ``["READINESS_PATH"]``
   (``/healthz``, ``/readyz``; :mod:`mcp_oauth.health`), for a site that does not serve them
   before Django with :func:`mcp_oauth.health.health_lane`.
@@ -21,28 +21,28 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from .authorization_server.connected_apps import connected_apps
-from .authorization_server.guards import guard_oauth_form
-from .authorization_server.metadata import (
+from mcp_oauth.authorization_server.connected_apps import connected_apps
+from mcp_oauth.authorization_server.guards import guard_oauth_form
+from mcp_oauth.authorization_server.login import LOGIN_URL_NAME, MCPLoginView
+from mcp_oauth.authorization_server.metadata import (
     AuthorizationServerMetadataView,
     ProtectedResourceMetadataView,
 )
-from .authorization_server.registration import (
+from mcp_oauth.authorization_server.registration import (
     MCPRegistrationManagementView,
     MCPRegistrationView,
 )
-from .authorization_server.views import (
+from mcp_oauth.authorization_server.views import (
     MCPAuthorizationView,
     MCPIntrospectTokenView,
     MCPRevokeTokenView,
     MCPTokenView,
 )
-from .cors import public_cors
-from .health import liveness_view, readiness_view
-from .login import LOGIN_URL_NAME, MCPLoginView
-from .settings import mcp_oauth_settings
-from .text import refuse_unstorable_params
-from .transport.views import mcp_endpoint
+from mcp_oauth.health import liveness_view, readiness_view
+from mcp_oauth.mcp_server.transport.views import mcp_endpoint
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.cors import public_cors
+from mcp_oauth.shared.text import refuse_unstorable_params
 
 # GET-only documents: CSRF-exempt so other methods get 405, not a CSRF page.
 as_metadata = public_cors(csrf_exempt(AuthorizationServerMetadataView.as_view()), "GET, OPTIONS")

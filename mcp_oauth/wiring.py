@@ -26,15 +26,16 @@ from django.utils.module_loading import autodiscover_modules
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views.mixins import OAuthLibMixin
 
-from . import checks, features  # checks: registers the system checks
-from .authorization_server.auth_extensions import register_auth_extensions
-from .authorization_server.clients import connect_receivers as connect_client_cache_receivers
-from .lifecycle import connect as connect_user_lifecycle
-from .lifecycle import connect_client as connect_client_lifecycle
-from .resource_server.cache import connect_receivers as connect_token_cache_receivers
-from .settings import apply_dot_defaults, mcp_oauth_settings
-from .signals import sync_default_resource
-from .transport import sessions, wakeup
+from mcp_oauth import checks
+from mcp_oauth.authorization_server.auth_extensions import register_auth_extensions
+from mcp_oauth.authorization_server.clients import connect_receivers as connect_client_cache_receivers
+from mcp_oauth.authorization_server.lifecycle import connect as connect_user_lifecycle
+from mcp_oauth.authorization_server.lifecycle import connect_client as connect_client_lifecycle
+from mcp_oauth.mcp_server import features  # checks: registers the system checks
+from mcp_oauth.mcp_server.transport import sessions, wakeup
+from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
+from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
+from mcp_oauth.signals import sync_default_resource
 
 __all__ = ["drop_cached_oauthlib_servers", "wire"]
 
@@ -51,7 +52,7 @@ def wire(app_config: AppConfig) -> None:
     connect_user_lifecycle(get_user_model())
     connect_client_lifecycle(get_application_model())
     post_migrate.connect(sync_default_resource, sender=app_config, dispatch_uid="mcp_oauth.sync_default_resource")
-    # The MCP method table: the transport core's methods plus the features' (mcp_oauth.features).
+    # The MCP method table: the transport core's methods plus the features' (mcp_oauth.mcp_server.features).
     features.install()
     register_auth_extensions()
     autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)

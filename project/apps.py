@@ -12,8 +12,8 @@ def ensure_api_resource(**kwargs):
     endpoint's tokens are not accepted there, and the other way round.
     """
     from mcp_oauth.models import ProtectedResource
-    from mcp_oauth.resources import canonicalize_resource
     from mcp_oauth.settings import mcp_oauth_settings
+    from mcp_oauth.shared.resource_uris import canonicalize_resource
 
     if not mcp_oauth_settings.BASE_URL:
         return None

@@ -1,11 +1,11 @@
 """ASGI entry point of the reference site.
 
-The MCP endpoint is served by the lean lane (:func:`mcp_oauth.transport.asgi.mcp_lane`) before
+The MCP endpoint is served by the lean lane (:func:`mcp_oauth.mcp_server.transport.asgi.mcp_lane`) before
 Django's middleware stack, the token endpoint by the token lane in one thread hop
 (:func:`mcp_oauth.authorization_server.asgi.token_lane`); every other path (pages, admin, the
 other OAuth endpoints) by Django. The health probes (``/healthz``, ``/readyz``) and the ASGI
 lifespan are answered first, by :func:`mcp_oauth.health.health_lane` (it chains the drain
-handler that ends open streams on SIGTERM, :mod:`mcp_oauth.drain`).
+handler that ends open streams on SIGTERM, :mod:`mcp_oauth.mcp_server.drain`).
 
 Once the application is built, everything it loaded (modules, settings, URL patterns, the apps'
 models and admin: ~130,000 objects) is moved out of the garbage collector's reach with
@@ -23,7 +23,7 @@ django_application = get_asgi_application()
 
 from mcp_oauth.authorization_server.asgi import token_lane  # noqa: E402 - after Django is set up
 from mcp_oauth.health import health_lane  # noqa: E402
-from mcp_oauth.transport.asgi import mcp_lane  # noqa: E402
+from mcp_oauth.mcp_server.transport.asgi import mcp_lane  # noqa: E402
 
 # health_lane outermost: the probes before anything else, and the drain hook on lifespan.startup.
 application = health_lane(token_lane(mcp_lane(django_application)))

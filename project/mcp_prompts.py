@@ -5,7 +5,7 @@ from __future__ import annotations
 import mcp_types as types
 from asgiref.sync import sync_to_async
 
-from mcp_oauth.registry import RequestContext, prompt
+from mcp_oauth.mcp_server.registry import RequestContext, prompt
 
 from .mcp_resources import _my_notes
 

@@ -8,8 +8,8 @@
 
 from __future__ import annotations
 
-from mcp_oauth.registry import ModelResource, RequestContext, resource
-from mcp_oauth.registry.resources import registry
+from mcp_oauth.mcp_server.registry import ModelResource, RequestContext, resource
+from mcp_oauth.mcp_server.registry.resources import registry
 
 from .models import Note
 

@@ -10,7 +10,7 @@ from pydantic import Field
 from elicitation.api import ConnectedAccount, elicit_form, elicit_url, reconnect, require_connection
 from elicitation.form import ElicitationSchema
 from elicitation.providers import ProviderError, fetch_json
-from mcp_oauth.tools import ToolContext, ToolError, tool
+from mcp_oauth.mcp_server.tools import ToolContext, ToolError, tool
 
 
 @tool(scopes=["mcp"], title="Who am I?")

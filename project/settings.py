@@ -19,7 +19,7 @@
 | MCP_WAKEUP_URL | unset: REDIS_URL when set, else in-process wake-ups; "postgres" for LISTEN/NOTIFY |
 | MCP_SSE_POLL_INTERVAL_SECONDS | 0.25: how often waiting streams poll when no shared wake-up channel is configured |
 | MCP_THROTTLE_RATES | JSON merged over the default THROTTLE_RATES, e.g. '{"token": null}' |
-| MCP_DRAIN_DELAY_SECONDS | 0: seconds a worker told to stop keeps accepting, readiness 503, before it stops (mcp_oauth.drain) |
+| MCP_DRAIN_DELAY_SECONDS | 0: seconds a worker told to stop keeps accepting, readiness 503, before it stops (mcp_oauth.mcp_server.drain) |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
 | DJANGO_SECURE_SSL_REDIRECT | "1" without DEBUG: http requests are redirected to https |
 | DJANGO_HSTS_SECONDS | 31536000 without DEBUG (Strict-Transport-Security max-age) |
@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from mcp_oauth.loopback import is_loopback_host
+from mcp_oauth.shared.loopback import is_loopback_host
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -68,7 +68,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "mcp_oauth.overload.OverloadMiddleware",  # first: 503 + Retry-After when the DB pool or cache is exhausted
+    "mcp_oauth.shared.overload.OverloadMiddleware",  # first: 503 + Retry-After when the DB pool or cache is exhausted
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from the ASGI app itself (uvicorn)
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -117,7 +117,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django's built-in psycopg pool (Django >= 5.1): bounded connections per process; a request
-    # that waits longer than "timeout" for one gets 503 + Retry-After (mcp_oauth.overload).
+    # that waits longer than "timeout" for one gets 503 + Retry-After (mcp_oauth.shared.overload).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "pool": {
@@ -133,7 +133,7 @@ REDIS_URL = os.environ.get("REDIS_URL") or None
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "mcp_oauth.redis_cache.RedisCache",  # Django's, reusing its redis client
+            "BACKEND": "mcp_oauth.shared.redis_cache.RedisCache",  # Django's, reusing its redis client
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "mcp"),
             "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 1},
@@ -146,7 +146,7 @@ PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.Argon2PasswordHasher",
     "django.contrib.auth.hashers.BCryptSHA256PasswordHasher",
     "django.contrib.auth.hashers.ScryptPasswordHasher",
-    "mcp_oauth.client_secrets.ClientSecretHasher",  # OAuth client secrets (mcp_oauth.client_secrets)
+    "mcp_oauth.authorization_server.client_secrets.ClientSecretHasher",  # OAuth client secrets (mcp_oauth.authorization_server.client_secrets)
 ]
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -195,7 +195,7 @@ MCP_OAUTH = {
     "SSE_POLL_INTERVAL_SECONDS": float(os.environ.get("MCP_SSE_POLL_INTERVAL_SECONDS", "0.25")),
     # e.g. MCP_THROTTLE_RATES='{"token": null}' (JSON) for a load test from one address
     "THROTTLE_RATES": json.loads(os.environ.get("MCP_THROTTLE_RATES", "{}")),
-    # seconds a stopping worker keeps accepting (readiness 503) before it stops (mcp_oauth.drain)
+    # seconds a stopping worker keeps accepting (readiness 503) before it stops (mcp_oauth.mcp_server.drain)
     "DRAIN_DELAY_SECONDS": float(os.environ.get("MCP_DRAIN_DELAY_SECONDS", "0")),
 }
 

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import TemplateView
 
-from mcp_oauth.ui_headers import secure_ui_view
+from mcp_oauth.shared.ui_headers import secure_ui_view
 
 from . import api
 

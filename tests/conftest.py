@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
-from mcp_oauth import throttling
+from mcp_oauth.shared import throttling
 
 from .browser import pytest_collection_modifyitems, pytest_terminal_summary  # noqa: F401 - hooks: no Chromium, one line
 
@@ -25,7 +25,7 @@ def _base_url(settings):
     settings.ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
     settings.PASSWORD_HASHERS = [
         "django.contrib.auth.hashers.MD5PasswordHasher",  # fast test users
-        "mcp_oauth.client_secrets.ClientSecretHasher",  # client secrets (DOT CLIENT_SECRET_HASHER)
+        "mcp_oauth.authorization_server.client_secrets.ClientSecretHasher",  # client secrets (DOT CLIENT_SECRET_HASHER)
     ]
     from django.core.cache import caches
 
@@ -98,7 +98,7 @@ def service(resource):
 
 @pytest.fixture
 def steady_throttle_clock(monkeypatch):
-    """The throttles' clock (:mod:`mcp_oauth.throttling`) stands still at the start of a minute, in
+    """The throttles' clock (:mod:`mcp_oauth.shared.throttling`) stands still at the start of a minute, in
     the middle of an hour: a test that counts up to a limit cannot straddle a fixed window's
     boundary, where the count starts again. Nothing else's clock is touched."""
     now = int(time.time() // 3600) * 3600 + 1800.0

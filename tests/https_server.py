@@ -331,7 +331,7 @@ class FakeDNS:
 
 @pytest.fixture
 def cimd_dns(monkeypatch) -> FakeDNS:
-    from mcp_oauth.cimd import fetcher
+    from mcp_oauth.authorization_server.cimd import fetcher
 
     dns = FakeDNS({name: [LOOPBACK] for name in TEST_HOSTS})
     monkeypatch.setattr(fetcher, "resolve_host", dns)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from mcp_oauth.mcp_tasks import TaskPolicy
-from mcp_oauth.tools import InputRequest, ToolContext, tool
+from mcp_oauth.mcp_server.mcp_tasks import TaskPolicy
+from mcp_oauth.mcp_server.tools import InputRequest, ToolContext, tool
 
 CONFIRM = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
 

@@ -8,8 +8,8 @@ from urllib.parse import urlencode
 import pytest
 
 from mcp_oauth.adapter import DefaultMCPAdapter, get_adapter
+from mcp_oauth.authorization_server.trust import Verdict
 from mcp_oauth.models import AuditEvent
-from mcp_oauth.trust import Verdict
 
 from .oauth_helpers import authorize_params, pkce_pair, redirect_query
 

@@ -342,7 +342,7 @@ def test_audit_filter_by_kind(admin, populated):
 
 
 def test_refresh_now_starts_a_fetch_despite_the_backoff(admin, populated, monkeypatch):
-    from mcp_oauth.cimd import cache as cimd_cache
+    from mcp_oauth.authorization_server.cimd import cache as cimd_cache
 
     entry = ClientMetadataDocument.objects.get()
     ClientMetadataDocument.objects.filter(pk=entry.pk).update(retry_after=timezone.now() + timedelta(hours=1))

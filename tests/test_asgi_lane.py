@@ -1,4 +1,4 @@
-"""The lean ASGI lane (mcp_oauth.transport.asgi): the MCP endpoint served before Django's
+"""The lean ASGI lane (mcp_oauth.mcp_server.transport.asgi): the MCP endpoint served before Django's
 middleware stack with the same view, every other path by Django unchanged."""
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.http import HttpResponse
 from django.http.request import HttpHeaders
 
+from mcp_oauth.mcp_server.tools import ToolRegistry
+from mcp_oauth.mcp_server.transport.asgi import McpLane, ScopeHeaders
+from mcp_oauth.mcp_server.transport.security_headers import add_security_headers
+from mcp_oauth.mcp_server.transport.views import McpView
 from mcp_oauth.models import ProtectedResource
-from mcp_oauth.tools import ToolRegistry
-from mcp_oauth.transport.asgi import McpLane, ScopeHeaders
-from mcp_oauth.transport.security_headers import add_security_headers
-from mcp_oauth.transport.views import McpView
 
 from .asgi_client import asgi_call, http_scope
 
@@ -206,7 +206,7 @@ def test_the_loop_receivers_follow_connects_and_disconnects(lane, token):
 
 
 def test_a_cold_call_hops_to_one_pooled_thread_and_returns_it(lane, token, monkeypatch):
-    from mcp_oauth.transport import asgi as lane_module
+    from mcp_oauth.mcp_server.transport import asgi as lane_module
 
     threads: list = []
     original = lane_module.RequestThread
@@ -227,7 +227,7 @@ def test_a_cold_call_hops_to_one_pooled_thread_and_returns_it(lane, token, monke
     assert len(lane_module._threads._idle) == idle  # the pooled thread came back; no new one kept
 
 
-# --- GET: the session stream served on ASGI messages (mcp_oauth.transport.stream_lane) ----------
+# --- GET: the session stream served on ASGI messages (mcp_oauth.mcp_server.transport.stream_lane) ----------
 
 NOTE = {"method": "notifications/message", "params": {"level": "info", "data": "hi"}}
 
@@ -311,8 +311,8 @@ class OpenStream:
 def test_get_stream_through_the_lane_sends_the_outbox_then_new_rows(lane, token, session):
     from asgiref.sync import sync_to_async
 
-    from mcp_oauth.transport.sessions import enqueue_session_message
-    from mcp_oauth.transport.wakeup import hub, session_topic
+    from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
+    from mcp_oauth.mcp_server.transport.wakeup import hub, session_topic
 
     first = enqueue_session_message(session.pk, {"method": "notifications/first"})
 
@@ -339,7 +339,7 @@ def test_get_stream_through_the_lane_sends_the_outbox_then_new_rows(lane, token,
 
 
 def test_get_stream_through_the_lane_resumes_after_last_event_id(lane, token, session):
-    from mcp_oauth.transport.sessions import enqueue_session_message
+    from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 
     rows = [enqueue_session_message(session.pk, {"method": f"notifications/n{i}"}) for i in range(4)]
 
@@ -376,7 +376,7 @@ def test_get_stream_through_the_lane_ends_when_the_session_is_deleted(lane, toke
 def test_an_idle_lane_stream_keeps_no_task_and_reads_nothing(lane, token, session, settings, monkeypatch):
     """Between events a stream is its request's coroutine and a small state object: no task of
     its own, no outbox read (pushed wake-ups), only a ``: keepalive`` now and then."""
-    from mcp_oauth.transport import stream_lane
+    from mcp_oauth.mcp_server.transport import stream_lane
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SSE_KEEPALIVE_SECONDS": 0.3}
     monkeypatch.setattr(stream_lane.wakeup.WakeupHub, "shared", property(lambda self: True))
@@ -414,8 +414,8 @@ def test_a_lane_stream_whose_session_ended_without_a_wake_up_ends_at_its_next_to
     process ended it without one): the stream ends at its next touch instead of living on."""
     from django.utils import timezone
 
+    from mcp_oauth.mcp_server.transport import stream_lane
     from mcp_oauth.models import McpSession
-    from mcp_oauth.transport import stream_lane
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SSE_KEEPALIVE_SECONDS": 0.3, "SESSION_IDLE_TIMEOUT_SECONDS": 1}
     monkeypatch.setattr(stream_lane.wakeup.WakeupHub, "shared", property(lambda self: True))
@@ -484,7 +484,7 @@ _request_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_var"
 
 
 def test_one_hop_runs_the_call_on_a_pooled_thread_with_the_callers_context():
-    from mcp_oauth.transport import asgi as lane_module
+    from mcp_oauth.mcp_server.transport import asgi as lane_module
 
     idle = len(lane_module._threads._idle)
 
@@ -505,7 +505,7 @@ def test_one_hop_runs_the_call_on_a_pooled_thread_with_the_callers_context():
 
 
 def test_one_hop_hands_the_calls_exception_to_the_caller():
-    from mcp_oauth.transport.asgi import call_on_request_thread
+    from mcp_oauth.mcp_server.transport.asgi import call_on_request_thread
 
     def failing() -> None:
         raise LookupError("from the thread")
@@ -518,7 +518,7 @@ def test_one_hop_hands_the_calls_exception_to_the_caller():
 
 
 def test_a_caller_that_leaves_does_not_interrupt_the_call_and_the_thread_comes_back():
-    from mcp_oauth.transport import asgi as lane_module
+    from mcp_oauth.mcp_server.transport import asgi as lane_module
 
     started, release, finished = threading.Event(), threading.Event(), threading.Event()
 
@@ -549,7 +549,7 @@ def test_a_caller_that_leaves_does_not_interrupt_the_call_and_the_thread_comes_b
 
 
 def test_one_hop_calls_beyond_the_cap_wait_without_a_thread(monkeypatch):
-    from mcp_oauth.transport import asgi as lane_module
+    from mcp_oauth.mcp_server.transport import asgi as lane_module
 
     monkeypatch.setattr(lane_module, "CALL_THREADS", 2)
     monkeypatch.setattr(lane_module, "_call_slots", lane_module.weakref.WeakKeyDictionary())
@@ -598,8 +598,8 @@ def _modern_headers(token, name: str, body: bytes) -> dict:
 
 
 def _waiting_tool_view(seen: dict):
-    from mcp_oauth.tools import ToolRegistry
-    from mcp_oauth.transport.views import McpView
+    from mcp_oauth.mcp_server.tools import ToolRegistry
+    from mcp_oauth.mcp_server.transport.views import McpView
 
     registry = ToolRegistry("lane-leave")
 

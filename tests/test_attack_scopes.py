@@ -1,4 +1,4 @@
-"""Attack/review of the scope fast path added with commit 03e5ea4 (mcp_oauth.scopes.missing: when
+"""Attack/review of the scope fast path added with commit 03e5ea4 (mcp_oauth.shared.scopes.missing: when
 every needed scope is granted literally, the hierarchy is not expanded). Held: the answer is the
 old one (hierarchy expansion) for every input shape, hierarchy, cycles, duplicates, iterators."""
 
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from mcp_oauth import scopes
+from mcp_oauth.shared import scopes
 
 
 def old_missing(granted, needed):

@@ -1,4 +1,4 @@
-"""Attack/review tests of commit 4713acb (mcp_oauth.lifecycle.revoke_on_delete locks the user's
+"""Attack/review tests of commit 4713acb (mcp_oauth.authorization_server.lifecycle.revoke_on_delete locks the user's
 pending authorization codes, takes the SQLite write lock, then revokes and deletes the tokens).
 
 The README promises: "Deleting an account or a client while one of its grants is in flight (a code
@@ -132,7 +132,7 @@ def test_the_admin_can_delete_a_user_who_consented(client, user, resource, publi
     cannot be deleted in the admin at all. ConsentAdmin.has_delete_permission is False ("revoke
     instead"), and the admin refuses to delete an object whose cascade includes rows the admin user
     may not delete (403 PermissionDenied, also for a superuser). Expected: the deletion works
-    (the consent rows go with the account; mcp_oauth.lifecycle revokes the grants first).
+    (the consent rows go with the account; mcp_oauth.authorization_server.lifecycle revokes the grants first).
     Fix: ConsentAdmin.has_delete_permission(request, obj) True when obj is None... or rather leave
     the per-object permission off but don't block cascades: e.g. override UserAdmin.get_deleted_objects
     to drop Consent from perms_needed, or make has_delete_permission return True for the cascade."""
@@ -155,7 +155,7 @@ def test_a_deletion_that_locks_the_codes_first_makes_the_exchange_lose(
     tokens it had inserted roll back: nothing of the user is left."""
     if connection.vendor != "postgresql":
         pytest.skip("row locks: PostgreSQL")
-    from mcp_oauth import lifecycle
+    from mcp_oauth.authorization_server import lifecycle
 
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from mcp_oauth.mcp_tasks import jobs
+from mcp_oauth.mcp_server.mcp_tasks import jobs
 from mcp_oauth.models import McpTask
 
 from .browser import chromium_executable, log_in, open_chromium, require_chromium, shot  # noqa: F401

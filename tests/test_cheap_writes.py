@@ -1,9 +1,9 @@
-"""One-row writes and reads without the ORM's compiler (mcp_oauth.db), and the refresh rotation built on them.
+"""One-row writes and reads without the ORM's compiler (mcp_oauth.shared.db), and the refresh rotation built on them.
 
-* :func:`mcp_oauth.db.insert` stores exactly what ``Model.objects.create()`` stores (compared
+* :func:`mcp_oauth.shared.db.insert` stores exactly what ``Model.objects.create()`` stores (compared
   column by column, as the database returns them: datetimes, UUIDs, JSON, booleans) and sends
   ``pre_save`` / ``post_save`` as ``save()`` does, only when they have receivers;
-* :func:`mcp_oauth.db.from_row` reads a hand-selected row as the ORM reads it;
+* :func:`mcp_oauth.shared.db.from_row` reads a hand-selected row as the ORM reads it;
 * the rotation's hand-written statements: the access tokens it deletes leave the token cache
   (a warm cache refuses them at once), ``post_delete`` goes to their receivers, and a grant
   takes the number of statements it is meant to.
@@ -21,9 +21,9 @@ from django.db.models.signals import post_delete, post_save, pre_delete, pre_sav
 from django.test.utils import CaptureQueriesContext
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model, set_token_value
 
-from mcp_oauth import db
 from mcp_oauth.models import AuditEvent, RedeemedAuthorizationCode, RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.resource_server.cache import TOKEN_PREFIX, TOMBSTONE, token_checksum
+from mcp_oauth.shared import db
 
 from .oauth_helpers import bearer_works, first_pair
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from mcp_oauth.cimd.errors import AddressRefused, FetchFailed, InvalidDocument
-from mcp_oauth.cimd.fetcher import SafeMetadataFetcher
+from mcp_oauth.authorization_server.cimd.errors import AddressRefused, FetchFailed, InvalidDocument
+from mcp_oauth.authorization_server.cimd.fetcher import SafeMetadataFetcher
 
 from .https_server import canary, cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 

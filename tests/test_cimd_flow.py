@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from mcp_oauth.cimd import cache, leased_fetch
+from mcp_oauth.authorization_server.cimd import cache, leased_fetch
 from mcp_oauth.models import AuditEvent, ClientMetadataDocument
 
 from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
@@ -365,7 +365,7 @@ def test_no_second_fetch_by_a_request_that_read_the_row_before_a_fetch_completed
 def test_broker_failure_falls_back_to_fetching_in_process(cimd_env, logged_in, monkeypatch):
     from kombu.exceptions import OperationalError
 
-    from mcp_oauth.cimd import tasks
+    from mcp_oauth.authorization_server.cimd import tasks
 
     def broker_down(*args, **kwargs):
         raise OperationalError("connection refused")
@@ -405,7 +405,7 @@ def test_trust_policy_refusal_happens_before_any_fetch(cimd_env, logged_in, sett
 @pytest.mark.django_db(transaction=True)
 def test_request_waits_for_a_worker_that_fetches(cimd_env, client, user, resource, monkeypatch):
     """Non-eager Celery: the request enqueues, a worker (a thread here) fetches, the request waits and succeeds."""
-    from mcp_oauth.cimd import tasks
+    from mcp_oauth.authorization_server.cimd import tasks
 
     worker_threads = []
 

@@ -7,10 +7,14 @@ from email.utils import format_datetime
 
 import pytest
 
-from mcp_oauth.cimd.addresses import vet_address
-from mcp_oauth.cimd.errors import AddressRefused, InvalidClientIdURL, InvalidDocument
-from mcp_oauth.cimd.fetcher import freshness_lifetime
-from mcp_oauth.cimd.metadata_document import redirect_uri_allowed, validate_client_id_url, validate_document
+from mcp_oauth.authorization_server.cimd.addresses import vet_address
+from mcp_oauth.authorization_server.cimd.errors import AddressRefused, InvalidClientIdURL, InvalidDocument
+from mcp_oauth.authorization_server.cimd.fetcher import freshness_lifetime
+from mcp_oauth.authorization_server.cimd.metadata_document import (
+    redirect_uri_allowed,
+    validate_client_id_url,
+    validate_document,
+)
 
 from .https_server import with_members
 

@@ -1,5 +1,5 @@
 """Client secrets: a fast keyed hash for machine secrets, legacy hashes upgraded on use,
-failures throttled per caller and client (mcp_oauth.client_secrets)."""
+failures throttled per caller and client (mcp_oauth.authorization_server.client_secrets)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.authorization_server.client_authentication import check_client_secret
+from mcp_oauth.authorization_server.client_secrets import ClientSecretHasher, hash_client_secret
 from mcp_oauth.checks import check_client_secret_hasher, check_fast_client_secret_hasher
-from mcp_oauth.client_secrets import ClientSecretHasher, hash_client_secret
 
 from .oauth_helpers import basic
 
@@ -155,4 +155,7 @@ def test_check_reports_a_hasher_missing_from_password_hashers(settings):
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CLIENT_SECRET_HASHER": "mcp_oauth_sha256"}
     messages = check_client_secret_hasher(None)
     assert [message.id for message in messages] == ["mcp_oauth.E050"]
-    assert isinstance(messages[0], Error) and "mcp_oauth.client_secrets.ClientSecretHasher" in messages[0].hint
+    assert (
+        isinstance(messages[0], Error)
+        and "mcp_oauth.authorization_server.client_secrets.ClientSecretHasher" in messages[0].hint
+    )

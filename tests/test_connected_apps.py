@@ -1,4 +1,4 @@
-"""The connected-apps page (``/oauth/connected-apps/``) and :func:`mcp_oauth.grants.revoke_user_grants`."""
+"""The connected-apps page (``/oauth/connected-apps/``) and :func:`mcp_oauth.authorization_server.grants.revoke_user_grants`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from oauth2_provider.models import (
     set_token_value,
 )
 
-from mcp_oauth.grants import revoke_user_grants, user_grants
+from mcp_oauth.authorization_server.grants import revoke_user_grants, user_grants
 from mcp_oauth.models import AuditEvent, Consent
 
 pytestmark = pytest.mark.django_db

@@ -148,7 +148,7 @@ def redis_token_cache(settings):
     require_redis()
     settings.CACHES = {
         "default": {
-            "BACKEND": "mcp_oauth.redis_cache.RedisCache",
+            "BACKEND": "mcp_oauth.shared.redis_cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "decoded-" + secrets.token_hex(4),
         }

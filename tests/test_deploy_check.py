@@ -132,7 +132,8 @@ def test_the_docs_name_the_client_secret_hasher_check_by_its_id(settings):
     assert fired == ["mcp_oauth.W051"]
     text = PRODUCTION_PAGE.read_text()
     named = re.findall(
-        r"`mcp_oauth\.client_secrets\.ClientSecretHasher` in `PASSWORD_HASHERS` \(check `([^`]+)`\)", text
+        r"`mcp_oauth\.authorization_server\.client_secrets\.ClientSecretHasher` in `PASSWORD_HASHERS` \(check `([^`]+)`\)",
+        text,
     )
     assert named == fired
 
@@ -190,7 +191,7 @@ def test_leaving_http_out_of_the_schemes_warns_that_desktop_clients_break(settin
     ],
 )
 def test_redirect_scheme_rule(uri, allowed):
-    from mcp_oauth.redirects import redirect_scheme_allowed
+    from mcp_oauth.shared.redirect_uris import redirect_scheme_allowed
 
     assert redirect_scheme_allowed(uri) is allowed
 

@@ -23,16 +23,16 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.checks import Error, run_checks
 
-import mcp_oauth.registry as registry_package
-import mcp_oauth.registry.prompts as prompts_module
-import mcp_oauth.registry.resources as resources_module
-import mcp_oauth.tools as tools_module
+import mcp_oauth.mcp_server.registry as registry_package
+import mcp_oauth.mcp_server.registry.prompts as prompts_module
+import mcp_oauth.mcp_server.registry.resources as resources_module
+import mcp_oauth.mcp_server.tools as tools_module
 from elicitation.settings import DEFAULTS as ELICITATION_DEFAULTS
-from mcp_oauth.registry.prompts import PromptRegistry
-from mcp_oauth.registry.resources import ResourceRegistry
+from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
+from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
+from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
 from mcp_oauth.settings import DEFAULTS as MCP_OAUTH_DEFAULTS
 from mcp_oauth.settings import DOT_SECURE_DEFAULTS
-from mcp_oauth.tools import ToolContext, ToolRegistry
 
 from .test_modern import body, call_tool, post, result_of
 
@@ -180,7 +180,7 @@ def fresh_registries(settings, monkeypatch):
     monkeypatch.setattr(resources_module, "resource_template", resources.resource_template)
     monkeypatch.setattr(prompts_module, "registry", prompts)
     monkeypatch.setattr(prompts_module, "prompt", prompts.prompt)
-    # ``from mcp_oauth.registry import resource, prompt`` (the samples): the package's own names
+    # ``from mcp_oauth.mcp_server.registry import resource, prompt`` (the samples): the package's own names
     monkeypatch.setattr(registry_package, "resource", resources.resource)
     monkeypatch.setattr(registry_package, "resource_template", resources.resource_template)
     monkeypatch.setattr(registry_package, "prompt", prompts.prompt)

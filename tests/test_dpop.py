@@ -506,7 +506,7 @@ def test_cors_lets_browser_clients_send_proofs_and_read_nonces(client, resource)
 
 def test_htu_in_either_loopback_spelling(client, settings, user, public_app, mint_token):
     """On a loopback development site the proof may name the URL in the spelling the client used
-    (mcp_oauth.origins); ``BASE_URL``'s spelling is always the request URL (behind a proxy too)."""
+    (mcp_oauth.shared.origins); ``BASE_URL``'s spelling is always the request URL (behind a proxy too)."""
     from datetime import timedelta
 
     from django.utils import timezone

@@ -119,7 +119,7 @@ def test_replayed_proof_is_refused_by_another_worker(settings, django_user_model
     base = f"http://127.0.0.1:{port_a}"
     prefix = "dpop-" + secrets.token_hex(4)
     settings.CACHES = {
-        "default": {"BACKEND": "mcp_oauth.redis_cache.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
+        "default": {"BACKEND": "mcp_oauth.shared.redis_cache.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": prefix}
     }
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": base}
     settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]

@@ -1,4 +1,4 @@
-"""DPoP on the lean ASGI lane (mcp_oauth.transport.asgi): a warm DPoP request is checked on the
+"""DPoP on the lean ASGI lane (mcp_oauth.mcp_server.transport.asgi): a warm DPoP request is checked on the
 event loop (no thread hop, like a Bearer one), and what the loop does not accept (a replay, a
 stolen token) gets the exact answer from the thread path."""
 
@@ -10,7 +10,7 @@ import json
 import pytest
 from asgiref import sync as asgiref_sync
 
-from mcp_oauth.transport.asgi import McpLane
+from mcp_oauth.mcp_server.transport.asgi import McpLane
 
 from .asgi_client import asgi_call
 from .dpop_helpers import DPoPKey

@@ -48,9 +48,9 @@ from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types import ElicitCompleteNotification, ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
 
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection
+from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 from mcp_oauth.models import AuditEvent, McpSession
 from mcp_oauth.signals import ensure_default_resource
-from mcp_oauth.transport.sessions import enqueue_session_message
 
 from .live import HeadlessBrowser, forms_of, free_port, run_asgi_server
 from .test_e2e_python_sdk import Live, MemoryStorage, make_provider

@@ -995,7 +995,10 @@ def test_validate_endpoint_url_accepts(url):
     [
         ("http://auth.example.com/authorize", "scheme"),
         ("http://10.0.0.1/token", "scheme"),
-        ("http://dev.localhost/x", "scheme"),  # only localhost itself and loopback IP literals (mcp_oauth.loopback)
+        (
+            "http://dev.localhost/x",
+            "scheme",
+        ),  # only localhost itself and loopback IP literals (mcp_oauth.shared.loopback)
         ("ftp://auth.example.com/x", "scheme"),
         ("javascript:alert(1)", "scheme"),
         ("https:///nohost", "scheme"),

@@ -31,8 +31,8 @@ from elicitation.form import (
     validate_requested_schema,
 )
 from elicitation.models import Elicitation
+from mcp_oauth.mcp_server.tools import McpError, ToolContext, registry
 from mcp_oauth.models import McpSession
-from mcp_oauth.tools import McpError, ToolContext, registry
 from project.mcp_tools import ASK_NAME_FORM
 
 from .live import HeadlessBrowser

@@ -45,8 +45,8 @@ from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, 
 from elicitation.tasks import notify_elicitation_complete
 from elicitation.url_mode import complete_elicitation, create_url_elicitation, supports_url
 from elicitation.views import SESSION_KEY
+from mcp_oauth.mcp_server.transport.sessions import end_session
 from mcp_oauth.models import AuditEvent, McpSession, McpSessionEvent
-from mcp_oauth.transport.sessions import end_session
 
 from .elicitation_helpers import (
     PASSWORD,

@@ -57,10 +57,10 @@ from elicitation.url_mode import (
     supports_url,
 )
 from elicitation.views import SESSION_KEY
+from mcp_oauth.mcp_server.tools import ToolContext, ToolError
+from mcp_oauth.mcp_server.transport.sessions import end_session
 from mcp_oauth.models import AuditEvent, McpSession
 from mcp_oauth.signals import ensure_default_resource
-from mcp_oauth.tools import ToolContext, ToolError
-from mcp_oauth.transport.sessions import end_session
 
 from .elicitation_helpers import (
     FORM_CAPS,
@@ -1120,7 +1120,7 @@ def test_a_finished_page_wakes_whoever_waits_for_the_row(settings, user, provide
     from asgiref.sync import sync_to_async
 
     from elicitation.service import finish_elicitation, outcome_topic
-    from mcp_oauth.transport import wakeup
+    from mcp_oauth.mcp_server.transport import wakeup
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "WAKEUP_URL": None}
     row = create_url_elicitation(user=user, session=None, message="Key?", kind="secret", secret_name="k")
@@ -1282,7 +1282,7 @@ def test_require_connection_without_a_connection_raises_32042(user, provider, se
 
 @pytest.mark.django_db
 def test_require_connection_needs_a_user(public_app, resource, provider):
-    from mcp_oauth.tools import ToolError
+    from mcp_oauth.mcp_server.tools import ToolError
 
     session = McpSession.objects.create(
         user=None,

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import RequestFactory
 from oauth2_provider.models import get_application_model
 
-from mcp_oauth.enterprise_admin import EnterpriseIdentityAdmin, EnterpriseIdentityInline
+from mcp_oauth.admin.enterprise import EnterpriseIdentityAdmin, EnterpriseIdentityInline
 from mcp_oauth.models import ClientProfile, EnterpriseIdentity, EnterpriseIdentityProvider
 
 from .jwt_keys import make_key

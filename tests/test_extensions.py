@@ -1,4 +1,4 @@
-"""MCP extensions offered in ``capabilities.extensions`` (``mcp_oauth.transport.extensions``) in both
+"""MCP extensions offered in ``capabilities.extensions`` (``mcp_oauth.mcp_server.transport.extensions``) in both
 eras, and what a client declared."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mcp_oauth.transport.extensions import (
+from mcp_oauth.mcp_server.transport.extensions import (
     client_extension,
     register_extension,
     server_extensions,

@@ -1,4 +1,4 @@
-"""The composition module (mcp_oauth.features), the transport's capability announcement and the
+"""The composition module (mcp_oauth.mcp_server.features), the transport's capability announcement and the
 base the tool and prompt registries share (issue 20)."""
 
 from __future__ import annotations
@@ -12,30 +12,35 @@ import pytest
 from django.core.checks import run_checks
 
 import mcp_oauth
-from mcp_oauth import features
-from mcp_oauth.mcp_tasks.listen import listen_tasks
-from mcp_oauth.registry.base import NamedRegistry
-from mcp_oauth.registry.handlers import get_prompt_registry
-from mcp_oauth.registry.prompts import PromptRegistry
-from mcp_oauth.registry.resources import ResourceRegistry, active_resource_registry
+from mcp_oauth.mcp_server import features
+from mcp_oauth.mcp_server.mcp_tasks.listen import listen_tasks
+from mcp_oauth.mcp_server.registry.base import NamedRegistry
+from mcp_oauth.mcp_server.registry.handlers import get_prompt_registry
+from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
+from mcp_oauth.mcp_server.registry.resources import ResourceRegistry, active_resource_registry
+from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
+from mcp_oauth.mcp_server.transport import capabilities, modern, tool_methods
+from mcp_oauth.mcp_server.transport.methods import methods
+from mcp_oauth.mcp_server.transport.table import LEGACY, MODERN, MethodTable
 from mcp_oauth.settings import mcp_oauth_settings
-from mcp_oauth.tools import ToolContext, ToolRegistry
-from mcp_oauth.transport import capabilities, modern, tool_methods
-from mcp_oauth.transport.methods import methods
-from mcp_oauth.transport.table import LEGACY, MODERN, MethodTable
 
 TRANSPORT = Path(mcp_oauth.__file__).parent / "transport"
-FEATURES = ("mcp_oauth.registry", "mcp_oauth.mcp_tasks", "mcp_oauth.tools", "mcp_oauth.features")
+FEATURES = (
+    "mcp_oauth.mcp_server.registry",
+    "mcp_oauth.mcp_server.mcp_tasks",
+    "mcp_oauth.mcp_server.tools",
+    "mcp_oauth.mcp_server.features",
+)
 
 
 def _imported(path: Path) -> set[str]:
-    """Every module ``path`` imports (at any level, relative ones resolved from mcp_oauth.transport)."""
+    """Every module ``path`` imports (at any level, relative ones resolved from mcp_oauth.mcp_server.transport)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = "mcp_oauth.transport" if node.level == 1 else "mcp_oauth" if node.level == 2 else ""
+            base = "mcp_oauth.mcp_server.transport" if node.level == 1 else "mcp_oauth" if node.level == 2 else ""
             module = ".".join(part for part in (base, node.module or "") if part)
             names.update(f"{module}.{alias.name}" for alias in node.names)
     return names

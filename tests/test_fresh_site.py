@@ -51,7 +51,7 @@ EDIT_URLS = """from django.urls import include
 
 urlpatterns += [path("", include("mcp_oauth.urls"))]"""
 COMMAND_MIGRATE = "python manage.py migrate"
-TOOLS_MODULE = '''from mcp_oauth.tools import ToolContext, tool
+TOOLS_MODULE = '''from mcp_oauth.mcp_server.tools import ToolContext, tool
 
 
 @tool(scopes=["mcp"])

@@ -1,4 +1,4 @@
-"""Graceful shutdown (mcp_oauth.drain): what a worker does with its open streams on SIGTERM.
+"""Graceful shutdown (mcp_oauth.mcp_server.drain): what a worker does with its open streams on SIGTERM.
 
 Real worker processes (uvicorn as ``make run`` serves, gunicorn + uvicorn workers as
 ``make serve``) on the test's PostgreSQL database and Redis (wake-ups, cache), no sticky
@@ -33,12 +33,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ResourceUpdatedNotification
 
-from mcp_oauth import drain
+from mcp_oauth.mcp_server import drain
+from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
+from mcp_oauth.mcp_server.transport.sse import outbox_stream
+from mcp_oauth.mcp_server.transport.wakeup import released
 from mcp_oauth.models import McpSession
 from mcp_oauth.signals import ensure_default_resource
-from mcp_oauth.transport.sessions import enqueue_session_message
-from mcp_oauth.transport.sse import outbox_stream
-from mcp_oauth.transport.wakeup import released
 
 from .live import free_port
 from .topology import REDIS_URL, require_postgres_and_redis
@@ -259,7 +259,7 @@ def test_gunicorn_rolling_restart_resumes_the_stream_on_the_new_worker(site):
 
 def test_get_stream_under_djangos_handler_ends_with_retry(user, public_app):
     """A site without the lean lane serves GET streams through Django's handler
-    (:func:`~mcp_oauth.transport.sse.outbox_stream`): the same retry hint when the worker drains."""
+    (:func:`~mcp_oauth.mcp_server.transport.sse.outbox_stream`): the same retry hint when the worker drains."""
     session = McpSession.objects.create(
         user=user,
         application=public_app,

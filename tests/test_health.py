@@ -15,8 +15,8 @@ import httpx2
 import pytest
 from django.test import override_settings
 
-from mcp_oauth import drain
 from mcp_oauth.health import CACHE_PROBE_KEY
+from mcp_oauth.mcp_server import drain
 
 from .live import free_port
 from .topology import REDIS_URL, database_url, require_postgres_and_redis

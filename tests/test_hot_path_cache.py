@@ -16,6 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
+from mcp_oauth.mcp_server.tools import ToolRegistry
+from mcp_oauth.mcp_server.transport.sessions import SESSION_PREFIX
 from mcp_oauth.models import McpSession, ProtectedResource
 from mcp_oauth.resource_server.cache import (
     TOKEN_PREFIX,
@@ -26,8 +28,6 @@ from mcp_oauth.resource_server.cache import (
     token_checksum,
 )
 from mcp_oauth.settings import mcp_oauth_settings
-from mcp_oauth.tools import ToolRegistry
-from mcp_oauth.transport.sessions import SESSION_PREFIX
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -166,7 +166,7 @@ def test_entries_never_outlive_the_token(resource, user, public_app, mint_token)
 def test_dotted_path_settings_are_imported_once(settings):
     settings.MCP_OAUTH = {
         **settings.MCP_OAUTH,
-        "TOOL_REGISTRY": "mcp_oauth.tools.registry",
+        "TOOL_REGISTRY": "mcp_oauth.mcp_server.tools.registry",
         "THROTTLE_KEY_FUNCTION": "tests.test_hot_path_cache.caller",
     }
     assert isinstance(mcp_oauth_settings.TOOL_REGISTRY, ToolRegistry)
@@ -184,7 +184,7 @@ def caller(request, scope):
     return "fixed"
 
 
-# --- the session cache (mcp_oauth.transport.sessions) -------------------------------------
+# --- the session cache (mcp_oauth.mcp_server.transport.sessions) -------------------------------------
 
 
 def _ping(token: str, session_id: str):

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from django.test import AsyncClient, AsyncRequestFactory, Client
 
-from mcp_oauth.registry.prompts import PromptRegistry
-from mcp_oauth.registry.resources import ResourceRegistry
-from mcp_oauth.tools import InputRequest, ToolContext, ToolRegistry
-from mcp_oauth.transport.views import McpView
+from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
+from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
+from mcp_oauth.mcp_server.tools import InputRequest, ToolContext, ToolRegistry
+from mcp_oauth.mcp_server.transport.views import McpView
 from tests.test_transport import asgi, async_initialize, mcp_headers, parse_sse, read_events
 
 REGISTRY = ToolRegistry("input-required-tests")

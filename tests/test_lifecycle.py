@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 
-from mcp_oauth.grants import revoke_user_grants
+from mcp_oauth.authorization_server.grants import revoke_user_grants
 from mcp_oauth.models import AuditEvent, Consent
 from mcp_oauth.signals import user_grants_revoked
 

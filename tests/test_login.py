@@ -8,7 +8,7 @@ import pytest
 from django.core.checks import run_checks
 from django.urls import reverse
 
-from mcp_oauth.login import login_url
+from mcp_oauth.authorization_server.login import login_url
 
 from .oauth_helpers import authorize_params, pkce_pair
 
@@ -188,7 +188,7 @@ def test_tasks_run_in_process_without_a_celery_app():
     (a RabbitMQ of someone else's): without an app of the site's own, the task runs here."""
     from celery import Celery, _state, shared_task
 
-    from mcp_oauth.taskqueue import celery_configured, send_or_run
+    from mcp_oauth.shared.taskqueue import celery_configured, send_or_run
 
     ran: list[tuple] = []
 

@@ -1,4 +1,4 @@
-"""One development site, two loopback spellings (mcp_oauth.origins).
+"""One development site, two loopback spellings (mcp_oauth.shared.origins).
 
 ``BASE_URL = http://127.0.0.1:<port>`` while the client was given ``http://localhost:<port>/mcp``:
 the metadata and challenges answer in the client's spelling, the token is bound to the one

@@ -18,13 +18,13 @@ from django.test import AsyncClient, Client
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
+from mcp_oauth.authorization_server.grants import revoke_user_grants
 from mcp_oauth.checks import check_tasks
-from mcp_oauth.grants import revoke_user_grants
-from mcp_oauth.mcp_tasks import TaskPolicy, jobs
-from mcp_oauth.mcp_tasks.store import EXTENSION
+from mcp_oauth.mcp_server.mcp_tasks import TaskPolicy, jobs
+from mcp_oauth.mcp_server.mcp_tasks.store import EXTENSION
+from mcp_oauth.mcp_server.tools import InputRequest, McpError, ToolContext, ToolError, ToolRegistry
 from mcp_oauth.models import McpTask
 from mcp_oauth.signals import task_created, task_finished
-from mcp_oauth.tools import InputRequest, McpError, ToolContext, ToolError, ToolRegistry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

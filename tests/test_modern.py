@@ -22,13 +22,13 @@ from elicitation.api import elicit_form, require_connection, require_secret
 from elicitation.form import ElicitationSchema
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from elicitation.service import complete_elicitation
-from mcp_oauth import drain
+from mcp_oauth.mcp_server import drain
+from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
+from mcp_oauth.mcp_server.transport import request_state
+from mcp_oauth.mcp_server.transport.methods import methods
+from mcp_oauth.mcp_server.transport.subscriptions import publish_list_changed
+from mcp_oauth.mcp_server.transport.table import MODERN
 from mcp_oauth.models import McpSession
-from mcp_oauth.tools import ToolContext, ToolRegistry
-from mcp_oauth.transport import request_state
-from mcp_oauth.transport.methods import methods
-from mcp_oauth.transport.subscriptions import publish_list_changed
-from mcp_oauth.transport.table import MODERN
 
 REGISTRY = ToolRegistry("modern-tests")
 V = "2026-07-28"
@@ -319,11 +319,11 @@ def test_server_discover(client, token, settings):
         "capabilities": {
             "tools": {"listChanged": True},
             "logging": {},
-            # the demo project's resources and prompts (mcp_oauth.registry)
+            # the demo project's resources and prompts (mcp_oauth.mcp_server.registry)
             "prompts": {"listChanged": True},
             "resources": {"listChanged": True, "subscribe": True},
             "completions": {},
-            # the Tasks extension (mcp_oauth.mcp_tasks)
+            # the Tasks extension (mcp_oauth.mcp_server.mcp_tasks)
             "extensions": {
                 "io.modelcontextprotocol/tasks": {},
                 "io.modelcontextprotocol/oauth-client-credentials": {},

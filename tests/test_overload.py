@@ -1,4 +1,4 @@
-"""Defined answers when a shared resource is away (mcp_oauth.overload), in one process.
+"""Defined answers when a shared resource is away (mcp_oauth.shared.overload), in one process.
 
 The pool-exhaustion and slow-database cases run against real worker processes on PostgreSQL in
 tests/test_production_topology.py.
@@ -10,13 +10,13 @@ import pytest
 from django.db import OperationalError
 from django.test import Client
 
-from mcp_oauth.overload import is_unavailable_error, unavailable_response
+from mcp_oauth.shared.overload import is_unavailable_error, unavailable_response
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DEAD_REDIS = {
     "default": {
-        "BACKEND": "mcp_oauth.redis_cache.RedisCache",
+        "BACKEND": "mcp_oauth.shared.redis_cache.RedisCache",
         "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
         "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
     }
@@ -91,8 +91,8 @@ def test_the_overload_answer_of_a_cors_endpoint_carries_cors_headers(settings, r
 
 
 def test_the_overload_answer_of_the_mcp_endpoint_carries_cors_headers_for_an_allowed_origin(monkeypatch, resource):
+    from mcp_oauth.mcp_server.transport import views
     from mcp_oauth.settings import mcp_oauth_settings
-    from mcp_oauth.transport import views
 
     def broken(*args, **kwargs):
         raise OperationalError("connection pool exhausted")

@@ -103,7 +103,7 @@ def test_a_session_deleted_on_one_worker_is_404_on_the_other_at_once(shared, use
     """Both workers serve the session from the shared session cache; DELETE on one ends it on both."""
     from django.core.cache import cache
 
-    from mcp_oauth.transport.sessions import SESSION_PREFIX
+    from mcp_oauth.mcp_server.transport.sessions import SESSION_PREFIX
 
     port_a, base, prefix = shared
     port_b = free_port()

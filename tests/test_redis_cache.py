@@ -1,4 +1,4 @@
-"""The Redis cache backend (mcp_oauth.redis_cache) shares its pools across backend instances.
+"""The Redis cache backend (mcp_oauth.shared.redis_cache) shares its pools across backend instances.
 
 Django's cache handler gives every ASGI request task its own backend instance; the pools and
 clients must still be one per process (and per event loop for async reads), or every request
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("redis")
 
-from mcp_oauth.redis_cache import RedisCache  # after the importorskip
+from mcp_oauth.shared.redis_cache import RedisCache  # after the importorskip
 
 PARAMS = {"OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2}}
 
@@ -52,7 +52,7 @@ def test_the_async_clients_of_closed_event_loops_are_dropped():
     one's client and Redis connection must not be kept for the life of the process."""
     import gc
 
-    from mcp_oauth import redis_cache
+    from mcp_oauth.shared import redis_cache
 
     from .topology import REDIS_URL
 

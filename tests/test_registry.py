@@ -1,4 +1,4 @@
-"""Unit tests of mcp_oauth.registry: URI templates, registration rules, value conversions."""
+"""Unit tests of mcp_oauth.mcp_server.registry: URI templates, registration rules, value conversions."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import uuid
 import mcp_types as types
 import pytest
 
-from mcp_oauth.registry.completions import to_completion
-from mcp_oauth.registry.context import RequestContext
-from mcp_oauth.registry.prompts import PromptRegistry, to_messages
-from mcp_oauth.registry.resources import ResourceRegistry, check_uri, to_contents
-from mcp_oauth.registry.uritemplate import InvalidTemplate, UriTemplate
-from mcp_oauth.transport.jsonrpc import McpError
+from mcp_oauth.mcp_server.registry.completions import to_completion
+from mcp_oauth.mcp_server.registry.context import RequestContext
+from mcp_oauth.mcp_server.registry.prompts import PromptRegistry, to_messages
+from mcp_oauth.mcp_server.registry.resources import ResourceRegistry, check_uri, to_contents
+from mcp_oauth.mcp_server.registry.uritemplate import InvalidTemplate, UriTemplate
+from mcp_oauth.mcp_server.transport.jsonrpc import McpError
 
 CTX = RequestContext(user=None, scopes=frozenset({"mcp"}))
 
@@ -268,7 +268,9 @@ def test_completion_caps_values_at_100_with_total_and_has_more():
 @pytest.mark.parametrize(
     ("key", "code"), [("RESOURCE_REGISTRY", "mcp_oauth.E023"), ("PROMPT_REGISTRY", "mcp_oauth.E024")]
 )
-@pytest.mark.parametrize("path", ["no.such.module.registry", "mcp_oauth.settings.DEFAULTS", "mcp_oauth.tools.registry"])
+@pytest.mark.parametrize(
+    "path", ["no.such.module.registry", "mcp_oauth.settings.DEFAULTS", "mcp_oauth.mcp_server.tools.registry"]
+)
 def test_bad_resource_or_prompt_registry_is_an_error(settings, key, code, path):
     from mcp_oauth.checks import check_resource_and_prompt_registries
 
@@ -286,8 +288,8 @@ def test_default_registries_pass_the_checks():
 
 
 def test_demo_modules_are_autodiscovered():
-    from mcp_oauth.registry.prompts import registry as prompts
-    from mcp_oauth.registry.resources import registry as resources
+    from mcp_oauth.mcp_server.registry.prompts import registry as prompts
+    from mcp_oauth.mcp_server.registry.resources import registry as resources
 
     assert resources.get_resource("demo://readme") is not None
     assert resources.get_template("notes://{pk}") is not None

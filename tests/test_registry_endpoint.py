@@ -14,10 +14,10 @@ import pytest
 from django.core.files.base import ContentFile
 from django.test import Client
 
+from mcp_oauth.mcp_server.registry import ModelResource
+from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
+from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
 from mcp_oauth.models import McpSessionEvent, ResourceSubscription
-from mcp_oauth.registry import ModelResource
-from mcp_oauth.registry.prompts import PromptRegistry
-from mcp_oauth.registry.resources import ResourceRegistry
 from project.models import Note
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""offline_access and the scope hierarchy (mcp_oauth.scopes; MCP 2026-07-28 authorization changes)."""
+"""offline_access and the scope hierarchy (mcp_oauth.shared.scopes; MCP 2026-07-28 authorization changes)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mcp_oauth import scopes
 from mcp_oauth.resource_server.challenges import bearer_challenge, insufficient_scope_response
+from mcp_oauth.shared import scopes
 
 from .oauth_helpers import get_code, token_request
 

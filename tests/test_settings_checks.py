@@ -6,8 +6,8 @@ import pytest
 from django.core.checks import run_checks
 from oauth2_provider.settings import oauth2_settings
 
-from mcp_oauth.resources import InvalidResource, canonicalize_resource
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.resource_uris import InvalidResource, canonicalize_resource
 
 
 def check_ids():

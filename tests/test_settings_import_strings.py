@@ -7,12 +7,12 @@ import pytest
 
 from mcp_oauth.adapter import DefaultMCPAdapter, get_adapter
 from mcp_oauth.checks import check_resource_and_prompt_registries, check_tool_registry
-from mcp_oauth.registry.prompts import PromptRegistry
-from mcp_oauth.registry.prompts import registry as default_prompts
-from mcp_oauth.registry.resources import ResourceRegistry
-from mcp_oauth.registry.resources import registry as default_resources
+from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
+from mcp_oauth.mcp_server.registry.prompts import registry as default_prompts
+from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
+from mcp_oauth.mcp_server.registry.resources import registry as default_resources
 from mcp_oauth.settings import DEFAULTS, IMPORT_STRINGS, mcp_oauth_settings
-from mcp_oauth.throttling import caller_key
+from mcp_oauth.shared.throttling import caller_key
 
 #: A second registry of each kind, for settings that name another one.
 other_resources = ResourceRegistry()

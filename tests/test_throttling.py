@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 import pytest
 from django.core.cache import cache
 
-from mcp_oauth import throttling
+from mcp_oauth.shared import throttling
 
 from .oauth_helpers import authorize_params, pkce_pair
 

@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from oauth2_provider.models import get_application_model
 
 from mcp_oauth.authorization_server.asgi import TokenLane
+from mcp_oauth.authorization_server.client_secrets import hash_client_secret
 from mcp_oauth.authorization_server.clients import CLIENTS_GENERATION_KEY, bump_clients_generation
-from mcp_oauth.client_secrets import hash_client_secret
 from mcp_oauth.health import HealthLane
 from mcp_oauth.models import TrustRule
 from mcp_oauth.settings import mcp_oauth_settings
@@ -185,7 +185,7 @@ def test_the_lane_answers_503_when_the_cache_is_away(settings, resource, django_
     pytest.importorskip("redis")
     settings.CACHES = {
         "default": {
-            "BACKEND": "mcp_oauth.redis_cache.RedisCache",
+            "BACKEND": "mcp_oauth.shared.redis_cache.RedisCache",
             "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
             "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
         }

@@ -1,4 +1,4 @@
-"""The tool registry (``mcp_oauth.tools``): registration, schemas, argument validation, calls, results.
+"""The tool registry (``mcp_oauth.mcp_server.tools``): registration, schemas, argument validation, calls, results.
 
 Endpoint behaviour (tools/list, tools/call over HTTP, scopes) is in ``test_transport.py``.
 """
@@ -15,7 +15,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from pydantic import BaseModel, Field
 
-from mcp_oauth.tools import (
+from mcp_oauth.mcp_server.tools import (
     InvalidArguments,
     McpError,
     Tool,
@@ -24,10 +24,10 @@ from mcp_oauth.tools import (
     ToolRegistry,
     to_call_tool_result,
 )
-from mcp_oauth.tools import (
+from mcp_oauth.mcp_server.tools import (
     registry as default_registry,
 )
-from mcp_oauth.tools import (
+from mcp_oauth.mcp_server.tools import (
     tool as default_tool,
 )
 

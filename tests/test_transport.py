@@ -18,11 +18,11 @@ from django.test import AsyncClient, Client
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
+from mcp_oauth.mcp_server.tools import McpError, ToolContext, ToolError, ToolRegistry
+from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message, forget_session
+from mcp_oauth.mcp_server.transport.views import McpView
 from mcp_oauth.models import McpSession, McpSessionEvent
 from mcp_oauth.signals import mcp_session_ended, mcp_session_started, tool_called
-from mcp_oauth.tools import McpError, ToolContext, ToolError, ToolRegistry
-from mcp_oauth.transport.sessions import enqueue_session_message, forget_session
-from mcp_oauth.transport.views import McpView
 
 REGISTRY = ToolRegistry("transport-tests")
 ACCEPT_BOTH = "application/json, text/event-stream"
@@ -1233,7 +1233,7 @@ def test_server_to_client_request_is_answered_by_a_later_post(token, resource, o
 @pytest.mark.parametrize("how", ["aclose", "cancel"])
 def test_a_client_leaving_the_stream_does_not_cancel_the_request(how):
     """MCP "Sending Messages to the Server": disconnection is not cancellation; the request finishes."""
-    from mcp_oauth.transport.sse import request_stream
+    from mcp_oauth.mcp_server.transport.sse import request_stream
 
     finished = []
 
@@ -1325,7 +1325,7 @@ def test_official_sdk_client(uvicorn_server, user, public_app, mint_token, mode)
                 if mode == "auto":  # 2026-07-28: stateless, no session, no outbox; listen instead of GET
                     from mcp.client.subscriptions import ToolsListChanged
 
-                    from mcp_oauth.transport.subscriptions import publish_list_changed
+                    from mcp_oauth.mcp_server.transport.subscriptions import publish_list_changed
 
                     async with mcp.listen(tools_list_changed=True) as subscription:
                         honored = subscription.honored

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from oauth2_provider.models import get_access_token_model, get_application_model, get_grant_model
 
-from mcp_oauth import trust
+from mcp_oauth.authorization_server import trust
 from mcp_oauth.authorization_server.views import describe_client
 from mcp_oauth.models import AuditEvent, TrustRule
 from mcp_oauth.models.trust import normalize_pattern

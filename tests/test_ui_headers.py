@@ -1,4 +1,4 @@
-"""The security headers of every kind of browser page (mcp_oauth.ui_headers): consent, error, login
+"""The security headers of every kind of browser page (mcp_oauth.shared.ui_headers): consent, error, login
 (the app's and the site's), connected apps, elicitation; on pages, redirects and error answers."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from django.http import HttpResponse, HttpResponseRedirect
 from django.test import Client, RequestFactory
 
-from mcp_oauth.ui_headers import UI_SECURITY_HEADERS, secure_ui, secure_ui_view
+from mcp_oauth.shared.ui_headers import UI_SECURITY_HEADERS, secure_ui, secure_ui_view
 
 from .oauth_helpers import authorize_params, pkce_pair
 

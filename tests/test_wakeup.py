@@ -1,4 +1,4 @@
-"""Push wake-ups (mcp_oauth.transport.wakeup) and the GET stream that sleeps on them.
+"""Push wake-ups (mcp_oauth.mcp_server.transport.wakeup) and the GET stream that sleeps on them.
 
 * In one process: an outbox row wakes the waiting stream when its transaction commits; an idle
   stream issues no query and holds no connection; a wake-up that never came (rows written
@@ -21,11 +21,11 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
 
+from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
+from mcp_oauth.mcp_server.transport.sse import outbox_stream
+from mcp_oauth.mcp_server.transport.wakeup import WakeupHub, hub
 from mcp_oauth.models import McpSession, McpSessionEvent
 from mcp_oauth.signals import ensure_default_resource
-from mcp_oauth.transport.sessions import enqueue_session_message
-from mcp_oauth.transport.sse import outbox_stream
-from mcp_oauth.transport.wakeup import WakeupHub, hub
 
 from .live import free_port
 from .topology import REDIS_URL, asgi_worker

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..settings import mcp_oauth_settings
-from .assertions import accepted_algorithms
-from .client_assertion import PRIVATE_KEY_JWT
-from .jwt_bearer import JWT_BEARER_GRANT_TYPE
+from mcp_oauth.authorization_server.assertions import accepted_algorithms
+from mcp_oauth.authorization_server.client_assertion import PRIVATE_KEY_JWT
+from mcp_oauth.authorization_server.jwt_bearer import JWT_BEARER_GRANT_TYPE
+from mcp_oauth.settings import mcp_oauth_settings
 
 
 def add_assertion_metadata(data: dict[str, Any]) -> None:

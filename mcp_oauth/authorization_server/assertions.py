@@ -36,8 +36,8 @@ import jwt
 from django.db import IntegrityError, router, transaction
 from django.utils import timezone
 
-from ..models import UsedAssertion
-from ..settings import mcp_oauth_settings
+from mcp_oauth.models import UsedAssertion
+from mcp_oauth.settings import mcp_oauth_settings
 
 #: Never accepted, whatever the settings list (RFC 8725 §3.1: no "none"; §3.2: no shared-secret
 #: algorithms for a key that is public).

@@ -1,5 +1,5 @@
 """The ext-auth MCP extensions this server offers, announced in ``capabilities.extensions``
-(``server/discover`` in 2026-07-28, ``initialize`` in 2025-11-25; :mod:`mcp_oauth.transport.extensions`).
+(``server/discover`` in 2026-07-28, ``initialize`` in 2025-11-25; :mod:`mcp_oauth.mcp_server.transport.extensions`).
 
 * ``io.modelcontextprotocol/oauth-client-credentials`` — the ``client_credentials`` grant with
   ``client_secret_basic`` / ``client_secret_post`` or ``private_key_jwt`` (:mod:`.client_assertion`);
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..settings import mcp_oauth_settings
-from ..transport.extensions import register_extension
+from mcp_oauth.mcp_server.transport.extensions import register_extension
+from mcp_oauth.settings import mcp_oauth_settings
 
 CLIENT_CREDENTIALS_EXTENSION = "io.modelcontextprotocol/oauth-client-credentials"
 ENTERPRISE_MANAGED_AUTHORIZATION_EXTENSION = "io.modelcontextprotocol/enterprise-managed-authorization"

@@ -28,11 +28,11 @@ from typing import Any
 from django.urls import reverse
 from oauthlib.oauth2.rfc6749 import errors
 
-from ..audit import record
-from ..models import AuditEvent, ClientProfile
-from ..settings import mcp_oauth_settings
-from .assertions import AssertionRefused, remember_jti, unverified, verify_assertion
-from .jwks import KeysUnavailable, signer_keys
+from mcp_oauth.audit import record
+from mcp_oauth.authorization_server.assertions import AssertionRefused, remember_jti, unverified, verify_assertion
+from mcp_oauth.authorization_server.jwks import KeysUnavailable, signer_keys
+from mcp_oauth.models import AuditEvent, ClientProfile
+from mcp_oauth.settings import mcp_oauth_settings
 
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 ID_JAG_TYP = "oauth-id-jag+jwt"

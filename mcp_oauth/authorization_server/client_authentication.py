@@ -1,16 +1,16 @@
 """Client authentication with a secret at the token, revocation and introspection endpoints.
 
 Confidential clients authenticate with a secret (``client_secret_basic`` / ``client_secret_post``,
-RFC 6749 §2.3.1), stored hashed (:mod:`mcp_oauth.client_secrets`).
+RFC 6749 §2.3.1), stored hashed (:mod:`mcp_oauth.authorization_server.client_secrets`).
 
 * :func:`check_client_secret` is what the validator calls: constant-time comparison; a secret
   stored with any other Django hasher (e.g. PBKDF2 from before) is verified once with it and,
-  when right, re-hashed with :class:`~mcp_oauth.client_secrets.ClientSecretHasher` in place
+  when right, re-hashed with :class:`~mcp_oauth.authorization_server.client_secrets.ClientSecretHasher` in place
   (upgrade on successful use); a secret stored in plain text (``hash_client_secret=False``) is
   compared in constant time.
 * Failed client authentication is throttled per caller *and* client: past
   ``MCP_OAUTH["THROTTLE_RATES"]["client_auth_failure"]`` (default ``"30/minute"``) failures,
-  further attempts by that caller (:func:`mcp_oauth.throttling.caller_key`, i.e.
+  further attempts by that caller (:func:`mcp_oauth.shared.throttling.caller_key`, i.e.
   ``THROTTLE_KEY_FUNCTION`` or the remote address) for that client are refused without computing
   any hash until the window ends, with HTTP 429 ``slow_down`` and ``Retry-After`` (an
   :class:`~mcp_oauth.errors.OAuthError`). Counting per client alone would let anyone who knows
@@ -32,9 +32,9 @@ from django.http import HttpRequest
 from django.utils.crypto import constant_time_compare
 from oauth2_provider.models import get_application_model
 
-from .. import throttling
-from ..client_secrets import ALGORITHM, ClientSecretHasher, hash_client_secret
-from .clients import bump_clients_generation
+from mcp_oauth.authorization_server.client_secrets import ALGORITHM, ClientSecretHasher, hash_client_secret
+from mcp_oauth.authorization_server.clients import bump_clients_generation
+from mcp_oauth.shared import throttling
 
 __all__ = ["authenticating_caller", "check_client_secret"]
 

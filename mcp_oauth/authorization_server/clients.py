@@ -1,7 +1,7 @@
 """In-process caches of the token endpoint: clients by ``client_id`` and the enabled trust rules.
 
 Every grant looks its client up by ``client_id`` and evaluates the trust policy on it
-(:mod:`mcp_oauth.trust`), two queries whose answers change only when an administrator (or a
+(:mod:`mcp_oauth.authorization_server.trust`), two queries whose answers change only when an administrator (or a
 registration) changes a client or a rule. Each worker keeps them in memory, valid for one
 *generation*: a key in the shared ``MCP_OAUTH["TOKEN_CACHE"]`` (``mcp_oauth:clients:gen``)
 read once per token request (:func:`token_request`), together with the resource registry's
@@ -18,7 +18,7 @@ reach the cache, a bulk write without the call) applies within ``MCP_OAUTH["CLIE
 no worker keeps a generation's rows longer than that.
 
 Not cached: Client ID Metadata Document clients (URL client_ids: their staleness and
-re-fetching stay with :mod:`mcp_oauth.cimd`), unknown client_ids, and everything when the
+re-fetching stay with :mod:`mcp_oauth.authorization_server.cimd`), unknown client_ids, and everything when the
 cache is unavailable or cannot keep a generation (a dummy cache): the database then answers.
 """
 
@@ -38,10 +38,10 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from oauth2_provider.models import get_application_model
 
-from .. import trust
-from ..models import ClientProfile, TrustRule
-from ..resource_server.cache import CACHE_ERRORS, RESOURCE_GENERATION_KEY
-from ..settings import mcp_oauth_settings
+from mcp_oauth.authorization_server import trust
+from mcp_oauth.models import ClientProfile, TrustRule
+from mcp_oauth.resource_server.cache import CACHE_ERRORS, RESOURCE_GENERATION_KEY
+from mcp_oauth.settings import mcp_oauth_settings
 
 __all__ = [
     "CLIENTS_GENERATION_KEY",
@@ -117,7 +117,7 @@ def token_request() -> Iterator[None]:
     """Within this block (one token request) clients and trust rules come from this worker's
     memory when the shared generation says they are current; the generation is read once here.
 
-    The trust rules are served through :func:`mcp_oauth.trust.rules_snapshot`, so a site
+    The trust rules are served through :func:`mcp_oauth.authorization_server.trust.rules_snapshot`, so a site
     adapter's ``trust_verdict`` sees them as usual.
     """
     generation, resource_generation = _read_generations()

@@ -1,9 +1,9 @@
 """The "connected apps" page: the MCP clients the signed-in user has authorized, and revoking one.
 
-GET lists the user's active consents (:func:`mcp_oauth.grants.user_grants`): name, how the
+GET lists the user's active consents (:func:`mcp_oauth.authorization_server.grants.user_grants`): name, how the
 client registered, the host of a CIMD ``client_id``, scopes, resource, last token issued.
 POST ``action=revoke&client_id=<id>`` revokes that client's tokens and consent
-(:func:`mcp_oauth.grants.revoke_user_grants`, audited) and comes back with a message (303);
+(:func:`mcp_oauth.authorization_server.grants.revoke_user_grants`, audited) and comes back with a message (303);
 ``action=revoke_all`` does it for every client. An unknown action or client answers 400 with
 the page and a message. Login required, CSRF-protected, not frameable, never cached.
 """
@@ -20,11 +20,11 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 from oauth2_provider.models import get_application_model
 
-from ..grants import revoke_user_grants, user_grants
-from ..login import login_url
-from ..models import Consent
-from ..settings import mcp_oauth_settings
-from ..ui_headers import secure_ui as _secure
+from mcp_oauth.authorization_server.grants import revoke_user_grants, user_grants
+from mcp_oauth.authorization_server.login import login_url
+from mcp_oauth.models import Consent
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.ui_headers import secure_ui as _secure
 
 REASON = "revoked on the connected apps page"
 

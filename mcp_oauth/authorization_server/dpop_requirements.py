@@ -14,9 +14,9 @@ from typing import Any
 
 from django.db.models import Q
 
-from ..models import ClientMetadataDocument, ClientProfile, ProtectedResource
-from ..resource_server.cache import resource_by_uri, resource_from_generation
-from .clients import generation_memo, resource_generation
+from mcp_oauth.authorization_server.clients import generation_memo, resource_generation
+from mcp_oauth.models import ClientMetadataDocument, ClientProfile, ProtectedResource
+from mcp_oauth.resource_server.cache import resource_by_uri, resource_from_generation
 
 __all__ = ["client_requires_dpop", "resources_require_dpop"]
 

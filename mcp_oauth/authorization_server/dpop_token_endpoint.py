@@ -27,14 +27,14 @@ from django.utils import timezone
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
-from ..dpop.bindings import bind_tokens, refresh_token_jkt
-from ..dpop.nonce import new_nonce
-from ..dpop.proof import DPoPProof, InvalidDPoPProof, UseDPoPNonce, supported_algorithms, verify_proof
-from ..dpop.replay import remember_jti
-from ..dpop.request_urls import canonical_url, request_urls
-from ..errors import OAuthError
-from ..models import DPoPBinding
-from .dpop_requirements import client_requires_dpop, resources_require_dpop
+from mcp_oauth.authorization_server.dpop_requirements import client_requires_dpop, resources_require_dpop
+from mcp_oauth.dpop.bindings import bind_tokens, refresh_token_jkt
+from mcp_oauth.dpop.nonce import new_nonce
+from mcp_oauth.dpop.proof import DPoPProof, InvalidDPoPProof, UseDPoPNonce, supported_algorithms, verify_proof
+from mcp_oauth.dpop.replay import remember_jti
+from mcp_oauth.dpop.request_urls import canonical_url, request_urls
+from mcp_oauth.errors import OAuthError
+from mcp_oauth.models import DPoPBinding
 
 __all__ = ["bind_grant", "check_token_request", "current_proof", "token_request_proof"]
 

@@ -3,14 +3,14 @@ clients may redeem one.
 
 MCP ext-auth "Enterprise-Managed Authorization" §4.3. Which local user a verified ID-JAG speaks
 for is the adapter's (:meth:`mcp_oauth.adapter.DefaultMCPAdapter.enterprise_user`), by default
-:func:`mcp_oauth.enterprise_users.user_for_subject`.
+:func:`mcp_oauth.authorization_server.enterprise_users.user_for_subject`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..models import EnterpriseIdentityProvider
+from mcp_oauth.models import EnterpriseIdentityProvider
 
 
 def provider_for_issuer(issuer: Any) -> EnterpriseIdentityProvider | None:

@@ -26,9 +26,9 @@ from urllib.parse import unquote_plus
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse
 
-from ..errors import OAuthError, handle_oauth_errors
-from ..text import request_params_storable, storable
-from .client_authentication import authenticating_caller
+from mcp_oauth.authorization_server.client_authentication import authenticating_caller
+from mcp_oauth.errors import OAuthError, handle_oauth_errors
+from mcp_oauth.shared.text import request_params_storable, storable
 
 #: Parameters that may repeat (RFC 8707 §2).
 REPEATABLE = frozenset({"resource"})

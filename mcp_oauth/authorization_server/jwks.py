@@ -1,7 +1,7 @@
 """Public keys of JWT assertion signers: inline JWK Sets and ``jwks_uri`` documents, fetched safely and cached.
 
 A ``jwks_uri`` (a client's, RFC 7591 §2; an enterprise IdP's) is fetched by the CIMD fetcher
-(:class:`mcp_oauth.cimd.fetcher.SafeMetadataFetcher`) with the same SSRF rules as client metadata
+(:class:`mcp_oauth.authorization_server.cimd.fetcher.SafeMetadataFetcher`) with the same SSRF rules as client metadata
 documents: https only, a DNS host name, every resolved address vetted (no loopback, private,
 link-local, metadata or translation ranges), no redirect, no proxy, bounded size and time. The
 keys are cached in ``MCP_OAUTH["JWKS_CACHE"]`` for the response's freshness lifetime (clamped like
@@ -22,10 +22,10 @@ from typing import Any
 
 from django.core.cache import caches
 
-from ..cimd.errors import CIMDRefused
-from ..cimd.fetcher import SafeMetadataFetcher
-from ..cimd.metadata_document import PRIVATE_JWK_MEMBERS
-from ..settings import mcp_oauth_settings
+from mcp_oauth.authorization_server.cimd.errors import CIMDRefused
+from mcp_oauth.authorization_server.cimd.fetcher import SafeMetadataFetcher
+from mcp_oauth.authorization_server.cimd.metadata_document import PRIVATE_JWK_MEMBERS
+from mcp_oauth.settings import mcp_oauth_settings
 
 CACHE_PREFIX = "mcp_oauth:jwks:"
 

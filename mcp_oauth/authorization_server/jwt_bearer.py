@@ -30,15 +30,15 @@ from typing import Any
 from oauthlib.oauth2.rfc6749 import errors, utils
 from oauthlib.oauth2.rfc6749.grant_types import ClientCredentialsGrant
 
-from ..adapter import get_adapter
-from ..audit import record
-from ..models import AuditEvent
-from ..settings import mcp_oauth_settings
-from .assertions import AssertionRefused, remember_jti, unverified, verify_assertion
-from .client_assertion import ID_JAG_TYP
-from .enterprise import provider_for_issuer
-from .jwks import KeysUnavailable, signer_keys
-from .resource_selection import InvalidTarget, select_resource
+from mcp_oauth.adapter import get_adapter
+from mcp_oauth.audit import record
+from mcp_oauth.authorization_server.assertions import AssertionRefused, remember_jti, unverified, verify_assertion
+from mcp_oauth.authorization_server.client_assertion import ID_JAG_TYP
+from mcp_oauth.authorization_server.enterprise import provider_for_issuer
+from mcp_oauth.authorization_server.jwks import KeysUnavailable, signer_keys
+from mcp_oauth.authorization_server.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.models import AuditEvent
+from mcp_oauth.settings import mcp_oauth_settings
 
 log = logging.getLogger("mcp_oauth.enterprise")
 

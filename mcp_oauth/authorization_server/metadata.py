@@ -17,14 +17,14 @@ from oauth2_provider.compat import login_not_required
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import OAuthServerMetadataView
 
-from ..dpop import metadata as dpop_metadata
-from ..models import ProtectedResource
-from ..origins import as_requested
-from ..resource_server.challenges import PRM_WELL_KNOWN
-from ..resources import InvalidResource
-from ..scopes import advertised
-from ..settings import mcp_oauth_settings
-from .assertion_metadata import add_assertion_metadata
+from mcp_oauth.authorization_server.assertion_metadata import add_assertion_metadata
+from mcp_oauth.dpop import metadata as dpop_metadata
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.resource_server.challenges import PRM_WELL_KNOWN
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.origins import as_requested
+from mcp_oauth.shared.resource_uris import InvalidResource
+from mcp_oauth.shared.scopes import advertised
 
 
 def _json(data: dict) -> JsonResponse:
@@ -89,7 +89,7 @@ def protected_resource_metadata(resource: ProtectedResource, request: HttpReques
     """The RFC 9728 document of ``resource`` (see :class:`ProtectedResourceMetadataView`).
 
     ``resource`` is written in the loopback spelling ``request`` used on a loopback development
-    site (:mod:`mcp_oauth.origins`), so that it matches the URL the client was given (§3.3).
+    site (:mod:`mcp_oauth.shared.origins`), so that it matches the URL the client was given (§3.3).
     """
     data = {
         "resource": as_requested(resource.uri, request),

@@ -45,8 +45,8 @@ from typing import Any
 from django.core.cache import caches
 from django.db import connections, transaction
 
-from ..overload import UNAVAILABLE_ERRORS
-from ..settings import mcp_oauth_settings
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.overload import UNAVAILABLE_ERRORS
 
 __all__ = [
     "MARKER_PREFIX",

@@ -9,11 +9,11 @@
   RFC 8252 §7.3; loopback ones then match on any port).
 * Anonymous registration is open to public clients only, unless
   ``DCR_ALLOW_ANONYMOUS_CONFIDENTIAL`` says otherwise.
-* The trust policy applies (:class:`mcp_oauth.trust.TrustPolicyDCRPermission`, first of
+* The trust policy applies (:class:`mcp_oauth.authorization_server.trust.TrustPolicyDCRPermission`, first of
   the default ``DCR_REGISTRATION_PERMISSION_CLASSES``): a denied registration gets
   403 ``access_denied``.
 * Throttled under the ``register`` scope (429 ``slow_down`` with ``Retry-After``, see
-  :mod:`mcp_oauth.throttling`); every accepted registration is audited (``client.registered``).
+  :mod:`mcp_oauth.shared.throttling`); every accepted registration is audited (``client.registered``).
 """
 
 from __future__ import annotations
@@ -37,15 +37,16 @@ from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import DynamicClientRegistrationManagementView, DynamicClientRegistrationView
 
-from .. import throttling, trust
-from ..adapter import get_adapter
-from ..audit import record
-from ..dpop.metadata import dpop_registration_metadata
-from ..errors import OAuthError, OAuthErrorMixin
-from ..loopback import is_loopback_host
-from ..models import AuditEvent, ClientProfile
-from ..settings import mcp_oauth_settings
-from ..text import has_invisible_format_characters, storable
+from mcp_oauth.adapter import get_adapter
+from mcp_oauth.audit import record
+from mcp_oauth.authorization_server import trust
+from mcp_oauth.dpop.metadata import dpop_registration_metadata
+from mcp_oauth.errors import OAuthError, OAuthErrorMixin
+from mcp_oauth.models import AuditEvent, ClientProfile
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared import throttling
+from mcp_oauth.shared.loopback import is_loopback_host
+from mcp_oauth.shared.text import has_invisible_format_characters, storable
 
 #: Client metadata (RFC 7591 §2) that is stored and echoed back when accepted.
 ECHOED_STRING_FIELDS = (

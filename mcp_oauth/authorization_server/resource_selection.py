@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..models import ProtectedResource
-from ..origins import base_spelling
-from ..resource_server.cache import default_resource, resource_by_uri, resource_from_generation
-from ..resources import InvalidResource, canonicalize_resource
-from .clients import resource_generation
+from mcp_oauth.authorization_server.clients import resource_generation
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.resource_server.cache import default_resource, resource_by_uri, resource_from_generation
+from mcp_oauth.shared.origins import base_spelling
+from mcp_oauth.shared.resource_uris import InvalidResource, canonicalize_resource
 
 
 class InvalidTarget(Exception):

@@ -15,7 +15,7 @@ replaces the refresh branch of token saving:
   generation (refresh tokens marked revoked, their access tokens deleted, as DOT does) and
   issues the new pair. A request that loses the claim reads the generation under its row lock
   (``SELECT … FOR UPDATE``) and takes the grace or reuse path below. The winner's statements
-  are written by hand (:mod:`mcp_oauth.db`): one ``DELETE … RETURNING`` removes the members'
+  are written by hand (:mod:`mcp_oauth.shared.db`): one ``DELETE … RETURNING`` removes the members'
   access tokens (``post_delete`` is sent to its receivers, so the token cache forgets them),
   having locked the members' rows first where the database has row locks (refresh token before
   access token, the order of DOT's ``revoke()``: a concurrent revocation is waited for, not a
@@ -57,13 +57,13 @@ from oauth2_provider.models import (
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
-from ..audit import record
-from ..db import columns, from_row, insert, prep, returning_supported, table
-from ..db import cursor as db_cursor
-from ..models import AuditEvent, RedeemedAuthorizationCode, RefreshGeneration, RefreshTokenGeneration
-from ..resource_server.cache import forget_token, token_checksum
-from ..settings import mcp_oauth_settings
-from . import rotation_statement
+from mcp_oauth.audit import record
+from mcp_oauth.authorization_server import rotation_statement
+from mcp_oauth.models import AuditEvent, RedeemedAuthorizationCode, RefreshGeneration, RefreshTokenGeneration
+from mcp_oauth.resource_server.cache import forget_token, token_checksum
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.db import columns, from_row, insert, prep, returning_supported, table
+from mcp_oauth.shared.db import cursor as db_cursor
 
 #: Largest accepted ``REFRESH_TOKEN_GRACE_SECONDS`` (a longer window keeps a stolen token useful longer).
 MAX_GRACE_SECONDS = 300
@@ -413,7 +413,7 @@ class RefreshRotationMixin(_MixinBase):
                 raise errors.InvalidGrantError(description="The refresh token was already used.", request=request)
             target = RefreshGeneration.objects.select_for_update().get(pk=successor.pk)
             # Read again under the successor's row lock: a revocation of the user's grants
-            # (mcp_oauth.grants.revoke_user_grants) holds it while it revokes the members, and
+            # (mcp_oauth.authorization_server.grants.revoke_user_grants) holds it while it revokes the members, and
             # committed them revoked if this request waited for it.
             if target.rotated_at is not None or not has_live_member(target):
                 raise errors.InvalidGrantError(description="The refresh token was already used.", request=request)
@@ -561,7 +561,7 @@ class RefreshRotationMixin(_MixinBase):
 
     def _create_refresh_token(self, request, refresh_token_code, access_token, previous_refresh_token):
         """DOT's refresh token (:meth:`_new_refresh_token`) and its generation membership (a new
-        generation for a new family), each inserted with :func:`mcp_oauth.db.insert`."""
+        generation for a new family), each inserted with :func:`mcp_oauth.shared.db.insert`."""
         refresh_token, member = self._new_refresh_token(
             request, refresh_token_code, access_token, previous_refresh_token
         )

@@ -38,11 +38,11 @@ would survive the rotation. The claim first, then this statement with a fresh sn
 
 The rows are the validator's (:meth:`~.rotation.RefreshRotationMixin._new_access_token`,
 :meth:`~.rotation.RefreshRotationMixin._new_refresh_token`) and are written as
-:func:`mcp_oauth.db.insert` writes them (the same values, ``pre_save`` / ``post_save`` sent
+:func:`mcp_oauth.shared.db.insert` writes them (the same values, ``pre_save`` / ``post_save`` sent
 when they have receivers; ``pre_save`` of the new refresh token and member comes before the
 statement, so it sees their key to the row inserted with them unset); the deleted access tokens
 are announced as the seven-statement path announces them. :func:`applies` says when this statement is used: PostgreSQL, every model
-writable by :mod:`mcp_oauth.db`, no ``pre_delete`` receiver or other ``on_delete`` rule on the
+writable by :mod:`mcp_oauth.shared.db`, no ``pre_delete`` receiver or other ``on_delete`` rule on the
 access token (:func:`~.rotation._set_null_relations`), and a validator whose
 ``_create_access_token`` / ``_create_refresh_token`` are this project's (a site that overrides
 them gets them called, on the seven-statement path).
@@ -57,9 +57,19 @@ from typing import Any
 from django.db import connections
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
-from ..db import InsertPlan, columns, from_row, insert, insert_plan_exists, insert_sql, insert_values, inserted, table
-from ..db import cursor as db_cursor
-from ..models import RefreshGeneration, RefreshTokenGeneration
+from mcp_oauth.models import RefreshGeneration, RefreshTokenGeneration
+from mcp_oauth.shared.db import (
+    InsertPlan,
+    columns,
+    from_row,
+    insert,
+    insert_plan_exists,
+    insert_sql,
+    insert_values,
+    inserted,
+    table,
+)
+from mcp_oauth.shared.db import cursor as db_cursor
 
 __all__ = ["Rotated", "applies", "rotate"]
 
@@ -193,7 +203,7 @@ def rotate(
     (unsaved instances of other models, with no key to these: the grant's audit event). Call it
     inside the grant's transaction, once :func:`applies` said yes.
 
-    :raises TypeError: a new row has an expression value (:func:`mcp_oauth.db.insert_values`).
+    :raises TypeError: a new row has an expression value (:func:`mcp_oauth.shared.db.insert_values`).
     """
     prepared = [
         insert_values(new_generation, using),

@@ -13,7 +13,7 @@
   the first exchange waits for it and then revokes what it issued.
   Replays that would change nothing more are refused from a cache marker before any
   database work (:mod:`.redeemed`).
-* Trust policy (:mod:`mcp_oauth.trust`): a grant to a client that is denied or held
+* Trust policy (:mod:`mcp_oauth.authorization_server.trust`): a grant to a client that is denied or held
   for review is refused with ``invalid_client`` (RFC 6749 §5.2), whatever the grant
   type, so blocking a client also stops its refresh tokens.
 * Audit (:mod:`mcp_oauth.audit`): ``token.issued``, ``token.refreshed``,
@@ -43,25 +43,24 @@ from oauth2_provider.models import (
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from .. import trust
-from ..adapter import get_adapter
-from ..audit import announce, new_event, record
-from ..cimd.oauth2_validator import CIMDValidatorMixin
-from ..db import cursor as db_cursor
-from ..db import insert
-from ..models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
-from ..redirects import redirect_scheme_allowed, redirect_uri_registered
-from ..resource_server.cache import token_checksum
-from ..settings import mcp_oauth_settings
-from ..signals import authorization_code_replayed
-from . import client_assertion, enterprise
-from .client_authentication import check_client_secret
-from .clients import cached_application
-from .dpop_token_endpoint import bind_grant
-from .jwt_bearer import JWT_BEARER_GRANT_TYPE
-from .redeemed import mark_revoked, remember_redeemed
-from .resource_selection import InvalidTarget, select_resource
-from .rotation import RefreshRotationMixin, revoke_family, take_write_lock
+from mcp_oauth.adapter import get_adapter
+from mcp_oauth.audit import announce, new_event, record
+from mcp_oauth.authorization_server import client_assertion, enterprise, trust
+from mcp_oauth.authorization_server.cimd.oauth2_validator import CIMDValidatorMixin
+from mcp_oauth.authorization_server.client_authentication import check_client_secret
+from mcp_oauth.authorization_server.clients import cached_application
+from mcp_oauth.authorization_server.dpop_token_endpoint import bind_grant
+from mcp_oauth.authorization_server.jwt_bearer import JWT_BEARER_GRANT_TYPE
+from mcp_oauth.authorization_server.redeemed import mark_revoked, remember_redeemed
+from mcp_oauth.authorization_server.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.authorization_server.rotation import RefreshRotationMixin, revoke_family, take_write_lock
+from mcp_oauth.models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
+from mcp_oauth.resource_server.cache import token_checksum
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.db import cursor as db_cursor
+from mcp_oauth.shared.db import insert
+from mcp_oauth.shared.redirect_uris import redirect_scheme_allowed, redirect_uri_registered
+from mcp_oauth.signals import authorization_code_replayed
 
 #: ``ClientProfile.last_used_at`` is written at most once per this many seconds per client and worker.
 LAST_USED_RESOLUTION_SECONDS = 60
@@ -235,7 +234,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         )
 
     def _create_access_token(self, expires, request, token, source_refresh_token=None):
-        """DOT's access token (:meth:`_new_access_token`), inserted with :func:`mcp_oauth.db.insert`."""
+        """DOT's access token (:meth:`_new_access_token`), inserted with :func:`mcp_oauth.shared.db.insert`."""
         access_token = insert(self._new_access_token(expires, request, token, source_refresh_token))
         request._mcp_access_token = access_token
         return access_token

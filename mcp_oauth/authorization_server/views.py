@@ -8,12 +8,12 @@
 * RFC 9207 ``iss`` on error redirects too, not only on success.
 * Consent page: client, client_id host, redirect host, loopback warning, trust
   verdict, scopes and resource; not frameable, no referrer to other sites (RFC 9700 §4.16, §4.2.4).
-* Trust policy (:mod:`mcp_oauth.trust`): a client that is denied or held for review
+* Trust policy (:mod:`mcp_oauth.authorization_server.trust`): a client that is denied or held for review
   gets an error page (``access_denied``, 403), never a redirect; the token endpoint
   refuses its grants in the validator.
 * Audit (:mod:`mcp_oauth.audit`): consent granted / denied, invalid ``resource``,
   trust-policy refusals.
-* Throttling (:mod:`mcp_oauth.throttling`): scopes ``authorize`` and ``token``.
+* Throttling (:mod:`mcp_oauth.shared.throttling`): scopes ``authorize`` and ``token``.
 """
 
 from __future__ import annotations
@@ -39,21 +39,22 @@ from oauth2_provider.views import AuthorizationView, IntrospectTokenView, Revoke
 from oauth2_provider.views.mixins import OAuthLibMixin
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
-from .. import throttling, trust
-from ..adapter import get_adapter
-from ..audit import record
-from ..dpop.introspection import with_confirmation
-from ..errors import OAuthError
-from ..login import login_url
-from ..models import AuditEvent, Consent, ProtectedResource
-from ..overload import unavailable_response
-from ..settings import mcp_oauth_settings
-from ..ui_headers import secure_ui
-from .clients import token_request
-from .consent import ConsentTransactionMixin
-from .dpop_token_endpoint import token_request_proof
-from .redeemed import SlotUnavailable, known_replay, redemption_slot
-from .resource_selection import InvalidTarget, select_resource
+from mcp_oauth.adapter import get_adapter
+from mcp_oauth.audit import record
+from mcp_oauth.authorization_server import trust
+from mcp_oauth.authorization_server.clients import token_request
+from mcp_oauth.authorization_server.consent import ConsentTransactionMixin
+from mcp_oauth.authorization_server.dpop_token_endpoint import token_request_proof
+from mcp_oauth.authorization_server.login import login_url
+from mcp_oauth.authorization_server.redeemed import SlotUnavailable, known_replay, redemption_slot
+from mcp_oauth.authorization_server.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.dpop.introspection import with_confirmation
+from mcp_oauth.errors import OAuthError
+from mcp_oauth.models import AuditEvent, Consent, ProtectedResource
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared import throttling
+from mcp_oauth.shared.overload import unavailable_response
+from mcp_oauth.shared.ui_headers import secure_ui
 
 
 def describe_client(application, verdict: trust.Verdict | None = None) -> dict:
@@ -123,14 +124,14 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         return [mcp_oauth_settings.CONSENT_TEMPLATE]
 
     def get_login_url(self) -> str:
-        """The site's login page, or the app's own when the site has none (:func:`mcp_oauth.login.login_url`)."""
+        """The site's login page, or the app's own when the site has none (:func:`mcp_oauth.authorization_server.login.login_url`)."""
         return login_url()
 
     def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         return secure_ui(self.throttled_response(request) or super().dispatch(request, *args, **kwargs))
 
     def throttled_response(self, request: HttpRequest) -> HttpResponse | None:
-        """429 ``temporarily_unavailable`` when the caller is over the ``authorize`` rate (see :mod:`mcp_oauth.throttling`).
+        """429 ``temporarily_unavailable`` when the caller is over the ``authorize`` rate (see :mod:`mcp_oauth.shared.throttling`).
 
         A browser (``Accept: text/html``) gets the error page, other callers JSON; both carry
         ``Retry-After``. Never a redirect: the request has not been validated.
@@ -149,7 +150,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         return response
 
     def check_trust(self, request: HttpRequest, application=None, client_id: str = "") -> trust.Verdict | None:
-        """Apply the trust policy (:mod:`mcp_oauth.trust`) to the client of this authorization request.
+        """Apply the trust policy (:mod:`mcp_oauth.authorization_server.trust`) to the client of this authorization request.
 
         Evaluates the stored ``application`` when given, else the CIMD ``client_id`` URL alone (a
         client not fetched yet: a denied host is refused before DOT fetches anything). Returns the
@@ -362,7 +363,7 @@ def _basic_realm() -> str:
 class MCPTokenView(TokenView):
     """RFC 6749 §3.2 token endpoint; every answer, error or not, is ``Cache-Control: no-store`` (OAuth 2.1 §3.2.3).
 
-    Throttled under the ``token`` scope (429 ``slow_down`` with ``Retry-After``, see :mod:`mcp_oauth.throttling`);
+    Throttled under the ``token`` scope (429 ``slow_down`` with ``Retry-After``, see :mod:`mcp_oauth.shared.throttling`);
     tokens issued, refreshed and revoked are audited by the request validator.
     """
 

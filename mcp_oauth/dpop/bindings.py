@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from ..models import DPoPBinding
+from mcp_oauth.models import DPoPBinding
 
 __all__ = [
     "JKT_ATTRIBUTE",

@@ -9,7 +9,7 @@ import json
 
 from django.http import HttpResponse, JsonResponse
 
-from ..models import DPoPBinding
+from mcp_oauth.models import DPoPBinding
 
 __all__ = ["with_confirmation"]
 

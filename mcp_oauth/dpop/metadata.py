@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import OAuthError
-from ..models import ProtectedResource
-from .proof import supported_algorithms
+from mcp_oauth.dpop.proof import supported_algorithms
+from mcp_oauth.errors import OAuthError
+from mcp_oauth.models import ProtectedResource
 
 __all__ = ["authorization_server_metadata", "dpop_registration_metadata", "protected_resource_metadata"]
 

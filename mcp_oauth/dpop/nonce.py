@@ -16,7 +16,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.utils.crypto import salted_hmac
 
-from ..settings import mcp_oauth_settings
+from mcp_oauth.settings import mcp_oauth_settings
 
 __all__ = ["new_nonce", "nonce_valid"]
 

@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 from jwt.algorithms import get_default_algorithms
 from jwt.exceptions import InvalidKeyError
 
-from ..settings import mcp_oauth_settings
-from .nonce import nonce_valid
+from mcp_oauth.dpop.nonce import nonce_valid
+from mcp_oauth.settings import mcp_oauth_settings
 
 __all__ = [
     "ASYMMETRIC_ALGORITHMS",

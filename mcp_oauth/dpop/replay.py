@@ -6,7 +6,7 @@ path records it in the same round trip as its token lookup
 
 The entry is written with ``cache.add`` (Redis ``SET NX``): of two requests carrying the same
 proof, exactly one wins. A cache outage is not a pass: the error propagates and the request is
-answered 503 (:mod:`mcp_oauth.overload`), as for any other unavailable dependency.
+answered 503 (:mod:`mcp_oauth.shared.overload`), as for any other unavailable dependency.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import hashlib
 
 from django.core.cache import caches
 
-from ..settings import mcp_oauth_settings
+from mcp_oauth.settings import mcp_oauth_settings
 
 __all__ = ["JTI_PREFIX", "jti_key", "jti_window", "remember_jti"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from ..origins import as_requested
-from ..settings import mcp_oauth_settings
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.origins import as_requested
 
 __all__ = ["canonical_url", "request_urls"]
 
@@ -19,6 +19,6 @@ def canonical_url(request: HttpRequest) -> list[str]:
 def request_urls(request: HttpRequest) -> list[str]:
     """``request``'s URL in ``BASE_URL``'s spelling (what clients see behind a proxy, and the
     spelling of every resource URI) and, on a loopback development site, in the loopback spelling
-    it used (:mod:`mcp_oauth.origins`). Never built from the ``Host`` header alone."""
+    it used (:mod:`mcp_oauth.shared.origins`). Never built from the ``Host`` header alone."""
     url = mcp_oauth_settings.absolute(request.path)
     return [url, as_requested(url, request)]

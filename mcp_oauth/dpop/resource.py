@@ -24,12 +24,12 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from ..models import ProtectedResource
-from .bindings import JKT_ATTRIBUTE, bound_jkt
-from .nonce import new_nonce
-from .proof import DPoPProof, InvalidDPoPProof, UseDPoPNonce, supported_algorithms, verify_proof
-from .replay import remember_jti
-from .request_urls import canonical_url, request_urls
+from mcp_oauth.dpop.bindings import JKT_ATTRIBUTE, bound_jkt
+from mcp_oauth.dpop.nonce import new_nonce
+from mcp_oauth.dpop.proof import DPoPProof, InvalidDPoPProof, UseDPoPNonce, supported_algorithms, verify_proof
+from mcp_oauth.dpop.replay import remember_jti
+from mcp_oauth.dpop.request_urls import canonical_url, request_urls
+from mcp_oauth.models import ProtectedResource
 
 __all__ = [
     "DPoPRefusal",

@@ -1,9 +1,9 @@
 """Models of the app, one module per subject; all importable from ``mcp_oauth.models``."""
 
-from .audit import AuditEvent
-from .cimd import ClientMetadataDocument
-from .consent import Consent, revoke_client_tokens
-from .core import (
+from mcp_oauth.models.audit import AuditEvent
+from mcp_oauth.models.cimd import ClientMetadataDocument
+from mcp_oauth.models.consent import Consent, revoke_client_tokens
+from mcp_oauth.models.core import (
     ClientProfile,
     McpSession,
     McpSessionEvent,
@@ -11,12 +11,12 @@ from .core import (
     RedeemedAuthorizationCode,
     new_session_id,
 )
-from .dpop import DPoPBinding
-from .enterprise import EnterpriseIdentity, EnterpriseIdentityProvider, UsedAssertion
-from .mcp_tasks import McpTask, new_task_id
-from .refresh import RefreshGeneration, RefreshTokenGeneration
-from .subscriptions import ResourceSubscription
-from .trust import TrustRule
+from mcp_oauth.models.dpop import DPoPBinding
+from mcp_oauth.models.enterprise import EnterpriseIdentity, EnterpriseIdentityProvider, UsedAssertion
+from mcp_oauth.models.mcp_tasks import McpTask, new_task_id
+from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
+from mcp_oauth.models.subscriptions import ResourceSubscription
+from mcp_oauth.models.trust import TrustRule
 
 __all__ = [
     "AuditEvent",

@@ -5,7 +5,7 @@ MCP 2025-11-25 "Client ID Metadata Documents"): the client_id is an https URL an
 authorization server fetches the client's metadata from it. The row is the HTTP
 cache entry of that document (RFC 9111) and, through its lease, the cross-process
 lock that makes concurrent first sights of one URL cause a single fetch
-(see :mod:`mcp_oauth.cimd.cache`).
+(see :mod:`mcp_oauth.authorization_server.cimd.cache`).
 """
 
 from __future__ import annotations

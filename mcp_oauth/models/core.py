@@ -12,9 +12,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.settings import oauth2_settings
 
-from ..origins import base_spelling
-from ..resources import InvalidResource, canonicalize_resource
-from ..settings import mcp_oauth_settings
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.origins import base_spelling
+from mcp_oauth.shared.resource_uris import InvalidResource, canonicalize_resource
 
 # DOT's models are swappable through OAUTH2_PROVIDER_<NAME>_MODEL settings, which
 # DOT reads with a default; Django's migration machinery reads them without one
@@ -30,7 +30,7 @@ class ProtectedResourceQuerySet(models.QuerySet):
 
     def get_by_uri(self, uri: str) -> ProtectedResource:
         """The enabled resource whose canonical URI equals the canonical form of ``uri`` (on a loopback
-        development site, in any loopback spelling of ``BASE_URL``'s origin: :mod:`mcp_oauth.origins`).
+        development site, in any loopback spelling of ``BASE_URL``'s origin: :mod:`mcp_oauth.shared.origins`).
 
         :raises InvalidResource: ``uri`` is not a valid resource URI.
         :raises ProtectedResource.DoesNotExist: no enabled resource has that URI.
@@ -48,7 +48,7 @@ class ProtectedResourceQuerySet(models.QuerySet):
 class ProtectedResource(models.Model):
     """A protected resource this site serves (RFC 9728 §2, RFC 8707 §2).
 
-    ``uri`` is the canonical resource identifier (see :mod:`mcp_oauth.resources`);
+    ``uri`` is the canonical resource identifier (see :mod:`mcp_oauth.shared.resource_uris`);
     tokens are bound to it and accepted only by it. ``scopes`` are the scopes a
     client needs for it: they are published in its metadata and sent in its
     ``WWW-Authenticate`` challenges.

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.settings import oauth2_settings
 
-from .core import ProtectedResource
+from mcp_oauth.models.core import ProtectedResource
 
 #: Algorithms an IdP may sign ID-JAGs with unless its row says otherwise (never ``none``, never HS*).
 DEFAULT_IDP_ALGORITHMS = "RS256 PS256 ES256 EdDSA"

@@ -1,6 +1,6 @@
 """Durable tasks of the MCP Tasks extension (``io.modelcontextprotocol/tasks``, SEP-2663).
 
-One row per task a ``tools/call`` created (:mod:`mcp_oauth.mcp_tasks`). The row is written (and
+One row per task a ``tools/call`` created (:mod:`mcp_oauth.mcp_server.mcp_tasks`). The row is written (and
 committed) before the ``CreateTaskResult`` is returned, so an immediate ``tasks/get`` finds it;
 the tool then runs on an executor (a Celery worker) that claims the row with a lease and keeps a
 heartbeat. The row is bound to the user, client and resource of the token that created it.
@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.settings import oauth2_settings
 
-from .core import ProtectedResource
+from mcp_oauth.models.core import ProtectedResource
 
 __all__ = ["McpTask", "new_task_id"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .core import McpSession
+from mcp_oauth.models.core import McpSession
 
 
 class ResourceSubscription(models.Model):

@@ -18,8 +18,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from ..dpop.replay import jti_key, jti_window
-from ..dpop.resource import (
+from mcp_oauth.dpop.replay import jti_key, jti_window
+from mcp_oauth.dpop.resource import (
     DPoPRefusal,
     check_request,
     dpop_token_from_header,
@@ -27,10 +27,8 @@ from ..dpop.resource import (
     lane_proof,
     mark_recorded,
 )
-from ..models import ProtectedResource
-from ..scopes import missing as scope_missing
-from ..settings import mcp_oauth_settings
-from .cache import (
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.resource_server.cache import (
     RESOURCE_GENERATION_KEY,
     TOKEN_PREFIX,
     aadd_and_get_many,
@@ -41,7 +39,9 @@ from .cache import (
     token_checksum,
     token_from_entry,
 )
-from .challenges import challenge_response
+from mcp_oauth.resource_server.challenges import challenge_response
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.scopes import missing as scope_missing
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class BearerChallenge(Exception):
     error_description: str | None = None
     scopes: list[str] | None = field(default=None)
     #: The request that failed: the challenge names the metadata URL in the spelling it used
-    #: (loopback development sites, :mod:`mcp_oauth.origins`).
+    #: (loopback development sites, :mod:`mcp_oauth.shared.origins`).
     request: HttpRequest | None = field(default=None, repr=False, compare=False)
     #: The failure concerns DPoP (RFC 9449 §7.1): the error goes in a ``DPoP`` challenge.
     dpop: bool = False
@@ -310,7 +310,7 @@ def resolve_resource(resource_uri: str | None = None) -> ProtectedResource:
     """The enabled resource with ``resource_uri``, or the default one when None.
 
     :raises ProtectedResource.DoesNotExist: no such enabled resource.
-    :raises mcp_oauth.resources.InvalidResource: ``resource_uri`` is not a resource URI.
+    :raises mcp_oauth.shared.resource_uris.InvalidResource: ``resource_uri`` is not a resource URI.
     """
     if resource_uri is None:
         return ProtectedResource.objects.default()

@@ -37,7 +37,7 @@ A cache outage degrades to database lookups (logged), never to a refused request
 
 **Without a thread hop.** An async front end first tries :func:`aget_many` (one ``MGET`` from
 the event loop with a backend that has ``native_async`` reads, such as
-:class:`mcp_oauth.redis_cache.RedisCache`; a plain read of an in-process backend; the same
+:class:`mcp_oauth.shared.redis_cache.RedisCache`; a plain read of an in-process backend; the same
 bytes are not decoded twice, :mod:`~mcp_oauth.resource_server.decoded`) and
 :func:`resource_from_generation` / :func:`token_from_entry` on what it got; anything missing,
 stale or revoked sends it to the synchronous functions above (one thread hop, the database).
@@ -62,12 +62,12 @@ from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from ..dpop.bindings import JKT_ATTRIBUTE, binding_subquery
-from ..models import ProtectedResource
-from ..overload import UNAVAILABLE_ERRORS
-from ..resources import canonicalize_resource
-from ..settings import mcp_oauth_settings
-from .decoded import TOMBSTONE, DecodedEntries
+from mcp_oauth.dpop.bindings import JKT_ATTRIBUTE, binding_subquery
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.resource_server.decoded import TOMBSTONE, DecodedEntries
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.overload import UNAVAILABLE_ERRORS
+from mcp_oauth.shared.resource_uris import canonicalize_resource
 
 __all__ = [
     "CACHE_ERRORS",
@@ -368,7 +368,7 @@ def resource_by_uri(uri: str) -> ProtectedResource:
     do not modify it). One cache read per call, no query while nothing changed.
 
     :raises ProtectedResource.DoesNotExist: no enabled resource has that URI.
-    :raises mcp_oauth.resources.InvalidResource: ``uri`` is not a resource URI.
+    :raises mcp_oauth.shared.resource_uris.InvalidResource: ``uri`` is not a resource URI.
     """
     return _registry.get(uri)
 

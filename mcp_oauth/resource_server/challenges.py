@@ -13,13 +13,13 @@ from collections.abc import Iterable
 
 from django.http import HttpRequest, HttpResponse
 
-from ..dpop.proof import supported_algorithms
-from ..errors import OAuthError
-from ..models import ProtectedResource
-from ..origins import as_requested
-from ..resources import resource_path
-from ..scopes import challenge_scopes, missing
-from ..settings import mcp_oauth_settings
+from mcp_oauth.dpop.proof import supported_algorithms
+from mcp_oauth.errors import OAuthError
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.origins import as_requested
+from mcp_oauth.shared.resource_uris import resource_path
+from mcp_oauth.shared.scopes import challenge_scopes, missing
 
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
@@ -28,7 +28,7 @@ def resource_metadata_url(resource: ProtectedResource, request: HttpRequest | No
     """Absolute URL of ``resource``'s RFC 9728 metadata, in path-inserted form (§3.1).
 
     ``https://host/mcp`` -> ``https://host/.well-known/oauth-protected-resource/mcp``; in the
-    loopback spelling ``request`` used on a loopback development site (:mod:`mcp_oauth.origins`).
+    loopback spelling ``request`` used on a loopback development site (:mod:`mcp_oauth.shared.origins`).
     """
     return as_requested(mcp_oauth_settings.absolute(PRM_WELL_KNOWN + resource_path(resource.uri)), request)
 
@@ -52,7 +52,7 @@ def bearer_challenge(
     Shape: ``Bearer resource_metadata="<url>", scope="<scopes>"`` followed by
     ``error="…"`` and ``error_description="…"`` when given. ``scopes`` defaults to
     the resource's required scopes; ``scope`` is omitted when there are none. The scopes go
-    through :func:`mcp_oauth.scopes.challenge_scopes` (no ``offline_access``, none implied by
+    through :func:`mcp_oauth.shared.scopes.challenge_scopes` (no ``offline_access``, none implied by
     another listed scope).
     """
     scope_list = challenge_scopes(resource.scope_list if scopes is None else scopes)
@@ -187,7 +187,7 @@ def insufficient_scope_response(
 
     One challenge names every scope the operation needs — the resource's required scopes and
     the operation's — minimised by ``SCOPE_HIERARCHY`` and without ``offline_access``
-    (:func:`mcp_oauth.scopes.challenge_scopes`), so the same operation always gets the same
+    (:func:`mcp_oauth.shared.scopes.challenge_scopes`), so the same operation always gets the same
     challenge whatever the token holds. ``granted_scopes`` only shape the default description
     (the scopes the token lacks).
     """

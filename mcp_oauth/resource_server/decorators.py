@@ -9,10 +9,10 @@ from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse
 
-from ..adapter import get_adapter
-from ..models import ProtectedResource
-from ..settings import mcp_oauth_settings
-from .authentication import BearerChallenge, resolve_resource
+from mcp_oauth.adapter import get_adapter
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.resource_server.authentication import BearerChallenge, resolve_resource
+from mcp_oauth.settings import mcp_oauth_settings
 
 
 def require_bearer(

@@ -16,11 +16,11 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
-from ..adapter import get_adapter
-from ..models import ProtectedResource
-from ..scopes import missing as scope_missing
-from .authentication import BearerChallenge, resolve_resource
-from .challenges import www_authenticate
+from mcp_oauth.adapter import get_adapter
+from mcp_oauth.models import ProtectedResource
+from mcp_oauth.resource_server.authentication import BearerChallenge, resolve_resource
+from mcp_oauth.resource_server.challenges import www_authenticate
+from mcp_oauth.shared.scopes import missing as scope_missing
 
 
 def _view_resource(view) -> ProtectedResource:

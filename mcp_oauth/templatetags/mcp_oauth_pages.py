@@ -13,8 +13,8 @@ from django import template
 from django.urls import NoReverseMatch, reverse
 from oauth2_provider.models import get_application_model
 
-from ..authorization_server.resource_selection import InvalidTarget, select_resource
-from ..settings import mcp_oauth_settings
+from mcp_oauth.authorization_server.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.settings import mcp_oauth_settings
 
 register = template.Library()
 

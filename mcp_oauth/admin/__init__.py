@@ -1,0 +1,756 @@
+"""Admin screens: protected resources, clients (DOT's Application with our profile inline),
+trust rules, consents, the audit log, the CIMD cache and MCP sessions.
+
+No secret or token is ever displayed: an existing application's ``client_secret`` is left
+out of its change form (DOT's add form still shows a newly generated secret once, the only
+moment it can be copied), tokens are only counted, and audit details never hold credentials.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.db import models
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+from oauth2_provider.models import get_access_token_model, get_application_model
+from oauth2_provider.settings import oauth2_settings
+
+from mcp_oauth.admin import enterprise as enterprise_admin
+from mcp_oauth.audit import record
+from mcp_oauth.authorization_server import trust  # enterprise_admin also registers the enterprise IdP screens
+from mcp_oauth.authorization_server.cimd import cache as cimd_cache
+from mcp_oauth.authorization_server.clients import bump_clients_generation
+from mcp_oauth.mcp_server.mcp_tasks.store import cancel_task
+from mcp_oauth.models import (
+    AuditEvent,
+    ClientMetadataDocument,
+    ClientProfile,
+    Consent,
+    DPoPBinding,
+    EnterpriseIdentityProvider,
+    McpSession,
+    McpTask,
+    ProtectedResource,
+    TrustRule,
+    revoke_client_tokens,
+)
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.loopback import is_loopback_host
+from mcp_oauth.shared.redirect_uris import redirect_scheme_allowed
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
+
+@admin.register(ProtectedResource)
+class ProtectedResourceAdmin(admin.ModelAdmin):
+    list_display = ("uri", "name", "scopes", "is_default", "enabled", "dpop_required")
+    list_filter = ("is_default", "enabled", "dpop_required")
+    search_fields = ("uri", "name")
+
+
+@admin.register(DPoPBinding)
+class DPoPBindingAdmin(admin.ModelAdmin):
+    """The DPoP key bindings of issued tokens (RFC 9449 §6): read-only, written by the token endpoint."""
+
+    list_display = ("token_kind", "jkt", "created_at", "expires")
+    list_filter = ("token_kind",)
+    search_fields = ("jkt",)
+    readonly_fields = ("token_checksum", "jkt", "token_kind", "created_at", "expires")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+#: Search users by their USERNAME_FIELD (custom user models may have no ``username``).
+USER_SEARCH = f"user__{get_user_model().USERNAME_FIELD}"
+
+
+# --- clients -----------------------------------------------------------------------------
+
+
+def _verdict_label(verdict: trust.Verdict) -> StrOrPromise:
+    return {
+        trust.TRUSTED: _("trusted"),
+        trust.UNKNOWN: _("unknown"),
+        trust.REVIEW: _("held for review"),
+        trust.DENIED: _("denied"),
+    }[verdict.decision]
+
+
+class ClientProfileForm(forms.ModelForm):
+    """The profile's keys for ``private_key_jwt`` (RFC 7523 §2.2): a public JWK Set and / or an https URL."""
+
+    class Meta:
+        model = ClientProfile
+        fields = "__all__"
+
+    def clean_jwks(self):
+        return enterprise_admin.clean_key_set(self.cleaned_data.get("jwks"))
+
+    def clean_jwks_uri(self):
+        return enterprise_admin.clean_jwks_uri(self.cleaned_data.get("jwks_uri") or "")
+
+
+class ClientProfileInline(admin.StackedInline):
+    model = ClientProfile
+    form = ClientProfileForm
+    can_delete = False
+    extra = 0
+    fields = (
+        "registration_source",
+        "trust_verdict",
+        "last_used_at",
+        "client_uri",
+        "logo_uri",
+        "jwks_uri",
+        "jwks",
+        "dpop_bound_access_tokens",
+        "metadata",
+    )
+    readonly_fields = ("registration_source", "trust_verdict", "metadata", "last_used_at")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    @admin.display(description=_("registration source"))
+    def registration_source(self, obj):
+        return obj.application.get_registration_source_display() if obj and obj.application_id else "-"
+
+    @admin.display(description=_("trust verdict"))
+    def trust_verdict(self, obj):
+        if not obj or not obj.application_id:
+            return "-"
+        verdict = trust.evaluate_application(obj.application)
+        return f"{_verdict_label(verdict)} ({verdict.reason})"
+
+
+class TrustVerdictFilter(admin.SimpleListFilter):
+    """Filter clients by their current trust verdict (evaluated in Python against one snapshot of the rules)."""
+
+    title = _("trust verdict")
+    parameter_name = "trust"
+
+    def lookups(self, request, model_admin):
+        return [
+            (trust.TRUSTED, _("trusted")),
+            (trust.UNKNOWN, _("unknown")),
+            (trust.REVIEW, _("held for review")),
+            (trust.DENIED, _("denied")),
+        ]
+
+    def queryset(self, request, queryset):
+        wanted = self.value()
+        if wanted not in (trust.TRUSTED, trust.UNKNOWN, trust.REVIEW, trust.DENIED):
+            return queryset
+        rules = trust.load_rules()
+        rows = queryset.only("pk", "client_id", "redirect_uris", "registration_source")
+        keep = [app.pk for app in rows if trust.evaluate_application(app, rules=rules).decision == wanted]
+        return queryset.filter(pk__in=keep)
+
+
+class LastUsedFilter(admin.SimpleListFilter):
+    title = _("last used")
+    parameter_name = "used"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("never", _("never")),
+            ("7", _("in the last 7 days")),
+            ("30", _("in the last 30 days")),
+            ("old", _("more than 30 days ago")),
+        ]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        value = self.value()
+        if value == "never":
+            return queryset.filter(
+                models.Q(mcp_profile__isnull=True) | models.Q(mcp_profile__last_used_at__isnull=True)
+            )
+        if value in ("7", "30"):
+            return queryset.filter(mcp_profile__last_used_at__gte=now - timedelta(days=int(value)))
+        if value == "old":
+            return queryset.filter(mcp_profile__last_used_at__lt=now - timedelta(days=30))
+        return queryset
+
+
+class GrantTypeFilter(admin.SimpleListFilter):
+    """Filter clients by the grants this server's token endpoint serves them (:mod:`.authorization_server.server`).
+
+    Authorization code (with its refresh tokens) and client credentials, the two stored
+    ``authorization_grant_type`` values it accepts; the JWT bearer grant (an ID-JAG), open to the
+    allowed clients of an enabled enterprise identity provider while
+    ``MCP_OAUTH["ENTERPRISE_MANAGED_AUTHORIZATION"]`` is on; and, when such rows exist, "Not
+    supported by this server": the other stored types (implicit, password, device code, OpenID
+    hybrid), which can obtain no token here.
+    """
+
+    title = _("grant type")
+    parameter_name = "grant_type"
+    JWT_BEARER = "jwt-bearer"
+    UNSUPPORTED = "unsupported"
+
+    @staticmethod
+    def supported() -> tuple[str, ...]:
+        return (Application.GRANT_AUTHORIZATION_CODE, Application.GRANT_CLIENT_CREDENTIALS)
+
+    def lookups(self, request, model_admin):
+        labels = dict(Application._meta.get_field("authorization_grant_type").flatchoices)
+        choices = [(value, labels.get(value, value)) for value in self.supported()]
+        if mcp_oauth_settings.ENTERPRISE_MANAGED_AUTHORIZATION:
+            choices.append((self.JWT_BEARER, _("JWT bearer (enterprise identity assertion)")))
+        if model_admin.get_queryset(request).exclude(authorization_grant_type__in=self.supported()).exists():
+            choices.append((self.UNSUPPORTED, _("Not supported by this server")))
+        return choices
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value in self.supported():
+            return queryset.filter(authorization_grant_type=value)
+        if value == self.JWT_BEARER and mcp_oauth_settings.ENTERPRISE_MANAGED_AUTHORIZATION:
+            allowed = EnterpriseIdentityProvider.objects.filter(enabled=True, allowed_clients__isnull=False)
+            return queryset.filter(pk__in=allowed.values("allowed_clients"))
+        if value == self.UNSUPPORTED:
+            return queryset.exclude(authorization_grant_type__in=self.supported())
+        return queryset
+
+
+def block_rules_for(application) -> list[tuple[str, str]]:
+    """The ``(target, pattern)`` deny rules that block ``application`` by host.
+
+    A CIMD client: its client_id host. Another client: each redirect host that is not
+    loopback; a client whose redirect URIs are all loopback (any native app could use
+    them) is blocked by its client_id instead.
+    """
+    if application.registration_source == trust.CIMD and trust.is_cimd_client_id(application.client_id):
+        host = trust.host_of(application.client_id)
+        if host:
+            return [(TrustRule.Target.CLIENT_ID_HOST, host)]
+    hosts = [trust.host_of(uri) for uri in (application.redirect_uris or "").split()]
+    hosts = list(dict.fromkeys(h for h in hosts if h and not is_loopback_host(h)))
+    if hosts:
+        return [(TrustRule.Target.REDIRECT_HOST, host) for host in hosts]
+    return [(TrustRule.Target.CLIENT, application.client_id)]
+
+
+Application = get_application_model()
+if admin.site.is_registered(Application):
+    _base = type(admin.site._registry[Application])
+    admin.site.unregister(Application)
+else:  # pragma: no cover - DOT always registers it
+    _base = admin.ModelAdmin
+
+
+class ApplicationForm(getattr(_base, "form", None) or forms.ModelForm):  # type: ignore[misc]
+    """DOT's application form, plus the redirect-scheme rule: ``http`` only on a loopback host."""
+
+    def clean_redirect_uris(self) -> str:
+        value = self.cleaned_data.get("redirect_uris") or ""
+        refused = [uri for uri in value.split() if not redirect_scheme_allowed(uri)]
+        if refused:
+            raise forms.ValidationError(
+                _("Redirect URIs must use https, or http on a loopback host (RFC 8252 §7.3): %(uris)s"),
+                params={"uris": " ".join(refused)},
+            )
+        return value
+
+
+@admin.register(Application)
+class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DOT's admin class, found at run time
+    """DOT's Application admin with the client profile, trust verdict, last use and our actions."""
+
+    form = ApplicationForm
+
+    inlines = [*getattr(_base, "inlines", []), ClientProfileInline]
+    list_display = ("name", "client_id", "registration_source", "client_type", "trust_verdict", "last_used", "created")
+    list_filter = (
+        "registration_source",
+        "client_type",
+        GrantTypeFilter,
+        TrustVerdictFilter,
+        LastUsedFilter,
+        ("created", admin.DateFieldListFilter),
+    )
+    search_fields = ("name", "client_id", "redirect_uris", USER_SEARCH)
+    actions = ("revoke_all_tokens", "block_host", "trust_clients")
+    list_select_related = ("mcp_profile", "user")
+
+    def get_exclude(self, request, obj=None):
+        exclude = tuple(super().get_exclude(request, obj) or ())
+        if obj is not None and "client_secret" not in exclude:
+            exclude += ("client_secret",)  # never display a stored secret (or its hash)
+        return exclude
+
+    def changelist_view(self, request, extra_context=None):
+        with trust.rules_snapshot():  # one rules query for the whole page
+            response = super().changelist_view(request, extra_context)
+            if isinstance(response, TemplateResponse):
+                response.render()
+        return response
+
+    @admin.display(description=_("trust"))
+    def trust_verdict(self, obj):
+        return _verdict_label(trust.evaluate_application(obj))
+
+    @admin.display(description=_("last used"), ordering="mcp_profile__last_used_at")
+    def last_used(self, obj):
+        profile = getattr(obj, "mcp_profile", None)
+        return profile.last_used_at if profile is not None and profile.last_used_at else "-"
+
+    @admin.action(description=_("Revoke all tokens of the selected clients"), permissions=["change"])
+    def revoke_all_tokens(self, request, queryset):
+        total = 0
+        for application in queryset:
+            count = revoke_client_tokens(application)
+            total += count
+            record(
+                AuditEvent.Kind.TOKEN_REVOKED,
+                request=request,
+                client_id=application.client_id,
+                detail={"via": "admin", "action": "revoke all tokens", "count": count},
+            )
+        self.message_user(
+            request,
+            ngettext(
+                "Revoked %(tokens)d token of %(clients)d client(s).",
+                "Revoked %(tokens)d tokens of %(clients)d client(s).",
+                total,
+            )
+            % {"tokens": total, "clients": len(queryset)},
+            messages.SUCCESS,
+        )
+
+    @admin.action(
+        description=_("Block the host of the selected clients (deny rule, tokens revoked)"), permissions=["change"]
+    )
+    def block_host(self, request, queryset):
+        blocked = []
+        for application in queryset:
+            for target, pattern in block_rules_for(application):
+                rule, created = TrustRule.objects.update_or_create(
+                    target=target,
+                    pattern=pattern,
+                    registration_source="",
+                    defaults={
+                        "action": TrustRule.Action.DENY,
+                        "enabled": True,
+                        "note": f"Blocked from the admin (client {application.client_id})"[:500],
+                    },
+                )
+                if created:
+                    rule.created_by = request.user
+                    rule.save(update_fields=["created_by"])
+                    self.log_addition(request, rule, [{"added": {}}])
+                else:
+                    self.log_change(request, rule, [{"changed": {"fields": ["action", "enabled"]}}])
+                blocked.append(f"{rule.get_target_display()} {rule.pattern}")
+            count = revoke_client_tokens(application)
+            record(
+                AuditEvent.Kind.TOKEN_REVOKED,
+                request=request,
+                client_id=application.client_id,
+                detail={"via": "admin", "action": "block host", "count": count},
+            )
+        self.message_user(
+            request,
+            _(
+                "Denied: %(rules)s. Their clients can no longer be authorized or obtain tokens; "
+                "the selected clients' tokens were revoked."
+            )
+            % {"rules": ", ".join(dict.fromkeys(blocked)) or "-"},
+            messages.WARNING,
+        )
+
+    @admin.action(
+        description=_("Trust the selected clients (allow rule; approves clients held for review)"),
+        permissions=["change"],
+    )
+    def trust_clients(self, request, queryset):
+        still_denied = []
+        for application in queryset:
+            rule, created = TrustRule.objects.update_or_create(
+                target=TrustRule.Target.CLIENT,
+                pattern=application.client_id,
+                registration_source="",
+                defaults={"action": TrustRule.Action.ALLOW, "enabled": True, "note": "Trusted from the admin"},
+            )
+            if created:
+                rule.created_by = request.user
+                rule.save(update_fields=["created_by"])
+                self.log_addition(request, rule, [{"added": {}}])
+            if trust.evaluate_application(application).decision == trust.DENIED:
+                still_denied.append(str(application))
+        self.message_user(
+            request,
+            ngettext("Trusted %d client.", "Trusted %d clients.", len(queryset)) % len(queryset),
+            messages.SUCCESS,
+        )
+        if still_denied:
+            self.message_user(
+                request,
+                _("Still denied by a deny rule (a deny always wins): %s") % ", ".join(still_denied),
+                messages.WARNING,
+            )
+
+
+# --- trust rules -------------------------------------------------------------------------
+
+
+@admin.register(TrustRule)
+class TrustRuleAdmin(admin.ModelAdmin):
+    list_display = ("pattern", "target", "action", "registration_source", "enabled", "note", "created_at", "created_by")
+    list_filter = ("action", "target", "registration_source", "enabled")
+    search_fields = ("pattern", "note")
+    list_editable = ("enabled",)
+    readonly_fields = ("created_at", "updated_at", "created_by")
+    fields = (
+        "target",
+        "pattern",
+        "registration_source",
+        "action",
+        "enabled",
+        "note",
+        "created_at",
+        "updated_at",
+        "created_by",
+    )
+    actions = ("enable_rules", "disable_rules")
+    change_list_template = "admin/mcp_oauth/trustrule/change_list.html"
+
+    def save_model(self, request, obj, form, change):
+        if not change and obj.created_by_id is None:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+
+    def changelist_view(self, request, extra_context=None):
+        mode = trust.current_mode()
+        extra_context = {
+            **(extra_context or {}),
+            "trust_mode": mode,
+            "trust_mode_help": {
+                trust.MODE_OPEN: _(
+                    "any https client may be authorized; clients no rule speaks about are shown as unknown"
+                ),
+                trust.MODE_ALLOWLIST: _("only clients an allow rule matches (and clients registered in the admin)"),
+                trust.MODE_REVIEW: _(
+                    "clients no rule speaks about may register but are held until an administrator trusts them"
+                ),
+            }[mode],
+        }
+        return super().changelist_view(request, extra_context)
+
+    @admin.action(description=_("Enable the selected rules"), permissions=["change"])
+    def enable_rules(self, request, queryset):
+        count = queryset.update(enabled=True, updated_at=timezone.now())
+        bump_clients_generation()  # no signal for a bulk update
+        self.message_user(request, ngettext("Enabled %d rule.", "Enabled %d rules.", count) % count, messages.SUCCESS)
+
+    @admin.action(description=_("Disable the selected rules"), permissions=["change"])
+    def disable_rules(self, request, queryset):
+        count = queryset.update(enabled=False, updated_at=timezone.now())
+        bump_clients_generation()  # no signal for a bulk update
+        self.message_user(request, ngettext("Disabled %d rule.", "Disabled %d rules.", count) % count, messages.SUCCESS)
+
+
+# --- consents ----------------------------------------------------------------------------
+
+
+class ConsentStateFilter(admin.SimpleListFilter):
+    title = _("state")
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", _("active")), ("revoked", _("revoked"))]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(Consent)
+class ConsentAdmin(admin.ModelAdmin):
+    """Who let which client act for them; "revoke" also revokes the client's tokens for that user."""
+
+    list_display = ("user", "application", "scope", "granted_at", "last_granted_at", "revoked_at", "live_tokens")
+    list_filter = (
+        ConsentStateFilter,
+        "application__registration_source",
+        ("last_granted_at", admin.DateFieldListFilter),
+    )
+    search_fields = (USER_SEARCH, "application__name", "application__client_id", "scope")
+    list_select_related = ("user", "application")
+    readonly_fields = (
+        "user",
+        "application",
+        "scope",
+        "resources",
+        "granted_at",
+        "last_granted_at",
+        "revoked_at",
+        "live_tokens",
+    )
+    fields = readonly_fields
+    actions = ("revoke_consents",)
+
+    def has_add_permission(self, request):
+        return False  # consents come from the consent page
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoke instead, so the tokens go too
+
+    @admin.display(description=_("live access tokens"))
+    def live_tokens(self, obj):
+        return (
+            get_access_token_model()
+            .objects.filter(user_id=obj.user_id, application_id=obj.application_id, expires__gt=timezone.now())
+            .exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
+            .count()
+        )
+
+    @admin.action(description=_("Revoke the selected consents and their tokens"), permissions=["change"])
+    def revoke_consents(self, request, queryset):
+        total = 0
+        consents = list(queryset.select_related("user", "application"))
+        for consent in consents:
+            count = consent.revoke()
+            total += count
+            record(
+                AuditEvent.Kind.TOKEN_REVOKED,
+                request=request,
+                user=consent.user,
+                client_id=consent.application.client_id,
+                detail={"via": "admin", "action": "revoke consent", "count": count},
+            )
+        self.message_user(
+            request,
+            ngettext(
+                "Revoked %(n)d consent (%(tokens)d tokens).",
+                "Revoked %(n)d consents (%(tokens)d tokens).",
+                len(consents),
+            )
+            % {"n": len(consents), "tokens": total},
+            messages.SUCCESS,
+        )
+
+
+# --- audit log ---------------------------------------------------------------------------
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """The audit log: read-only (no add, change or delete), filterable and searchable."""
+
+    list_display = ("created_at", "kind", "user", "client_id", "ip_address", "summary")
+    list_filter = ("kind", ("created_at", admin.DateFieldListFilter))
+    search_fields = ("client_id", USER_SEARCH, "ip_address")
+    date_hierarchy = "created_at"
+    list_select_related = ("user",)
+    fields = ("created_at", "kind", "user", "client_id", "ip_address", "detail_json")
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description=_("detail"))
+    def summary(self, obj):
+        text = ", ".join(f"{key}={value}" for key, value in (obj.detail or {}).items() if value not in (None, "", []))
+        return text if len(text) <= 120 else text[:119] + "…"
+
+    @admin.display(description=_("detail"))
+    def detail_json(self, obj):
+        return format_html("<pre>{}</pre>", json.dumps(obj.detail, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+# --- CIMD cache ----------------------------------------------------------------------------
+
+
+class DocumentStateFilter(admin.SimpleListFilter):
+    title = _("state")
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("fresh", _("fresh")),
+            ("expired", _("expired")),
+            ("failing", _("last fetch failed")),
+            ("never", _("no valid document")),
+        ]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        value = self.value()
+        if value == "fresh":
+            return queryset.filter(document__isnull=False, expires_at__gt=now)
+        if value == "expired":
+            return queryset.filter(document__isnull=False, expires_at__lte=now)
+        if value == "failing":
+            return queryset.exclude(last_error="")
+        if value == "never":
+            return queryset.filter(document__isnull=True)
+        return queryset
+
+
+@admin.register(ClientMetadataDocument)
+class ClientMetadataDocumentAdmin(admin.ModelAdmin):
+    """The CIMD cache (one row per client_id URL); entries come from fetches, "refresh now" re-fetches them."""
+
+    list_display = (
+        "client_id",
+        "application",
+        "fresh",
+        "fetched_at",
+        "expires_at",
+        "last_error",
+        "last_error_at",
+        "fetch_count",
+    )
+    list_filter = (DocumentStateFilter, ("fetched_at", admin.DateFieldListFilter))
+    search_fields = ("client_id", "last_error", "application__name")
+    list_select_related = ("application",)
+    fields = (
+        "client_id",
+        "application",
+        "document_json",
+        "etag",
+        "last_modified",
+        "fetched_at",
+        "expires_at",
+        "last_error",
+        "last_error_at",
+        "retry_after",
+        "fetch_count",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = ("refresh_now",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description=_("fresh"), boolean=True)
+    def fresh(self, obj):
+        return obj.is_fresh(timezone.now())
+
+    @admin.display(description=_("validated document"))
+    def document_json(self, obj):
+        if obj.document is None:
+            return "-"
+        return format_html("<pre>{}</pre>", json.dumps(obj.document, indent=2, sort_keys=True, ensure_ascii=False))
+
+    def has_refresh_permission(self, request):
+        """The "refresh now" action: for those who may change cache entries (the change form itself is read-only)."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
+    @admin.action(description=_("Refresh now (fetch the documents again)"), permissions=["refresh"])
+    def refresh_now(self, request, queryset):
+        started = busy = 0
+        for entry in queryset:
+            # An administrator's request overrides the failure back-off.
+            type(entry).objects.filter(pk=entry.pk).update(retry_after=None)
+            entry.retry_after = None
+            if cimd_cache.start_fetch(entry, None, refresh=entry.document is not None):
+                started += 1
+            else:
+                busy += 1
+        self.message_user(
+            request,
+            ngettext("Refresh started for %d document.", "Refresh started for %d documents.", started) % started,
+            messages.SUCCESS,
+        )
+        if busy:
+            self.message_user(
+                request,
+                ngettext("%d document is already being fetched.", "%d documents are already being fetched.", busy)
+                % busy,
+                messages.WARNING,
+            )
+
+
+# --- MCP sessions ------------------------------------------------------------------------
+
+
+@admin.register(McpSession)
+class McpSessionAdmin(admin.ModelAdmin):
+    list_display = (
+        "short_id",
+        "user",
+        "application",
+        "resource",
+        "protocol_version",
+        "created_at",
+        "last_seen_at",
+        "ended_at",
+    )
+    list_filter = ("protocol_version", "ended_at")
+    search_fields = (USER_SEARCH, "application__name", "application__client_id")
+    readonly_fields = [f.name for f in McpSession._meta.fields]
+
+    @admin.display(description="session")
+    def short_id(self, obj):
+        return obj.id[:8] + "…"
+
+    def has_add_permission(self, request):
+        return False
+
+
+# --- MCP tasks (io.modelcontextprotocol/tasks) -----------------------------------------------
+
+
+@admin.register(McpTask)
+class McpTaskAdmin(admin.ModelAdmin):
+    """Tasks with their status, owner, client and timings; the action cancels them (cooperatively:
+    a running tool is cancelled at its executor's next check, a queued one never starts)."""
+
+    list_display = (
+        "short_id",
+        "tool_name",
+        "status",
+        "user",
+        "application",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "attempts",
+    )
+    list_filter = ("status", "tool_name")
+    search_fields = ("task_id", "tool_name", USER_SEARCH, "application__name", "application__client_id")
+    readonly_fields = [f.name for f in McpTask._meta.fields if f.name not in ("result", "sealed_result")]
+    exclude = ("result", "sealed_result")
+    actions = ["cancel_tasks"]
+
+    @admin.display(description="task")
+    def short_id(self, obj):
+        return obj.task_id[:8] + "…"
+
+    @admin.action(description="Cancel the selected tasks")
+    def cancel_tasks(self, request, queryset):
+        cancelled = sum(cancel_task(task, reason="An administrator cancelled the task.") for task in queryset)
+        self.message_user(request, f"{cancelled} task(s) cancelled.", messages.SUCCESS)
+
+    def has_add_permission(self, request):
+        return False

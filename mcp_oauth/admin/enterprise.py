@@ -1,0 +1,122 @@
+"""Admin screens of signed-assertion trust: enterprise identity providers (ID-JAG issuers) and the
+identities linked to local users. Imported by :mod:`mcp_oauth.admin`.
+
+The forms refuse what the token endpoint could never use: a key set holding private or symmetric
+key material, an IdP with neither ``jwks`` nor an https ``jwks_uri``, algorithms that are not
+accepted (``none``, HS*). Saving a provider drops its cached key set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from mcp_oauth.authorization_server import jwks as jwks_cache
+from mcp_oauth.authorization_server.assertions import accepted_algorithms
+from mcp_oauth.models import EnterpriseIdentity, EnterpriseIdentityProvider
+
+
+def clean_key_set(value: Any) -> Any:
+    """An inline JWK Set as the admin may store it (None / empty allowed).
+
+    :raises forms.ValidationError: not a JWK Set, or a key with private or symmetric material.
+    """
+    if not value:
+        return None
+    try:
+        jwks_cache.checked_key_set(value)
+    except jwks_cache.KeysUnavailable as exc:
+        raise forms.ValidationError(str(exc)) from None
+    return value
+
+
+def clean_jwks_uri(value: str) -> str:
+    """A ``jwks_uri`` as the admin may store it: blank, or an https URL.
+
+    :raises forms.ValidationError: another scheme.
+    """
+    if value and not value.startswith("https://"):
+        raise forms.ValidationError(_("The JWKS URL must be an https URL."))
+    return value
+
+
+class EnterpriseIdentityProviderForm(forms.ModelForm):
+    class Meta:
+        model = EnterpriseIdentityProvider
+        fields = "__all__"
+
+    def clean_jwks(self) -> Any:
+        return clean_key_set(self.cleaned_data.get("jwks"))
+
+    def clean_jwks_uri(self) -> str:
+        return clean_jwks_uri(self.cleaned_data.get("jwks_uri") or "")
+
+    def clean_algorithms(self) -> str:
+        algorithms = (self.cleaned_data.get("algorithms") or "").split()
+        refused = [alg for alg in algorithms if alg not in accepted_algorithms()]
+        if not algorithms or refused:
+            raise forms.ValidationError(
+                _("Allowed here: %(accepted)s.") % {"accepted": " ".join(sorted(accepted_algorithms()))}
+            )
+        return " ".join(algorithms)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("jwks") and not data.get("jwks_uri"):
+            raise forms.ValidationError(_("Give the IdP's JWKS URL or its keys inline."))
+        return data
+
+
+class UserAutocompleteMixin:
+    """``user`` as an autocomplete box (searched with the user admin's ``search_fields``), or the raw id
+    box of the class's ``raw_id_fields`` when the site's user admin is missing or cannot search: a
+    static ``autocomplete_fields`` would fail such a site's system checks (admin.E039, admin.E040)."""
+
+    def get_autocomplete_fields(self, request):
+        fields = tuple(super().get_autocomplete_fields(request))  # type: ignore[misc]
+        user_admin = self.admin_site._registry.get(get_user_model())  # type: ignore[attr-defined]
+        if user_admin is not None and user_admin.get_search_fields(request):
+            return (*fields, "user")
+        return fields
+
+
+class EnterpriseIdentityInline(UserAutocompleteMixin, admin.TabularInline):
+    model = EnterpriseIdentity
+    extra = 0
+    fields = ("subject", "user", "created", "last_used_at")
+    readonly_fields = ("created", "last_used_at")
+    raw_id_fields = ("user",)  # unless UserAutocompleteMixin can offer an autocomplete box
+
+
+@admin.register(EnterpriseIdentityProvider)
+class EnterpriseIdentityProviderAdmin(admin.ModelAdmin):
+    form = EnterpriseIdentityProviderForm
+    list_display = ("name", "issuer", "user_policy", "enabled", "updated")
+    list_filter = ("enabled", "user_policy")
+    search_fields = ("name", "issuer")
+    filter_horizontal = ("allowed_clients", "allowed_resources")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    fieldsets = (
+        (None, {"fields": ("name", "issuer", "enabled")}),
+        (_("Keys"), {"fields": ("jwks_uri", "jwks", "algorithms")}),
+        (_("Policy"), {"fields": ("allowed_clients", "allowed_resources", "allowed_scopes", "user_policy")}),
+    )
+    inlines = [EnterpriseIdentityInline]
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        for uri in {obj.jwks_uri, form.initial.get("jwks_uri") or ""} - {""}:
+            jwks_cache.forget(uri)
+
+
+@admin.register(EnterpriseIdentity)
+class EnterpriseIdentityAdmin(UserAutocompleteMixin, admin.ModelAdmin):
+    list_display = ("subject", "provider", "user", "created", "last_used_at")
+    list_filter = ("provider",)
+    search_fields = ("subject", f"user__{get_user_model().USERNAME_FIELD}")
+    raw_id_fields = ("user",)  # unless UserAutocompleteMixin can offer an autocomplete box

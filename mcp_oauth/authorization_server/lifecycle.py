@@ -1,0 +1,133 @@
+"""Account lifecycle: a user's MCP grants end with their password, their activity or their account.
+
+Receivers on the user model (connected in :meth:`mcp_oauth.apps.MCPOAuthConfig.ready`):
+
+* ``pre_save`` reads the stored ``password`` and ``is_active``; ``post_save`` compares:
+  a changed password (``set_password`` + ``save``, the admin, ``changepassword``, password
+  reset) or ``is_active`` turned false revokes the user's tokens and consents
+  (:func:`mcp_oauth.authorization_server.grants.revoke_user_grants`, reasons ``password_changed`` /
+  ``deactivated``; RFC 9700 §4.14.2, OAuth 2.1 §4.3.3: "revoke on password change").
+* ``pre_delete`` revokes them before the user is deleted (reason ``deleted``), so the audit
+  log keeps the event (with ``detail.user_id``) and caches hear about the tokens.
+
+``user_logged_in`` is not used: logging in changes neither. Saves with ``update_fields``
+that name neither field (``last_login``) cost no query.
+
+A client's deletion (the admin, ``Application.delete()``) waits for the grants of that client in
+flight, then deletes the tokens they committed (:func:`settle_client_deletion`), so that the
+deletion does not fail at commit on rows Django had not collected.
+"""
+
+from __future__ import annotations
+
+from django.db import router, transaction
+from django.db.models.signals import post_save, pre_delete, pre_save
+from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
+
+from mcp_oauth.authorization_server.grants import revoke_user_grants
+from mcp_oauth.authorization_server.rotation import take_write_lock
+from mcp_oauth.models import RefreshGeneration
+
+WATCHED = frozenset({"password", "is_active"})
+
+
+def remember_credentials(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
+    """``pre_save``: keep the stored password and ``is_active`` on the instance."""
+    instance._mcp_stored_credentials = None
+    if raw or instance.pk is None or (update_fields is not None and not WATCHED & set(update_fields)):
+        return
+    instance._mcp_stored_credentials = (
+        sender._default_manager.filter(pk=instance.pk).values_list("password", "is_active").first()
+    )
+
+
+def revoke_on_credentials_change(sender, instance, created=False, raw=False, **kwargs) -> None:
+    """``post_save``: revoke the user's grants when the password changed or the account was deactivated."""
+    stored = getattr(instance, "_mcp_stored_credentials", None)
+    instance._mcp_stored_credentials = None
+    if raw or created or stored is None:
+        return
+    password, was_active = stored
+    if getattr(instance, "is_active", True) is False and was_active:
+        revoke_user_grants(instance, reason="deactivated")
+    elif getattr(instance, "password", password) != password:
+        revoke_user_grants(instance, reason="password_changed")
+
+
+def revoke_on_delete(sender, instance, **kwargs) -> None:
+    """``pre_delete``: revoke the user's grants (audited) before the account goes.
+
+    First the user's pending authorization codes are locked: a code exchange in flight holds its
+    code's row until it commits, so the deletion waits for it (later exchanges find the code gone:
+    ``invalid_grant``). Then the grants are revoked, and the user's tokens deleted here: Django
+    collected the rows to delete before sending ``pre_delete``, and an exchange or a refresh in
+    flight (which :func:`revoke_user_grants` waited for) committed a new pair after that; left to
+    the deletion, those rows would fail its foreign-key check at commit (the account deletion
+    would fail)."""
+    with transaction.atomic(using=router.db_for_write(type(instance))):
+        take_write_lock()
+        list(get_grant_model().objects.select_for_update().filter(user_id=instance.pk).values_list("pk"))
+        revoke_user_grants(instance, reason="deleted")
+        get_refresh_token_model().objects.filter(user_id=instance.pk).delete()
+        get_access_token_model().objects.filter(user_id=instance.pk).delete()
+
+
+def settle_client_deletion(sender, instance, **kwargs) -> None:
+    """``pre_delete`` of a client: wait for its grants in flight, then delete the tokens they committed.
+
+    Django collects the rows a deletion removes before it sends ``pre_delete``; a grant of this
+    client that commits afterwards would leave rows pointing at the deleted client, and the
+    deletion would fail at commit (``IntegrityError``). Here, in the deletion's transaction, and
+    in this order (each lock waits for the grants that hold it; none waits for the deletion):
+
+    1. the client's pending authorization codes are locked (a code exchange in flight holds its
+       code's row until it commits; later exchanges find the code gone: ``invalid_grant``);
+    2. the generations of the client's refresh-token families are locked, oldest first, as
+       :func:`~mcp_oauth.authorization_server.rotation.revoke_family` locks them (a rotation or
+       grace request in flight holds one; later ones find the generation gone);
+    3. the client's row is locked (a ``client_credentials`` grant that commits later waits for the
+       deletion at its foreign-key check, then fails: ``invalid_grant``);
+    4. the client's refresh and access tokens that exist now are deleted.
+    """
+    if instance.pk is None:
+        return
+    RefreshToken, AccessToken = get_refresh_token_model(), get_access_token_model()
+    with transaction.atomic(using=router.db_for_write(type(instance))):
+        take_write_lock()
+        list(get_grant_model().objects.select_for_update().filter(application_id=instance.pk).values_list("pk"))
+        families = RefreshToken.objects.filter(application_id=instance.pk, token_family__isnull=False).values(
+            "token_family"
+        )
+        list(
+            RefreshGeneration.objects.select_for_update()
+            .filter(token_family__in=families)
+            .order_by("created_at", "pk")
+            .values_list("pk")
+        )
+        list(type(instance).objects.select_for_update().filter(pk=instance.pk).values_list("pk"))
+        RefreshToken.objects.filter(application_id=instance.pk).delete()
+        AccessToken.objects.filter(application_id=instance.pk).delete()
+
+
+def connect_client(application_model) -> None:
+    """Connect :func:`settle_client_deletion` for ``application_model`` (idempotent)."""
+    pre_delete.connect(
+        settle_client_deletion,
+        sender=application_model,
+        dispatch_uid="mcp_oauth.authorization_server.lifecycle.client_pre_delete",
+    )
+
+
+def connect(user_model) -> None:
+    """Connect the receivers for ``user_model`` (idempotent)."""
+    pre_save.connect(
+        remember_credentials, sender=user_model, dispatch_uid="mcp_oauth.authorization_server.lifecycle.pre_save"
+    )
+    post_save.connect(
+        revoke_on_credentials_change,
+        sender=user_model,
+        dispatch_uid="mcp_oauth.authorization_server.lifecycle.post_save",
+    )
+    pre_delete.connect(
+        revoke_on_delete, sender=user_model, dispatch_uid="mcp_oauth.authorization_server.lifecycle.pre_delete"
+    )

@@ -1,0 +1,480 @@
+"""The lean ASGI lane of the MCP endpoint: routed before Django's handler, same view and table.
+
+Under Django's ASGI handler every request crosses the whole middleware stack, and each
+``MiddlewareMixin`` runs its ``process_request``/``process_response`` through
+``sync_to_async``: with the reference site's seven middleware that is 13 thread hops per
+request, plus the ``request_started`` signal's. None of it serves a bearer-token JSON-RPC
+endpoint (no cookies, sessions, CSRF, messages or frames). :func:`mcp_lane` wraps the site's
+ASGI application and serves ``MCP_OAUTH["MCP_PATH"]`` itself: it reads the body, builds the
+same ``ASGIRequest``, calls the same view (:data:`~mcp_oauth.mcp_server.transport.views.mcp_endpoint`,
+with its CORS and the one method -> handler table behind it), sends the response, then closes
+it (``request_finished``: the database connection goes back to the pool). Every other path,
+and every non-HTTP scope, goes to the wrapped application unchanged::
+
+    # asgi.py
+    from django.core.asgi import get_asgi_application
+    from mcp_oauth.mcp_server.transport.asgi import mcp_lane
+
+    application = mcp_lane(get_asgi_application())
+
+**Threads.** A POST's thread is taken from a small pool of single-thread executors on its first
+sync call (:class:`RequestThread`), not created per request, and goes back when the response is
+closed on it. A request that runs no sync code at all (bearer token, resource and session from
+the caches, an async tool: :func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`,
+:func:`~mcp_oauth.mcp_server.transport.sessions.afind_session`) takes no thread and makes no thread hop: it
+opened no database connection, so its response is closed (``request_finished``) on the event loop,
+without Django's receivers that clean up a thread's state (:func:`close_on_loop`).
+
+A site that keeps its own ``asgi.py`` unchanged still serves the endpoint through its URLconf
+(``mcp_oauth.urls``), only slower.
+
+What the lane keeps from Django's handler: one ``ThreadSensitiveContext`` per POST/DELETE
+request (sync tools and ORM calls run on the request's own thread; a GET stream's short sync
+steps share the process's thread-sensitive thread, so an idle stream parks no thread), disconnect detection (a client leaving
+an SSE stream cancels the response), ``set_script_prefix``, the security headers of
+``SecurityMiddleware`` that apply to an API (``X-Content-Type-Options``, ``Referrer-Policy``,
+``Cross-Origin-Opener-Policy``), and overload answers: a database or cache that is exhausted or
+away gives 503 + ``Retry-After`` (:mod:`mcp_oauth.shared.overload`), any other failure a JSON-RPC
+-32603 with HTTP 500 (logged), never a dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.conf import settings
+from django.core import signals
+from django.core.cache import close_caches
+from django.core.cache.backends.base import BaseCache
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
+from django.core.handlers.base import reset_urlconf
+from django.db import close_old_connections
+from django.dispatch.dispatcher import NONE_ID, _make_id  # type: ignore[attr-defined]
+from django.http import HttpResponse
+from django.http.request import HttpHeaders
+from django.http.response import HttpResponseBase
+from django.urls import set_script_prefix
+from django.utils.module_loading import import_string
+
+from mcp_oauth.mcp_server.transport.security_headers import add_security_headers
+from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.overload import is_unavailable_error, unavailable_response
+
+__all__ = ["McpLane", "RequestThread", "call_on_request_thread", "http_path", "mcp_lane"]
+
+T = TypeVar("T")
+
+logger = logging.getLogger("mcp_oauth.transport")
+
+#: Idle request threads kept for reuse (more are created under load, and shut down when returned).
+IDLE_THREADS = 32
+
+#: Seconds a POST's response may take before the lane starts listening for the client's
+#: disconnect (:meth:`McpLane._respond_watched`); answers quicker than this need no listener task.
+WATCH_DISCONNECT_AFTER = 0.05
+
+
+class _ThreadPool:
+    """Single-thread executors handed to requests one at a time, reused."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._idle: list[ThreadPoolExecutor] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-request")
+
+    def release(self, executor: ThreadPoolExecutor) -> None:
+        with self._lock:
+            if len(self._idle) < self.keep:
+                self._idle.append(executor)
+                return
+        executor.shutdown(wait=False)
+
+
+_threads = _ThreadPool(IDLE_THREADS)
+
+
+class RequestThread(Executor):
+    """The one thread of a request (the executor of its ``ThreadSensitiveContext``): taken from
+    the lane's pool at the first sync call, returned by :meth:`release`. ``calls`` counts the
+    sync calls (thread hops) the request made."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self.calls = 0
+
+    @property
+    def used(self) -> bool:
+        return self._executor is not None
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
+        if self._executor is None:
+            self._executor = _threads.acquire()
+        self.calls += 1
+        return self._executor.submit(fn, *args, **kwargs)
+
+    def release(self) -> None:
+        if self._executor is not None:
+            _threads.release(self._executor)
+            self._executor = None
+
+
+#: At most this many :func:`call_on_request_thread` calls run at once per event loop (worker);
+#: more wait on the loop, holding no thread (a burst of token requests cannot grow the worker's
+#: threads past it; its database pool is smaller anyway).
+CALL_THREADS = IDLE_THREADS
+
+#: event loop -> the semaphore of its :func:`call_on_request_thread` calls.
+_call_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+async def call_on_request_thread(fn: Callable[..., T], /, *args: Any) -> T:
+    """``fn(*args)`` on a thread of the request-thread pool, in a copy of the caller's context:
+    one thread hop, for a request whose sync work is a single call (the token lane).
+
+    Leaner than ``sync_to_async`` in a ``ThreadSensitiveContext``: no context is copied back,
+    and the result comes back through one ``call_soon_threadsafe``. Code in ``fn`` that calls
+    ``async_to_sync`` still works (asgiref runs the coroutine on an event loop of its own).
+    At most :data:`CALL_THREADS` calls run at once per event loop; the others wait for a slot
+    without a thread. The thread goes back to the pool once ``fn`` returned, also when the caller
+    was cancelled meanwhile (a client that left): the call itself is never interrupted.
+
+    :raises: whatever ``fn`` raised.
+    """
+    loop = asyncio.get_running_loop()
+    slots = _call_slots.get(loop)
+    if slots is None:
+        slots = _call_slots[loop] = asyncio.Semaphore(CALL_THREADS)
+    await slots.acquire()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+    executor = _threads.acquire()
+
+    def run() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = context.run(fn, *args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            error = exc
+        try:
+            _threads.release(executor)  # before the caller resumes: the thread is free for its next call
+        finally:
+            loop.call_soon_threadsafe(_settle, future, result, error, slots)
+
+    try:
+        executor.submit(run)
+    except BaseException:  # an executor shut down under us (interpreter exit)
+        _threads.release(executor)
+        slots.release()
+        raise
+    return await future
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None, slots: asyncio.Semaphore) -> None:
+    slots.release()  # on the loop, once the call is over (whether or not its caller still waits)
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+def _caches_close_is_noop() -> bool:
+    """Whether every configured cache backend's ``close()`` is ``BaseCache``'s (does nothing)."""
+    for options in getattr(settings, "CACHES", {}).values():
+        try:
+            backend = import_string(options["BACKEND"])
+        except (ImportError, KeyError):
+            return False
+        if getattr(backend, "close", None) is not BaseCache.close:
+            return False
+    return True
+
+
+class _LoopFinished:
+    """``request_finished`` for a request that ran no sync code (no thread hop), sent on the loop.
+
+    Django's own receivers that only concern a thread's state are left out: ``close_old_connections``
+    (database connections live on sync threads: none was opened on the loop), ``reset_urlconf``
+    (the lane sets no urlconf) and, when every configured cache's ``close()`` is the base no-op,
+    ``close_caches``. Every other receiver (a site's or a library's) runs as with ``send``; async
+    ones are awaited. The filtered list is computed once and again whenever the signal's receivers
+    or ``settings.CACHES`` change (a snapshot compared per request: identity comparisons).
+    """
+
+    def __init__(self) -> None:
+        self._snapshot: list[Any] | None = None
+        self._caches: Any = None
+        self._receivers: list[tuple[Any, Any, bool]] = []
+
+    def receivers(self) -> list[tuple[Any, Any, bool]]:
+        """``(sender key, receiver or its weak reference, is_async)`` of every receiver to run."""
+        signal = signals.request_finished
+        current, caches_setting = signal.receivers, getattr(settings, "CACHES", None)
+        if self._snapshot is None or current != self._snapshot or caches_setting is not self._caches:
+            skipped: tuple[Any, ...] = (close_old_connections, reset_urlconf)
+            if _caches_close_is_noop():
+                skipped += (close_caches,)
+            kept = []
+            for (_receiver_key, sender_key), receiver, is_async in current:
+                target = receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
+                if not any(target is fn for fn in skipped):
+                    kept.append((sender_key, receiver, is_async))
+            self._receivers, self._snapshot, self._caches = kept, list(current), caches_setting
+        return self._receivers
+
+    async def send(self, sender: Any) -> None:
+        """Run the kept receivers that listen to ``sender`` (or to every sender)."""
+        signal = signals.request_finished
+        if not signal.receivers:
+            return
+        awaited = []
+        wanted = _make_id(sender)
+        for sender_key, receiver, is_async in self.receivers():
+            if sender_key != NONE_ID and sender_key != wanted:
+                continue
+            target = receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
+            if target is None:
+                continue
+            if is_async:
+                awaited.append(target(signal=signal, sender=sender))
+            else:
+                target(signal=signal, sender=sender)
+        if awaited:
+            await asyncio.gather(*awaited)
+
+
+_loop_finished = _LoopFinished()
+
+
+async def close_on_loop(response: HttpResponseBase) -> None:
+    """``response.close()`` for a request that ran no sync code: its resource closers, then
+    :class:`_LoopFinished`'s ``request_finished`` (sender: the response's handler class, as there)."""
+    closers = response._resource_closers  # type: ignore[attr-defined]
+    for closer in closers:
+        try:
+            closer()
+        except Exception:  # noqa: BLE001 - as HttpResponseBase.close
+            pass
+    closers.clear()
+    response.closed = True
+    await _loop_finished.send(response._handler_class)  # type: ignore[attr-defined]
+
+
+class ScopeHeaders(HttpHeaders):
+    """``request.headers`` built from the ASGI scope's header list, as ``HttpHeaders(request.META)``
+    is (same names, values, order and lookups: names with ``_`` dropped, repeated fields joined with
+    ``,``, latin-1), without a pass over the whole ``META``."""
+
+    def __init__(self, raw: Any) -> None:
+        store: dict[str, tuple[str, str]] = {}
+        for name_bytes, value_bytes in raw:
+            name = name_bytes.decode("latin1")
+            if "_" in name:
+                continue
+            lower = name.lower()
+            value = value_bytes.decode("latin1")
+            found = store.get(lower)
+            store[lower] = (found[0], f"{found[1]},{value}") if found is not None else (lower.title(), value)
+        self._store = store
+
+
+def http_path(scope: dict[str, Any]) -> str | None:
+    """The path of an HTTP scope below its ``root_path`` (the URLconf's view), None for other scopes."""
+    if scope.get("type") != "http":
+        return None
+    path = scope.get("path", "")
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path
+
+
+class McpLane(ASGIHandler):
+    """ASGI application: the MCP endpoint served directly, everything else by ``app``."""
+
+    def __init__(self, app: Any, view: Any = None) -> None:
+        # No super().__init__(): the lane loads no middleware.
+        self.app = app
+        self._view = view
+        self._serve_get: Any = None
+
+    def _load_endpoint(self) -> None:
+        # The one deferred import: a site's asgi.py imports this module before Django's app
+        # loading, and the view and the stream lane import the models.
+        from mcp_oauth.mcp_server.transport import stream_lane, views
+
+        if self._view is None:
+            self._view = views.mcp_endpoint
+        self._serve_get = stream_lane.serve_get
+
+    @property
+    def view(self) -> Any:
+        """:data:`.views.mcp_endpoint` (unless another view was given), imported on first use."""
+        if self._view is None:
+            self._load_endpoint()
+        return self._view
+
+    @property
+    def serve_get(self) -> Any:
+        """:func:`.stream_lane.serve_get`, imported on first use."""
+        if self._serve_get is None:
+            self._load_endpoint()
+        return self._serve_get
+
+    def serves(self, scope: dict[str, Any]) -> bool:
+        path = http_path(scope)
+        mcp_path = str(mcp_oauth_settings.MCP_PATH).rstrip("/")
+        return path is not None and path in (mcp_path, mcp_path + "/")
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if not self.serves(scope):
+            return await self.app(scope, receive, send)
+        if scope.get("method") == "GET":
+            # A GET stream lives for hours and is idle nearly all the time: its few short sync
+            # steps (authorization, session lookup, outbox reads on a wake-up) share the
+            # process's one thread-sensitive thread instead of parking a thread per stream, and
+            # between events it keeps only a small state object (stream_lane.py).
+            await self.serve_get(self, scope, receive, send)
+            return
+        thread = RequestThread()
+        try:
+            async with ThreadSensitiveContext(executor=thread):
+                await self.handle(scope, receive, send, thread)
+        finally:
+            thread.release()
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any, thread: RequestThread | None = None) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        try:
+            request = ASGIRequest(scope, body_file)
+        except UnicodeDecodeError:
+            body_file.close()
+            await self.send_response(HttpResponse(status=400), send)
+            return
+        request.__dict__["headers"] = ScopeHeaders(scope.get("headers", ()))  # HttpRequest.headers, cached
+        try:
+            response = await self._respond_watched(request, receive, send)
+        except asyncio.CancelledError:
+            # Cancelled from outside (server shutdown): the request still gives its database
+            # connections back (request_finished on the thread that holds them).
+            body_file.close()
+            if thread is not None and thread.used:
+                await sync_to_async(signals.request_finished.send)(sender=self.__class__)
+            raise
+        if response is not None:
+            # request_finished's sender, as Django's handler sets it
+            response._handler_class = self.__class__  # type: ignore[attr-defined]
+            if thread is not None and not thread.used:
+                # No sync code ran for this request: it holds no database connection (those
+                # live on sync threads), so request_finished runs on the loop without the
+                # receivers that clean up a thread's state (_LoopFinished).
+                await close_on_loop(response)
+            else:
+                await sync_to_async(response.close)()  # request_finished: connections back to the pool
+        else:
+            await signals.request_finished.asend(sender=self.__class__)
+        body_file.close()
+
+    async def _respond_watched(self, request: ASGIRequest, receive: Any, send: Any) -> HttpResponse | None:
+        """:meth:`_respond` in this task, cancelled when the client disconnects; None then.
+
+        Django's handler runs the response as a second task next to a disconnect listener and
+        waits for the first of the two. Here the response runs in the request's own task and the
+        listener (``listen_for_disconnect``: one ``receive()``) starts only once the response has
+        taken :data:`WATCH_DISCONNECT_AFTER` seconds: most calls are answered before that and
+        create no task at all. A client that left earlier is noticed then (a long handler is
+        cancelled :data:`WATCH_DISCONNECT_AFTER` seconds late at most), or by the response's
+        own write.
+        """
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        listener: asyncio.Task | None = None
+        left = False
+
+        def on_disconnect(done: asyncio.Task) -> None:
+            nonlocal left
+            if not done.cancelled() and isinstance(done.exception(), RequestAborted):
+                left = True
+                task.cancel()
+
+        def watch() -> None:
+            nonlocal listener
+            listener = loop.create_task(self.listen_for_disconnect(receive))
+            listener.add_done_callback(on_disconnect)
+
+        timer = loop.call_later(WATCH_DISCONNECT_AFTER, watch)
+        try:
+            response = await self._respond(request, send)
+            if left:  # the cancellation landed in the response's write, which ends quietly on it
+                task.uncancel()
+            return response
+        except asyncio.CancelledError:
+            if not left or task.uncancel() > 0:
+                raise  # cancelled from outside (server shutdown), not (only) by the client leaving
+            return None
+        finally:
+            timer.cancel()
+            if listener is not None:
+                listener.remove_done_callback(on_disconnect)
+                if not listener.done():
+                    listener.cancel()
+                    try:
+                        await listener
+                    except (asyncio.CancelledError, RequestAborted):
+                        pass
+                elif not listener.cancelled():
+                    listener.exception()  # retrieved: RequestAborted is the expected outcome
+
+    async def _respond(self, request: ASGIRequest, send: Any) -> HttpResponse:
+        try:
+            response = await self.view(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # every failure gets a defined answer
+            if is_unavailable_error(exc):
+                logger.warning("answering 503: %s: %s", type(exc).__name__, exc)
+                response = unavailable_response()
+            else:
+                logger.error("MCP endpoint failed", exc_info=exc)
+                response = HttpResponse(
+                    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}',
+                    status=500,
+                    content_type="application/json",
+                )
+        add_security_headers(response)
+        if not response.streaming and "Content-Length" not in response.headers:
+            # Known length: the server frames the body with it instead of chunked encoding
+            # (one write less per response).
+            response.headers["Content-Length"] = str(len(response.content))
+        try:
+            await self.send_response(response, send)
+        except asyncio.CancelledError:
+            pass  # the client left during the response
+        return response
+
+
+def mcp_lane(app: Any) -> McpLane:
+    """Wrap a site's ASGI application so that the MCP endpoint skips Django's middleware stack."""
+    return McpLane(app)
