@@ -178,6 +178,27 @@ def test_add_application_form_still_works(admin):
     assert page.status_code == 200 and 'name="client_secret"' in page.content.decode()
 
 
+def test_add_application_form_refuses_a_grant_type_this_server_does_not_serve(admin):
+    """The form offers authorization code and client credentials only; a crafted POST of another
+    type is refused as Django refuses any choice it did not offer, and nothing is created."""
+    form = {
+        "name": "legacy",
+        "client_id": "legacy-client",
+        "client_secret": "s" * 40,
+        "client_type": "confidential",
+        "authorization_grant_type": "password",
+        "redirect_uris": "",
+        "post_logout_redirect_uris": "",
+        "allowed_origins": "",
+        "algorithm": "",
+        "skip_authorization": "",
+    }
+    page = admin.post(url(Application, "add"), form)
+    assert page.status_code == 200  # the form again, with the error
+    assert "Select a valid choice. password is not one of the available choices." in page.content.decode()
+    assert not Application.objects.filter(client_id="legacy-client").exists()
+
+
 # --- client actions ------------------------------------------------------------------------
 
 

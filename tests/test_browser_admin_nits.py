@@ -111,6 +111,15 @@ def test_application_grant_type_filter_offers_what_the_server_serves(live, chrom
                         f'#changelist-filter details[data-filter-title="grant type"] li a:has-text("{label}")'
                     )
                 seen[label] = await listed(page)
+            options = "#id_authorization_grant_type label"  # DOT's admin shows the grant types as radio buttons
+            await page.goto(live.base + "/admin/oauth2_provider/application/add/")
+            seen["add_form"] = await page.eval_on_selector_all(options, "o => o.map(e => e.textContent.trim())")
+            await page.goto(live.base + f"/admin/oauth2_provider/application/{made['implicit'].pk}/change/")
+            await shot(page, "admin-application-unsupported-grant")
+            seen["implicit_form"] = await page.eval_on_selector_all(options, "o => o.map(e => e.textContent.trim())")
+            seen["implicit_selected"] = await page.eval_on_selector(
+                "input[name=authorization_grant_type]:checked", "i => i.value"
+            )
             unsupported = Application.objects.filter(pk__in=[made["implicit"].pk, made["password"].pk])
             await asyncio.to_thread(unsupported.delete)
             await page.goto(changelist)
@@ -128,6 +137,14 @@ def test_application_grant_type_filter_offers_what_the_server_serves(live, chrom
         ["Not supported by this server", False],
     ]
     assert seen["Not supported by this server"] == ["implicit client", "password client"]
+    # the application form offers what the token endpoint serves; an implicit client keeps its own
+    assert seen["add_form"] == ["Authorization code", "Client credentials"]
+    assert seen["implicit_form"] == [
+        "Authorization code",
+        "Implicit (not supported by this server)",
+        "Client credentials",
+    ]
+    assert seen["implicit_selected"] == "implicit"
     assert seen["Client credentials"] == ["client-credentials client"]
     assert seen["JWT bearer"] == ["client-credentials client"]
     assert [label for label, _ in seen["choices_after"]] == [

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -253,7 +253,26 @@ else:  # pragma: no cover - DOT always registers it
 
 
 class ApplicationForm(getattr(_base, "form", None) or forms.ModelForm):  # type: ignore[misc]
-    """DOT's application form, plus the redirect-scheme rule: ``http`` only on a loopback host."""
+    """DOT's application form, plus the redirect-scheme rule: ``http`` only on a loopback host.
+
+    The grant types offered are the ones the token endpoint serves (:meth:`GrantTypeFilter.supported`);
+    an existing client of another type keeps its own as a choice, labelled as not supported.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields.get("authorization_grant_type")
+        if field is None:
+            return
+        supported = GrantTypeFilter.supported()
+        current = self.instance.authorization_grant_type if self.instance.pk else None
+        choices = []
+        for value, label in field.choices:
+            if value in supported or value == "":
+                choices.append((value, label))
+            elif value == current:
+                choices.append((value, _("%(grant)s (not supported by this server)") % {"grant": label}))
+        field.choices = choices
 
     def clean_redirect_uris(self) -> str:
         value = self.cleaned_data.get("redirect_uris") or ""
