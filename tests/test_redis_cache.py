@@ -162,3 +162,32 @@ def test_the_hot_path_mget_of_an_unreachable_server_raises_a_redis_error():
     cache = backend("redis://127.0.0.1:1/0")
     with pytest.raises(redis.exceptions.ConnectionError):
         asyncio.run(cache.aget_many_raw(["k"]))
+
+
+def test_the_hot_path_mget_of_a_server_that_does_not_answer_times_out_once_per_round_trip():
+    """A server that accepts the connection and never answers: redis-py's TimeoutError after the
+    URL's socket_timeout (applied to the whole round trip, handshake included), not a hang, and
+    the connection is not kept for the next read."""
+    import socket
+    import time
+
+    import redis
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    try:
+        cache = backend(f"redis://127.0.0.1:{port}/0", {"OPTIONS": {"socket_timeout": 0.3}})
+
+        async def scenario():
+            started = time.monotonic()
+            with pytest.raises(redis.exceptions.TimeoutError):
+                await cache.aget_many_raw(["k"])
+            return time.monotonic() - started, len(cache._lean_reads()._idle)
+
+        elapsed, idle = asyncio.run(scenario())
+        assert 0.25 <= elapsed < 2
+        assert idle == 0
+    finally:
+        listener.close()

@@ -90,6 +90,21 @@ class LeanReads:
         self._idle: list[Any] = []
         self._slots = asyncio.Semaphore(pool.max_connections)
         self._timeout: float | None = pool.timeout
+        #: The URL's socket timeout, applied once to the whole round trip: redis-py applies it to
+        #: the write and to the read separately, the write through ``asyncio.wait_for`` (a task
+        #: of its own per command before Python 3.12).
+        self._round_trip_timeout: float | None = pool.connection_kwargs.get("socket_timeout")
+        self._connection_kwargs = {**pool.connection_kwargs, "socket_timeout": None}
+
+    def _new_connection(self) -> Any:
+        """A connection of the pool's class and options, without redis-py's per-step timeouts."""
+        return self._pool.connection_class(**self._connection_kwargs)
+
+    async def _round_trip(self, connection: Any, keys: list[str]) -> Any:
+        if not connection.is_connected:
+            await connection.connect()
+        await connection.send_command("MGET", *keys, check_health=False)
+        return await connection.read_response()
 
     async def mget(self, keys: list[str]) -> list[bytes | None]:
         """The values of ``keys`` in order (None: absent), as redis-py's ``mget`` answers them.
@@ -108,20 +123,26 @@ class LeanReads:
         try:
             idle = self._idle
             reused = bool(idle)
-            connection = idle.pop() if reused else self._pool.make_connection()
+            connection = idle.pop() if reused else self._new_connection()
+            timeout = self._round_trip_timeout
             while True:
                 try:
-                    if not connection.is_connected:
-                        await connection.connect()
-                    await connection.send_command("MGET", *keys)
-                    values = await connection.read_response()
+                    if timeout:
+                        try:
+                            async with asyncio.timeout(timeout):
+                                values = await self._round_trip(connection, keys)
+                        except TimeoutError:
+                            await connection.disconnect(nowait=True)
+                            raise RedisTimeoutError("Timeout reading from Redis") from None
+                    else:
+                        values = await self._round_trip(connection, keys)
                 except (RedisConnectionError, RedisTimeoutError, OSError):
                     await connection.disconnect(nowait=True)
                     if not reused:
                         raise
                     while idle:  # the server went away meanwhile: the others are stale too
                         await idle.pop().disconnect(nowait=True)
-                    reused, connection = False, self._pool.make_connection()
+                    reused, connection = False, self._new_connection()
                     continue
                 except BaseException:  # a server error, a cancellation: its state is unknown
                     await connection.disconnect(nowait=True)
