@@ -34,7 +34,9 @@ from a small per-loop list instead of the client's pool. redis-py 7.2+ wraps eve
 ``Redis.execute_command`` and ``BlockingConnectionPool.get_connection`` in observability
 recording (a dozen awaited no-op hooks, a condition, a lock, two timeouts and a retry closure per
 command), which cost more CPU than the round trip itself (~74 µs a read against ~45 µs on
-redis-py 5.2). Same bound (``max_connections``, ``timeout``), same options, same errors.
+redis-py 5.2). Same bound (``max_connections``, ``timeout``), same options, same errors; the URL's
+``socket_timeout`` bounds the whole round trip with one timer (redis-py puts the write under
+``asyncio.wait_for``, a task per command before Python 3.12, and the read under another).
 """
 
 from __future__ import annotations
