@@ -113,12 +113,16 @@ def release(session: nox.Session) -> None:
     shutil.rmtree(venv, ignore_errors=True)
     session.run("python", "-m", "venv", str(venv))
     python = str(venv / "bin" / "python")
-    session.run(
-        python, "-m", "pip", "install", "--quiet", f"{wheel}[server,test]", _django_spec(RELEASE[1]), external=True
-    )
+    # First the wheel with what a site installs (no test tools, which bring packages of their own):
+    # every module of both apps imports and the system checks pass.
+    session.run(python, "-m", "pip", "install", "--quiet", f"{wheel}[server]", _django_spec(RELEASE[1]), external=True)
     with session.chdir(tmp):
         session.run(python, "-c", _ASSERT_PAIR.format(python=RELEASE[0], django=RELEASE[1]), external=True)
         session.run(python, "-c", _ASSERT_INSTALLED_FROM_WHEEL % wheel.name, external=True)
+        session.run(python, "-c", _ASSERT_SITE_STARTS, external=True)
+    session.run(
+        python, "-m", "pip", "install", "--quiet", f"{wheel}[server,test]", _django_spec(RELEASE[1]), external=True
+    )
 
     suite = tmp / "suite"
     shutil.rmtree(suite, ignore_errors=True)
@@ -148,6 +152,38 @@ def release(session: nox.Session) -> None:
 # The distribution as pip recorded it (PEP 610 direct_url.json): installed from the wheel file
 # (an archive, not a source folder, not editable), its files in site-packages. Run outside the
 # source tree, whose *.egg-info an editable install elsewhere may have left there.
+_ASSERT_SITE_STARTS = """
+import pkgutil, importlib
+import django
+from django.conf import settings
+settings.configure(
+    SECRET_KEY="x" * 50,
+    INSTALLED_APPS=[
+        "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
+        "django.contrib.sessions", "django.contrib.messages", "django.contrib.staticfiles",
+        "oauth2_provider", "mcp_oauth", "elicitation",
+    ],
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+    MCP_OAUTH={"BASE_URL": "https://mcp.example.com"},
+    ROOT_URLCONF="mcp_oauth.urls",
+    STATIC_URL="/static/",
+    TEMPLATES=[{"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True,
+                "OPTIONS": {"context_processors": ["django.contrib.auth.context_processors.auth",
+                                                   "django.contrib.messages.context_processors.messages",
+                                                   "django.template.context_processors.request"]}}],
+    MIDDLEWARE=["django.contrib.sessions.middleware.SessionMiddleware",
+                "django.contrib.auth.middleware.AuthenticationMiddleware",
+                "django.contrib.messages.middleware.MessageMiddleware"],
+)
+django.setup()
+for app in ("mcp_oauth", "elicitation"):
+    package = importlib.import_module(app)
+    for module in pkgutil.walk_packages(package.__path__, app + "."):
+        importlib.import_module(module.name)
+from django.core.management import call_command
+call_command("check")
+"""
+
 _ASSERT_INSTALLED_FROM_WHEEL = """
 import json
 from importlib.metadata import distribution

@@ -297,7 +297,9 @@ def check_task_queue(app_configs, **kwargs):
         Warning(
             "No Celery app is configured: the app's tasks run in-process (CIMD fetches, elicitation "
             "notifications), and its periodic tasks (mcp_oauth.tasks.cleanup, mcp_oauth.tasks.prune_dynamic_clients, "
-            "elicitation.tasks.expire_elicitations, elicitation.tasks.cleanup) never run.",
+            "mcp_oauth.tasks.prune_refresh_generations, mcp_oauth.mcp_tasks.reconcile, "
+            "elicitation.tasks.reconcile_completion_notifications, elicitation.tasks.expire_elicitations, "
+            "elicitation.tasks.cleanup) never run.",
             hint="Give the site a Celery app and beat schedule (see project/celery.py and CELERY_BEAT_SCHEDULE of "
             "django-mcp-authz), or call those tasks from your own scheduler.",
             id="mcp_oauth.W050",

@@ -117,6 +117,7 @@ def test_application_grant_type_filter_offers_what_the_server_serves(live, chrom
             await page.goto(live.base + f"/admin/oauth2_provider/application/{made['implicit'].pk}/change/")
             await shot(page, "admin-application-unsupported-grant")
             seen["implicit_form"] = await page.eval_on_selector_all(options, "o => o.map(e => e.textContent.trim())")
+            seen["view_on_site_links"] = await page.locator("a.viewsitelink").count()
             seen["implicit_selected"] = await page.eval_on_selector(
                 "input[name=authorization_grant_type]:checked", "i => i.value"
             )
@@ -145,6 +146,7 @@ def test_application_grant_type_filter_offers_what_the_server_serves(live, chrom
         "Client credentials",
     ]
     assert seen["implicit_selected"] == "implicit"
+    assert seen["view_on_site_links"] == 0  # DOT's get_absolute_url() names views this app does not route
     assert seen["Client credentials"] == ["client-credentials client"]
     assert seen["JWT bearer"] == ["client-credentials client"]
     assert [label for label, _ in seen["choices_after"]] == [

@@ -290,6 +290,9 @@ class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DO
     """DOT's Application admin with the client profile, trust verdict, last use and our actions."""
 
     form = ApplicationForm
+    #: DOT's Application.get_absolute_url() names DOT's own management views, which this app's
+    #: URLs replace: "View on site" would be a NoReverseMatch.
+    view_on_site = False
 
     inlines = [*getattr(_base, "inlines", []), ClientProfileInline]
     list_display = ("name", "client_id", "registration_source", "client_type", "trust_verdict", "last_used", "created")
