@@ -18,8 +18,13 @@ def session(resource, user, public_app, mint_token):
 def test_nul_in_prompt_arguments_is_invalid_params(session):
     error = session.error("prompts/get", {"name": "summarize_note", "arguments": {"note": "a\u0000b"}})
     assert error["code"] == -32602
-    assert error["message"] == "Invalid params for prompts/get: arguments.note must be text without NUL characters"
-    assert error["data"] == {"errors": [{"field": "arguments.note", "message": "must be text without NUL characters"}]}
+    assert (
+        error["message"]
+        == "Invalid params for prompts/get: arguments.note must be text without NUL characters or unpaired surrogates"
+    )
+    assert error["data"] == {
+        "errors": [{"field": "arguments.note", "message": "must be text without NUL characters or unpaired surrogates"}]
+    }
 
 
 def test_nul_in_a_completion_value_is_invalid_params(session):
@@ -29,14 +34,17 @@ def test_nul_in_a_completion_value_is_invalid_params(session):
     )
     assert error["code"] == -32602
     assert error["message"] == (
-        "Invalid params for completion/complete: argument.value must be text without NUL characters"
+        "Invalid params for completion/complete: argument.value must be text without NUL characters or unpaired surrogates"
     )
 
 
 def test_nul_in_a_params_key_is_invalid_params(session):
     error = session.error("prompts/get", {"name": "summarize_note", "arguments": {"no\u0000te": "x"}})
     assert error["code"] == -32602
-    assert error["message"] == "Invalid params for prompts/get: arguments must be text without NUL characters"
+    assert (
+        error["message"]
+        == "Invalid params for prompts/get: arguments must be text without NUL characters or unpaired surrogates"
+    )
 
 
 def test_clean_params_still_work(session):

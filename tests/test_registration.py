@@ -232,17 +232,17 @@ def test_an_oversized_registration_body_is_a_json_413(client, resource):
         (
             {**PUBLIC, "redirect_uris": ["http://127.0.0.1/cb\u0000x"]},
             "invalid_redirect_uri",
-            "redirect_uris must be text without NUL characters.",
+            "redirect_uris must be text without NUL characters or unpaired surrogates.",
         ),
         (
             {**PUBLIC, "client_name": "a\u0000b"},
             "invalid_client_metadata",
-            "client_name must be text without NUL characters.",
+            "client_name must be text without NUL characters or unpaired surrogates.",
         ),
         (
             {**PUBLIC, "contacts": ["ops\u0000@example.com"]},
             "invalid_client_metadata",
-            "contacts must be text without NUL characters.",
+            "contacts must be text without NUL characters or unpaired surrogates.",
         ),
         (
             {**PUBLIC, "redirect_uris": [f"http://127.0.0.1/cb{i}" for i in range(21)]},

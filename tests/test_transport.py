@@ -300,6 +300,23 @@ def test_not_json_is_400_parse_error(client, token, body):
     error = error_of(response)
     assert error["code"] == -32700
     assert response.json()["id"] is None
+    # the input's fault in words, not the parser's exception class
+    assert error["message"] in (
+        "Parse error: the body is not valid JSON",
+        "Parse error: the body is not UTF-8",
+        "Parse error: the JSON is nested too deeply",
+    )
+
+
+def test_an_id_with_a_lone_surrogate_is_an_invalid_request_not_echoed(client, token):
+    """The id is echoed in the response: a lone surrogate there is JSON no strict client parses
+    (RFC 8259 §8.2), so the request is -32600 with a null id, as any other unusable id."""
+    body = b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}'
+    response = post(client, body, token, raw=True)
+    assert response.status_code == 400
+    assert error_of(response)["code"] == -32600
+    assert response.json()["id"] is None
+    assert b"ud800" not in response.content
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,9 @@ def guard_oauth_form(view: Callable) -> Callable:
                     if len(values) > 1 and key not in REPEATABLE:
                         raise OAuthError("invalid_request", f"The parameter {key} is repeated.")
             if not request_params_storable(request):
-                raise OAuthError("invalid_request", "Parameters must be text without NUL characters.")
+                raise OAuthError(
+                    "invalid_request", "Parameters must be text without NUL characters or unpaired surrogates."
+                )
             if not check_basic_credentials(request.headers.get("Authorization")):
                 # RFC 6749 §5.2: the challenge names the scheme the client used.
                 raise OAuthError(

@@ -99,11 +99,17 @@ def parse_body(request: HttpRequest) -> dict[str, Any]:
         raise RegistrationError("invalid_client_metadata", "The request body must be a JSON object.")
     for name, value in data.items():
         if not storable(name):
-            raise RegistrationError("invalid_client_metadata", "Member names must be text without NUL characters.")
+            raise RegistrationError(
+                "invalid_client_metadata", "Member names must be text without NUL characters or unpaired surrogates."
+            )
         if not storable(value):
             if name == "redirect_uris":
-                raise RegistrationError("invalid_redirect_uri", "redirect_uris must be text without NUL characters.")
-            raise RegistrationError("invalid_client_metadata", f"{name[:100]} must be text without NUL characters.")
+                raise RegistrationError(
+                    "invalid_redirect_uri", "redirect_uris must be text without NUL characters or unpaired surrogates."
+                )
+            raise RegistrationError(
+                "invalid_client_metadata", f"{name[:100]} must be text without NUL characters or unpaired surrogates."
+            )
     return data
 
 

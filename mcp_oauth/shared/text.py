@@ -74,7 +74,9 @@ def refuse_unstorable_params(view: Callable) -> Callable:
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not request_params_storable(request):
-            return OAuthError("invalid_request", "Parameters must be text without NUL characters.").response()
+            return OAuthError(
+                "invalid_request", "Parameters must be text without NUL characters or unpaired surrogates."
+            ).response()
         return view(request, *args, **kwargs)
 
     return wrapper

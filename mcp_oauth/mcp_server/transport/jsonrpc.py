@@ -40,6 +40,8 @@ from mcp_types import (
     URL_ELICITATION_REQUIRED,
 )
 
+from mcp_oauth.shared.text import storable
+
 __all__ = [
     "HEADER_MISMATCH",
     "INTERNAL_ERROR",
@@ -140,7 +142,8 @@ def is_valid_id(value: Any) -> bool:
         return False
     if isinstance(value, int):
         return -MAX_INT_ID <= value <= MAX_INT_ID
-    return isinstance(value, str) and len(value) <= MAX_STR_ID
+    # A string id is echoed in the response: text a client's JSON parser reads (no lone surrogate, RFC 8259 §8.2).
+    return isinstance(value, str) and len(value) <= MAX_STR_ID and storable(value)
 
 
 def _reject_constant(name: str) -> Any:
@@ -158,8 +161,12 @@ def parse_message(body: bytes) -> Incoming:
     try:
         text = body.decode("utf-8")
         data = json.loads(text, parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise JsonRpcError(PARSE_ERROR, f"Parse error: {type(exc).__name__}", http_status=400) from None
+    except UnicodeDecodeError:
+        raise JsonRpcError(PARSE_ERROR, "Parse error: the body is not UTF-8", http_status=400) from None
+    except RecursionError:
+        raise JsonRpcError(PARSE_ERROR, "Parse error: the JSON is nested too deeply", http_status=400) from None
+    except ValueError:
+        raise JsonRpcError(PARSE_ERROR, "Parse error: the body is not valid JSON", http_status=400) from None
 
     if isinstance(data, list):
         raise JsonRpcError(INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not supported", http_status=400)

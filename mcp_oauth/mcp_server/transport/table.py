@@ -293,7 +293,7 @@ def _unstorable_path(params: Any) -> str | None:
 
 
 def _unstorable_params(method: str, location: str) -> McpError:
-    message = "must be text without NUL characters"
+    message = "must be text without NUL characters or unpaired surrogates"
     return McpError(
         INVALID_PARAMS,
         f"Invalid params for {method}: {location} {message}",
