@@ -8,6 +8,7 @@ is written.
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from datetime import timedelta
@@ -422,4 +423,37 @@ def test_introspection_with_private_key_jwt(client, jwt_client, key):
     answer = client.post("/oauth/introspect", {**data, "client_assertion": key.sign(client_claims(app))})
     assert answer.status_code == 200 and answer.json()["active"] is True
     refused = client.post("/oauth/introspect", {**data, "client_assertion": unsigned(client_claims(app))})
-    assert refused.status_code in (401, 403)
+    assert refused.status_code == 401  # RFC 7662 §2.3 -> RFC 6749 §5.2
+    assert refused.json()["error"] == "invalid_client"
+    assert refused["Cache-Control"] == "no-store"
+    assert refused["WWW-Authenticate"].startswith("Basic realm=")
+
+
+@pytest.mark.django_db
+def test_introspection_without_or_with_wrong_credentials_is_401_invalid_client(client, jwt_client, key):
+    """Missing, unknown or wrong client credentials: 401 invalid_client in JSON with a Basic
+    challenge (RFC 7662 §2.3, RFC 6749 §5.2), never DOT's empty 403; a bad bearer token instead:
+    401 invalid_token with a Bearer challenge (RFC 6750 §3.1)."""
+    app, _ = jwt_client
+    token = cc_request(client, key.sign(client_claims(app))).json()["access_token"]
+    basic = "Basic " + base64.b64encode(b"nosuchclient:pw").decode()
+    for extra in ({}, {"HTTP_AUTHORIZATION": basic}):
+        answer = client.post("/oauth/introspect", {"token": token}, **extra)
+        assert answer.status_code == 401
+        assert answer["Content-Type"] == "application/json"
+        assert answer.json()["error"] == "invalid_client"
+        assert answer["WWW-Authenticate"].startswith("Basic realm=")
+    answer = client.post("/oauth/introspect", {"token": token}, HTTP_AUTHORIZATION="Bearer not-a-token")
+    assert answer.status_code == 401
+    assert answer.json()["error"] == "invalid_token"
+    assert answer["WWW-Authenticate"].startswith("Bearer ") and 'error="invalid_token"' in answer["WWW-Authenticate"]
+
+
+@pytest.mark.django_db
+def test_a_refused_assertion_at_the_token_endpoint_has_no_bearer_challenge(client, jwt_client, key):
+    """invalid_client is no RFC 6750 Bearer error: the token endpoint's 401 names the Basic scheme."""
+    app, _ = jwt_client
+    refused = cc_request(client, unsigned(client_claims(app)))
+    assert refused.status_code == 401
+    assert refused.json()["error"] == "invalid_client"
+    assert refused["WWW-Authenticate"].startswith("Basic realm=")

@@ -375,8 +375,10 @@ class MCPTokenView(TokenView):
                 response = self.token_response(request, *args, **kwargs)
         except OAuthError as exc:
             return exc.response()
-        if response.status_code == 401 and request.headers.get("Authorization", "")[:6].lower() == "basic ":
-            # RFC 6749 §5.2: after HTTP Basic, the 401 challenge names the Basic scheme (oauthlib says Bearer).
+        if response.status_code == 401:
+            # RFC 6749 §5.2: a failed client authentication is invalid_client; its challenge names
+            # the Basic scheme, that of client authentication here (oauthlib says Bearer, whose
+            # error codes do not include invalid_client: RFC 6750 §3.1).
             try:
                 body = json.loads(response.content)
             except ValueError:
@@ -454,6 +456,19 @@ class MCPIntrospectTokenView(IntrospectTokenView):
             return super().authenticate_client(request)
         except oauth_errors.OAuth2Error:
             return False
+
+    def unauthenticated_response(self, request: HttpRequest, oauthlib_request: Any = None) -> HttpResponse:
+        """401 with the RFC 6749 §5.2 error in JSON (RFC 7662 §2.3), never DOT's bare 403: ``invalid_token``
+        with a Bearer challenge when the caller presented a bearer token, else ``invalid_client`` with
+        a Basic challenge (the scheme of client authentication here)."""
+        if request.headers.get("Authorization", "")[:7].lower() == "bearer ":
+            return OAuthError("invalid_token", "The access token is invalid or expired.", status=401).response()
+        return OAuthError(
+            "invalid_client",
+            "Client authentication failed.",
+            status=401,
+            www_authenticate=f'Basic realm="{_basic_realm()}"',
+        ).response()
 
     @staticmethod
     def get_token_response(token_value=None):
