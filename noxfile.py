@@ -165,7 +165,7 @@ settings.configure(
     ],
     DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
     MCP_OAUTH={"BASE_URL": "https://mcp.example.com"},
-    ROOT_URLCONF="mcp_oauth.urls",
+    ROOT_URLCONF="smoke_urls",
     STATIC_URL="/static/",
     TEMPLATES=[{"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True,
                 "OPTIONS": {"context_processors": ["django.contrib.auth.context_processors.auth",
@@ -176,6 +176,10 @@ settings.configure(
                 "django.contrib.messages.middleware.MessageMiddleware"],
 )
 django.setup()
+import sys, types
+from django.urls import include, path
+urls = sys.modules["smoke_urls"] = types.ModuleType("smoke_urls")
+urls.urlpatterns = [path("", include("mcp_oauth.urls")), path("elicitation/", include("elicitation.urls"))]
 for app in ("mcp_oauth", "elicitation"):
     package = importlib.import_module(app)
     for module in pkgutil.walk_packages(package.__path__, app + "."):

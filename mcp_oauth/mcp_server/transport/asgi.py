@@ -58,7 +58,6 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.core.handlers.base import reset_urlconf
 from django.db import close_old_connections
-from django.dispatch.dispatcher import NONE_ID, _make_id  # type: ignore[attr-defined]
 from django.http import HttpResponse
 from django.http.request import HttpHeaders
 from django.http.response import HttpResponseBase
@@ -207,6 +206,9 @@ def _caches_close_is_noop() -> bool:
     return True
 
 
+_UNSET = object()
+
+
 class _LoopFinished:
     """``request_finished`` for a request that ran no sync code (no thread hop), sent on the loop.
 
@@ -214,48 +216,40 @@ class _LoopFinished:
     (database connections live on sync threads: none was opened on the loop), ``reset_urlconf``
     (the lane sets no urlconf) and, when every configured cache's ``close()`` is the base no-op,
     ``close_caches``. Every other receiver (a site's or a library's) runs as with ``send``; async
-    ones are awaited. The filtered list is computed once and again whenever the signal's receivers
-    or ``settings.CACHES`` change (a snapshot compared per request: identity comparisons).
+    ones are awaited. Receivers come from the signal's own lookup (``Signal._live_receivers``,
+    whose result is the same pair of lists from Django 5.0 to 6.1, unlike the receiver records).
     """
 
     def __init__(self) -> None:
-        self._snapshot: list[Any] | None = None
-        self._caches: Any = None
-        self._receivers: list[tuple[Any, Any, bool]] = []
+        self._caches: Any = _UNSET
+        self._skipped: tuple[Any, ...] = ()
 
-    def receivers(self) -> list[tuple[Any, Any, bool]]:
-        """``(sender key, receiver or its weak reference, is_async)`` of every receiver to run."""
-        signal = signals.request_finished
-        current, caches_setting = signal.receivers, getattr(settings, "CACHES", None)
-        if self._snapshot is None or current != self._snapshot or caches_setting is not self._caches:
+    def skipped(self) -> tuple[Any, ...]:
+        """Django's thread-only receivers left out, worked out again when ``settings.CACHES`` changes."""
+        caches_setting = getattr(settings, "CACHES", None)
+        if caches_setting is not self._caches:
             skipped: tuple[Any, ...] = (close_old_connections, reset_urlconf)
             if _caches_close_is_noop():
                 skipped += (close_caches,)
-            kept = []
-            for (_receiver_key, sender_key), receiver, is_async in current:
-                target = receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
-                if not any(target is fn for fn in skipped):
-                    kept.append((sender_key, receiver, is_async))
-            self._receivers, self._snapshot, self._caches = kept, list(current), caches_setting
-        return self._receivers
+            self._skipped, self._caches = skipped, caches_setting
+        return self._skipped
 
     async def send(self, sender: Any) -> None:
-        """Run the kept receivers that listen to ``sender`` (or to every sender)."""
+        """Run the live receivers of ``sender`` (Django's own lookup: sender filtering, dead weak
+        references dropped) but the skipped ones; async ones are awaited together."""
         signal = signals.request_finished
         if not signal.receivers:
             return
-        awaited = []
-        wanted = _make_id(sender)
-        for sender_key, receiver, is_async in self.receivers():
-            if sender_key != NONE_ID and sender_key != wanted:
-                continue
-            target = receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
-            if target is None:
-                continue
-            if is_async:
-                awaited.append(target(signal=signal, sender=sender))
-            else:
-                target(signal=signal, sender=sender)
+        sync_receivers, async_receivers = signal._live_receivers(sender)  # type: ignore[attr-defined]
+        skipped = self.skipped()
+        for receiver in sync_receivers:
+            if not any(receiver is fn for fn in skipped):
+                receiver(signal=signal, sender=sender)
+        awaited = [
+            receiver(signal=signal, sender=sender)
+            for receiver in async_receivers
+            if not any(receiver is fn for fn in skipped)
+        ]
         if awaited:
             await asyncio.gather(*awaited)
 
