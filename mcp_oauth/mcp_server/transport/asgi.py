@@ -240,7 +240,7 @@ class _LoopFinished:
         signal = signals.request_finished
         if not signal.receivers:
             return
-        sync_receivers, async_receivers = signal._live_receivers(sender)  # type: ignore[attr-defined]
+        sync_receivers, async_receivers = signal._live_receivers(sender)
         skipped = self.skipped()
         for receiver in sync_receivers:
             if not any(receiver is fn for fn in skipped):
