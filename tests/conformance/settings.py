@@ -15,7 +15,15 @@ from project.settings import *  # noqa: F403
 INSTALLED_APPS = [app for app in INSTALLED_APPS if app not in ("project", "elicitation")]  # noqa: F405
 INSTALLED_APPS.append("tests.conformance.fixture")
 ROOT_URLCONF = "tests.conformance.fixture.urls"
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ.get("CONFORMANCE_DB", ":memory:")}}
+# As the reference site on SQLite: wait on locks, and BEGIN IMMEDIATE so that a task's thread and a
+# request that both read then write wait for each other instead of one failing "database is locked".
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("CONFORMANCE_DB", ":memory:"),
+        "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+    }
+}
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_BROKER_URL = None
 MCP_OAUTH = {
