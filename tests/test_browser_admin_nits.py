@@ -114,6 +114,19 @@ def test_application_grant_type_filter_offers_what_the_server_serves(live, chrom
             options = "#id_authorization_grant_type label"  # DOT's admin shows the grant types as radio buttons
             await page.goto(live.base + "/admin/oauth2_provider/application/add/")
             seen["add_form"] = await page.eval_on_selector_all(options, "o => o.map(e => e.textContent.trim())")
+            # the form, submitted as a person would: a machine client with a supported grant type
+            await page.fill("#id_name", "submitted machine client")
+            await page.check("input[name=client_type][value=confidential]")
+            await page.check("input[name=authorization_grant_type][value=client-credentials]")
+            async with page.expect_navigation():
+                await page.click("input[name=_save]")
+            seen["saved"] = await asyncio.to_thread(
+                lambda: list(
+                    Application.objects.filter(name="submitted machine client").values_list(
+                        "authorization_grant_type", flat=True
+                    )
+                )
+            )
             await page.goto(live.base + f"/admin/oauth2_provider/application/{made['implicit'].pk}/change/")
             await shot(page, "admin-application-unsupported-grant")
             seen["implicit_form"] = await page.eval_on_selector_all(options, "o => o.map(e => e.textContent.trim())")
@@ -140,6 +153,7 @@ def test_application_grant_type_filter_offers_what_the_server_serves(live, chrom
     assert seen["Not supported by this server"] == ["implicit client", "password client"]
     # the application form offers what the token endpoint serves; an implicit client keeps its own
     assert seen["add_form"] == ["Authorization code", "Client credentials"]
+    assert seen["saved"] == ["client-credentials"]
     assert seen["implicit_form"] == [
         "Authorization code",
         "Implicit (not supported by this server)",
