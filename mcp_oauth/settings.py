@@ -159,6 +159,11 @@ DEFAULTS: dict[str, Any] = {
     # like CIMD documents. An unknown kid refetches at most once per JWKS_REFETCH_SECONDS.
     "JWKS_CACHE": "default",
     "JWKS_REFETCH_SECONDS": 60,
+    # Largest key set accepted at a jwks_uri (bytes) and most keys in one set (inline or fetched).
+    # Key sets have their own limit, not CIMD_MAX_DOCUMENT_SIZE: Microsoft Entra ID publishes
+    # several RSA keys each with an x5c certificate (about 1.5 KB per key, 9 KB for six).
+    "JWKS_MAX_SIZE": 64 * 1024,
+    "JWKS_MAX_KEYS": 50,
     # MCP extensions announced in capabilities.extensions (mcp_oauth.mcp_server.transport.extensions):
     # io.modelcontextprotocol/oauth-client-credentials and .../enterprise-managed-authorization.
     "CLIENT_CREDENTIALS_EXTENSION": True,

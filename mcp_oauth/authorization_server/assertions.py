@@ -25,7 +25,6 @@ failure (the caller turns it into ``invalid_client`` or ``invalid_grant``):
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from django.utils import timezone
 
 from mcp_oauth.models import UsedAssertion
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.strict_json import StrictJSONError, jose_object, numeric_date
 
 #: Never accepted, whatever the settings list (RFC 8725 §3.1: no "none"; §3.2: no shared-secret
 #: algorithms for a key that is public).
@@ -86,25 +86,33 @@ def accepted_algorithms(allowed: Iterable[str] | None = None) -> frozenset[str]:
     return frozenset(alg for alg in chosen if alg in KEY_TYPES and alg not in FORBIDDEN_ALGORITHMS)
 
 
-def _b64json(segment: str) -> Any:
-    padded = segment + "=" * (-len(segment) % 4)
-    return json.loads(jwt.utils.base64url_decode(padded.encode("ascii")))
-
-
 def unverified(token: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The header and claims of a compact JWS, NOT verified (to find the signer).
+    """The header and claims of a compact JWS, NOT verified (to find the signer), read with the
+    strict reader (:func:`mcp_oauth.shared.strict_json.jose_object`): no ``NaN``/``Infinity``, no
+    duplicate member, no NUL or control character in an identifier claim, numeric dates finite
+    and between 1970 and 9999 (RFC 8259 §4, §6; RFC 7515 §5.2; RFC 8725 §3.9). These same objects
+    are the ones :func:`verify_assertion` checks once the signature verified: PyJWT's own
+    (lenient) parse of the payload is never used.
 
-    :raises AssertionRefused: ``malformed``: not three base64url parts of JSON objects.
+    :raises AssertionRefused: ``malformed``: not three base64url parts of strict JSON objects;
+        or the name of the refused claim (``exp``, ``sub``, ...).
     """
     if not isinstance(token, str) or len(token) > 16384 or token.count(".") != 2:
         raise AssertionRefused("The assertion is not a compact JWT.", "malformed")
+    raw_header, raw_claims, _signature = token.split(".")
     try:
-        header, claims = _b64json(token.split(".")[0]), _b64json(token.split(".")[1])
-    except (ValueError, UnicodeError, TypeError, RecursionError):
-        raise AssertionRefused("The assertion is not a compact JWT.", "malformed") from None
-    if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise AssertionRefused("The assertion is not a compact JWT.", "malformed")
+        header = jose_object(raw_header)
+    except StrictJSONError as exc:
+        raise AssertionRefused(f"The assertion's header is refused: {exc}.", _reason(exc)) from None
+    try:
+        claims = jose_object(raw_claims)
+    except StrictJSONError as exc:
+        raise AssertionRefused(f"The assertion's claims are refused: {exc}.", _reason(exc)) from None
     return header, claims
+
+
+def _reason(exc: StrictJSONError) -> str:
+    return "malformed" if exc.reason in ("json", "base64", "text", "number") else exc.reason
 
 
 def _typ_matches(value: Any, expected: str) -> bool:
@@ -117,15 +125,16 @@ def _typ_matches(value: Any, expected: str) -> bool:
 
 
 def _number(claims: dict[str, Any], name: str) -> float | None:
-    value = claims.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise AssertionRefused(f"The assertion's {name} claim must be a number.", name)
-    return float(value)
+    try:
+        value = numeric_date(claims, name)
+    except StrictJSONError as exc:
+        raise AssertionRefused(f"The assertion's {name} claim is refused: {exc}.", name) from None
+    return None if value is None else float(value)
 
 
-def _verify_signature(token: str, header: dict[str, Any], keys: list[dict[str, Any]], alg: str) -> dict[str, Any]:
+def _verify_signature(token: str, header: dict[str, Any], keys: list[dict[str, Any]], alg: str) -> None:
+    """Verify the JWS signature of ``token`` with PyJWT's JWS layer (the payload is not parsed
+    there: the claims are the strictly read ones of :func:`unverified`)."""
     kid = header.get("kid")
     candidates = [
         key
@@ -140,12 +149,10 @@ def _verify_signature(token: str, header: dict[str, Any], keys: list[dict[str, A
     for candidate in candidates:
         try:
             key = jwt.PyJWK(candidate, algorithm=alg)
-            payload = jwt.api_jws.PyJWS().decode_complete(token, key=key, algorithms=[alg])["payload"]
+            jwt.api_jws.PyJWS().decode_complete(token, key=key, algorithms=[alg])
         except (jwt.PyJWTError, ValueError, TypeError):
             continue
-        claims = json.loads(payload)
-        if isinstance(claims, dict):
-            return claims
+        return
     raise AssertionRefused("The assertion's signature does not verify.", "signature")
 
 
@@ -170,7 +177,7 @@ def verify_assertion(
     :param issuer: / :param subject: required ``iss`` / ``sub`` values.
     :raises AssertionRefused: the first failed check.
     """
-    header, _claims = unverified(token)
+    header, claims = unverified(token)
     alg = header.get("alg")
     if not isinstance(alg, str) or alg not in accepted_algorithms(algorithms):
         raise AssertionRefused(f"The assertion's signing algorithm {str(alg)[:20]!r} is not accepted.", "alg")
@@ -178,9 +185,9 @@ def verify_assertion(
         raise AssertionRefused(f'The assertion\'s typ header must be "{typ}".', "typ")
     if forbidden_typ is not None and _typ_matches(header.get("typ"), forbidden_typ):
         raise AssertionRefused(f'An assertion of typ "{forbidden_typ}" is not accepted here.', "typ")
-    if "crit" in header:
+    if "crit" in header or "b64" in header:  # RFC 7515 §4.1.11; RFC 7797 §3 (unencoded payloads)
         raise AssertionRefused("The assertion's header has critical extensions this server does not know.", "crit")
-    claims = _verify_signature(token, header, keys, alg)
+    _verify_signature(token, header, keys, alg)
 
     if issuer is not None and claims.get("iss") != issuer:
         raise AssertionRefused("The assertion's iss claim is not the expected issuer.", "iss")

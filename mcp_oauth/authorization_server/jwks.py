@@ -10,8 +10,13 @@ CIMD documents); a ``kid`` the cached set does not hold refetches at most once p
 remembered for as long, so neither unknown ``kid`` values nor an unreachable or refused host make
 the server fetch on every request.
 
-A key set is accepted only when it is ``{"keys": [object, ...]}`` without private or symmetric
-key members (RFC 7518 §6.2.2, §6.3.2, §6.4.1).
+A key set is accepted only when it is ``{"keys": [object, ...]}`` of at most
+``MCP_OAUTH["JWKS_MAX_KEYS"]`` keys, without private or symmetric key members (RFC 7518 §6.2.2,
+§6.3.2, §6.4.1), read by the strict reader (:mod:`mcp_oauth.shared.strict_json`: no
+``NaN``/``Infinity``, no duplicate member, no NUL, identifier members such as ``kid`` and ``kty``
+strings without control characters). A fetched set may be up to ``MCP_OAUTH["JWKS_MAX_SIZE"]``
+bytes (its own limit, not the client metadata document's: an identity provider publishes several
+keys with ``x5c`` certificate chains).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from mcp_oauth.authorization_server.cimd.errors import CIMDRefused
 from mcp_oauth.authorization_server.cimd.fetcher import SafeMetadataFetcher
 from mcp_oauth.authorization_server.cimd.metadata_document import PRIVATE_JWK_MEMBERS
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.strict_json import StrictJSONError, check_jose_members
 
 CACHE_PREFIX = "mcp_oauth:jwks:"
 
@@ -45,11 +51,21 @@ class KeysUnavailable(Exception):
 def checked_key_set(value: Any) -> list[dict[str, Any]]:
     """The ``keys`` of a JWK Set (RFC 7517 §5), refused if malformed or holding private key material.
 
-    :raises KeysUnavailable: not ``{"keys": [object, ...]}``, or a key has ``d``, ``k``, ``p`` ….
+    :raises KeysUnavailable: not ``{"keys": [object, ...]}``, more than ``JWKS_MAX_KEYS`` keys, a
+        key the strict reader refuses (a non-finite number, NUL, a ``kid`` with control
+        characters ...), or a key has ``d``, ``k``, ``p`` ….
     """
     keys = value.get("keys") if isinstance(value, dict) else None
     if not isinstance(keys, list) or not all(isinstance(key, dict) for key in keys):
         raise KeysUnavailable("The signer's key set is not a JSON Web Key Set.")
+    limit = int(mcp_oauth_settings.JWKS_MAX_KEYS)
+    if len(keys) > limit:
+        raise KeysUnavailable(f"The signer's key set holds more than {limit} keys.", reason="too_many_keys")
+    try:
+        for key in keys:
+            check_jose_members(key)
+    except StrictJSONError as exc:
+        raise KeysUnavailable(f"The signer's key set is refused: {exc}.") from None
     if any(PRIVATE_JWK_MEMBERS & set(key) for key in keys):
         raise KeysUnavailable("The signer's key set holds private or symmetric key material.")
     return keys
@@ -60,12 +76,14 @@ def _cache_key(uri: str) -> str:
 
 
 def fetch_key_set(uri: str) -> tuple[list[dict[str, Any]], int]:
-    """GET ``uri`` with the CIMD fetcher's SSRF rules; ``(keys, max_age_seconds)``.
+    """GET ``uri`` with the CIMD fetcher's SSRF rules (at most ``JWKS_MAX_SIZE`` bytes);
+    ``(keys, max_age_seconds)``.
 
-    :raises KeysUnavailable: refused address, fetch failure, not a public JWK Set.
+    :raises KeysUnavailable: refused address, fetch failure (``too_large``: "The key set is larger
+        than N bytes."), not a public JWK Set.
     """
     try:
-        result = SafeMetadataFetcher().fetch_document(uri)
+        result = SafeMetadataFetcher().fetch_document(uri, max_size=int(mcp_oauth_settings.JWKS_MAX_SIZE))
     except CIMDRefused as refused:
         message = str(refused).replace("client_id", "jwks_uri").replace("metadata document", "key set")
         raise KeysUnavailable(message, reason=refused.reason) from None

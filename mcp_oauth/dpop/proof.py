@@ -25,6 +25,7 @@ from jwt.exceptions import InvalidKeyError
 
 from mcp_oauth.dpop.nonce import nonce_valid
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.strict_json import StrictJSONError, jose_object, numeric_date
 
 __all__ = [
     "ASYMMETRIC_ALGORITHMS",
@@ -109,14 +110,16 @@ def _b64encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+def _json_object(segment: str, what: str) -> dict[str, Any]:
+    """The strictly read JSON object of a proof segment (:func:`mcp_oauth.shared.strict_json.jose_object`:
+    no ``NaN``/``Infinity``, no duplicate member, no control character in ``jti``/``htm``/``htu``,
+    a finite ``iat`` between 1970 and 9999; RFC 8259 §4, §6, RFC 7515 §5.2, RFC 9449 §4.3 step 2)."""
+    if not segment or "=" in segment:
+        raise InvalidDPoPProof("The DPoP proof is not a compact JWS.")
     try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidDPoPProof(f"The DPoP proof's {what} is not JSON.") from None
-    if not isinstance(value, dict):
-        raise InvalidDPoPProof(f"The DPoP proof's {what} is not a JSON object.")
-    return value
+        return jose_object(segment)
+    except StrictJSONError as exc:
+        raise InvalidDPoPProof(f"The DPoP proof's {what} is refused: {exc}.") from None
 
 
 def jwk_thumbprint(jwk: dict[str, Any]) -> str:
@@ -197,7 +200,7 @@ keys = _KeyCache()
 
 def _header(raw_header: str, allowed: Iterable[str]) -> tuple[str, dict[str, Any], str]:
     """``(alg, jwk, jkt)`` of a proof header that passes §4.3 steps 4-7."""
-    header = _json_object(_b64decode(raw_header), "header")
+    header = _json_object(raw_header, "header")
     if header.get("typ") != "dpop+jwt":
         raise InvalidDPoPProof('The DPoP proof\'s typ must be "dpop+jwt".')
     alg = header.get("alg")
@@ -253,7 +256,7 @@ def verify_proof(
         valid = False
     if not valid:
         raise InvalidDPoPProof("The DPoP proof's signature is invalid.")
-    claims = _json_object(_b64decode(raw_payload), "payload")
+    claims = _json_object(raw_payload, "payload")
     jti, htm, htu, iat = claims.get("jti"), claims.get("htm"), claims.get("htu"), claims.get("iat")
     if not isinstance(jti, str) or not jti or len(jti) > MAX_JTI_LENGTH:
         raise InvalidDPoPProof("The DPoP proof's jti is missing or too long.")
@@ -265,7 +268,7 @@ def verify_proof(
         and (more_urls is None or given not in {normalize_htu(url) for url in more_urls()})
     ):
         raise InvalidDPoPProof("The DPoP proof's htu is not this request's URL.")
-    if isinstance(iat, bool) or not isinstance(iat, (int, float)):
+    if numeric_date(claims, "iat") is None:  # a present iat was checked by _json_object
         raise InvalidDPoPProof("The DPoP proof's iat is missing or not a number of seconds.")
     current = time.time() if now is None else now
     if iat < current - int(mcp_oauth_settings.DPOP_PROOF_MAX_AGE_SECONDS):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import concurrent.futures
 import email.utils
 import http.client
-import json
 import logging
 import os
 import re
@@ -45,6 +44,7 @@ from mcp_oauth.authorization_server.cimd.addresses import vet_address
 from mcp_oauth.authorization_server.cimd.errors import FetchFailed, InvalidDocument
 from mcp_oauth.authorization_server.cimd.metadata_document import validate_client_id_url
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared import strict_json
 
 log = logging.getLogger("mcp_oauth.cimd")
 
@@ -210,15 +210,20 @@ class SafeMetadataFetcher:
             raise InvalidDocument("The metadata document must be a JSON object.", reason="not_object")
         return result.document, result.max_age
 
-    def fetch_document(self, client_id: str, *, etag: str = "", last_modified: str = "") -> FetchResult:
+    def fetch_document(
+        self, client_id: str, *, etag: str = "", last_modified: str = "", max_size: int | None = None
+    ) -> FetchResult:
         """GET the document at ``client_id``; conditional when ``etag`` / ``last_modified`` are given.
+
+        :param max_size: the largest body accepted (bytes); None: ``CIMD_MAX_DOCUMENT_SIZE``
+            (a key set passes ``JWKS_MAX_SIZE``).
 
         :returns: a :class:`FetchResult` (200 with the decoded JSON value, or 304).
         :raises InvalidClientIdURL: the URL breaks draft §3 (nothing was fetched).
         :raises AddressRefused: the host is or resolves to a non-public address (SSRF).
         :raises FetchFailed: DNS failure, connection/TLS failure, a status other than
             200 (or 304 to a conditional request), a redirect, a non-JSON media type, a
-            ``Content-Encoding``, a body over ``CIMD_MAX_DOCUMENT_SIZE`` bytes, or the
+            ``Content-Encoding``, a body over ``max_size`` bytes, or the
             total time limit ``CIMD_FETCH_TIMEOUT_SECONDS`` exceeded.
         :raises InvalidDocument: the body is not UTF-8 JSON (duplicate member names,
             ``NaN`` and nesting beyond the recursion limit included).
@@ -245,13 +250,14 @@ class SafeMetadataFetcher:
         if last_modified:
             headers["If-Modified-Since"] = last_modified
         conditional = bool(etag or last_modified)
+        limit = int(oauth2_settings.CIMD_MAX_DOCUMENT_SIZE if max_size is None else max_size)
 
         last_error: BaseException | None = None
         for address in vetted:
             if time.monotonic() >= deadline:
                 break
             try:
-                return self._exchange(address, port, host, path, headers, deadline, conditional)
+                return self._exchange(address, port, host, path, headers, deadline, conditional, limit)
             except _ConnectFailed as exc:
                 last_error = exc.__cause__ or exc
                 continue
@@ -287,6 +293,7 @@ class SafeMetadataFetcher:
         headers: dict[str, str],
         deadline: float,
         conditional: bool,
+        max_size: int,
     ) -> FetchResult:
         watchdog = _Watchdog(deadline)
         raw: socket.socket | None = None
@@ -321,7 +328,7 @@ class SafeMetadataFetcher:
                 connection.endheaders()
                 tls.settimeout(max(0.01, deadline - time.monotonic()))
                 response = connection.getresponse()
-                return self._read(response, tls, deadline, watchdog, conditional, address)
+                return self._read(response, tls, deadline, watchdog, conditional, address, max_size)
             except (OSError, http.client.HTTPException):
                 self._check_deadline(deadline, watchdog)
                 raise FetchFailed("The metadata document's host sent no valid HTTP response.", reason="http") from None
@@ -347,6 +354,7 @@ class SafeMetadataFetcher:
         watchdog: _Watchdog,
         conditional: bool,
         address: str,
+        max_size: int,
     ) -> FetchResult:
         status = response.status
         etag = (response.headers.get("ETag") or "")[:255]
@@ -382,7 +390,6 @@ class SafeMetadataFetcher:
         encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding != "identity":
             raise FetchFailed("The metadata document must be sent without Content-Encoding.", reason="content_encoding")
-        max_size = int(oauth2_settings.CIMD_MAX_DOCUMENT_SIZE)
         too_large = FetchFailed(
             f"The metadata document is larger than {max_size} bytes.", reason="too_large", detail={"limit": max_size}
         )
@@ -414,25 +421,10 @@ class _ConnectFailed(Exception):
     """The TCP connection to one vetted address failed (the next one may be tried)."""
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate member {key!r}")
-        result[key] = value
-    return result
-
-
 def _decode_json(body: bytes) -> Any:
-    """Strict UTF-8 JSON (RFC 8259 §8.1): no BOM, no duplicate member names, no NaN/Infinity."""
+    """Strict UTF-8 JSON (RFC 8259 §8.1; :func:`mcp_oauth.shared.strict_json.loads`): no BOM, no
+    duplicate member names, no NaN/Infinity, no number overflowing to infinity."""
     try:
-        text = body.decode("utf-8")
-        if text.startswith("\ufeff"):
-            raise ValueError("byte order mark")
-        return json.loads(text, object_pairs_hook=_unique_members, parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        return strict_json.loads(body)
+    except strict_json.StrictJSONError:
         raise InvalidDocument("The metadata document is not valid UTF-8 JSON.", reason="json") from None

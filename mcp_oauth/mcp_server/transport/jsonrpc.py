@@ -40,6 +40,7 @@ from mcp_types import (
     URL_ELICITATION_REQUIRED,
 )
 
+from mcp_oauth.shared.strict_json import finite_float, reject_constant
 from mcp_oauth.shared.text import storable
 
 __all__ = [
@@ -146,21 +147,18 @@ def is_valid_id(value: Any) -> bool:
     return isinstance(value, str) and len(value) <= MAX_STR_ID and storable(value)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def parse_message(body: bytes) -> Incoming:
     """Parse a POST body into one :class:`Incoming` message.
 
     :raises JsonRpcError: -32700 (HTTP 400) for a body that is not JSON (bad UTF-8,
-        syntax, ``NaN``, numbers beyond Python's digit limit, nesting too deep);
+        syntax, ``NaN``/``Infinity`` or a number overflowing to infinity
+        (:mod:`mcp_oauth.shared.strict_json`'s hooks, RFC 8259 §6), numbers beyond Python's digit limit, nesting too deep);
         -32600 (HTTP 400) for anything that is not one JSON-RPC 2.0 message object
         (batches, wrong ``jsonrpc``, bad ``id``/``method``/``params`` types).
     """
     try:
         text = body.decode("utf-8")
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=reject_constant, parse_float=finite_float)
     except UnicodeDecodeError:
         raise JsonRpcError(PARSE_ERROR, "Parse error: the body is not UTF-8", http_status=400) from None
     except RecursionError:
