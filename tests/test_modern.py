@@ -266,7 +266,11 @@ def test_parse_error_invalid_request_and_invalid_params_are_400(client, token):
     assert (parse.status_code, error_of(parse)["code"]) == (400, -32700)
     assert (batch.status_code, error_of(batch)["code"]) == (400, -32600)
     assert (unknown_tool.status_code, error_of(unknown_tool)["code"]) == (400, -32602)
-    assert (bad_args.status_code, error_of(bad_args)["code"]) == (400, -32602)
+    # input validation errors are tool execution errors (MCP "Tools" § Error Handling, SEP-1303)
+    assert bad_args.status_code == 200
+    bad = result_of(bad_args)
+    assert bad["resultType"] == "complete" and bad["isError"] is True
+    assert bad["content"][0]["text"].startswith("Invalid arguments for tool 'ask': greeting: ")
 
 
 @pytest.mark.parametrize("verb", ["get", "delete"])

@@ -427,13 +427,16 @@ def test_hostile_bodies_never_cause_a_server_error(client, token, body):
     ],
 )
 def test_hostile_tool_calls_are_invalid_params_not_errors(client, token, params):
+    """A malformed request is -32602; arguments that fail the schema are a tool execution error
+    naming them (MCP 2025-11-25 "Tools" § Error Handling); never a server error."""
     session_id = initialize(client, token)
     response = post(client, request("tools/call", params), token, session_id)
     assert response.status_code == 200, response.content
     body = response.json()
-    assert "error" in body or body["result"]["isError"] is False
     if "error" in body:
         assert body["error"]["code"] == -32602
+    elif body["result"]["isError"]:
+        assert body["result"]["content"][0]["text"].startswith("Invalid arguments for tool 'add': ")
 
 
 # --- protocol version header ----------------------------------------------------------------
@@ -809,14 +812,26 @@ def test_unknown_tool_is_32602(client, token):
     assert error["code"] == -32602 and "nope" in error["message"]
 
 
-def test_invalid_arguments_are_32602_listing_the_fields(client, token):
+def test_invalid_arguments_are_a_tool_execution_error_listing_the_fields(client, token):
+    """MCP 2025-11-25 "Tools" § Error Handling (SEP-1303): input validation errors are tool
+    execution errors (``isError: true``) the model can correct, not JSON-RPC -32602."""
     session_id = initialize(client, token)
-    error = error_of(call_tool(client, token, session_id, "add", {"a": "two", "c": 3}))
+    response = call_tool(client, token, session_id, "add", {"a": "two", "c": 3})
+    assert response.status_code == 200
+    result = result_of(response)
+    assert result["isError"] is True
+    [block] = result["content"]
+    assert block["type"] == "text" and block["text"].startswith("Invalid arguments for tool 'add': ")
+    assert "a: " in block["text"] and "c: " in block["text"]
+    result = result_of(call_tool(client, token, session_id, "add", None))
+    assert result["isError"] is True and "a: Field required" in result["content"][0]["text"]
+
+
+def test_arguments_that_are_not_an_object_stay_32602(client, token):
+    """Params that fail the CallToolRequest schema are a protocol error."""
+    session_id = initialize(client, token)
+    error = error_of(call_tool(client, token, session_id, "add", ["a"]))
     assert error["code"] == -32602
-    assert {e["field"] for e in error["data"]["errors"]} == {"a", "c"}
-    assert "a:" in error["message"] and "c:" in error["message"]
-    error = error_of(call_tool(client, token, session_id, "add", None))
-    assert error["code"] == -32602 and error["data"]["errors"][0]["field"] == "a"
 
 
 def test_tool_called_signal(client, token, user):
@@ -966,7 +981,7 @@ def test_non_tool_requests_stay_json_under_asgi_and_errors_before_running_are_js
 
     ping, bad, scope = asgi(go)
     assert ping["Content-Type"] == "application/json" and ping.json()["result"] == {}
-    assert bad["Content-Type"] == "application/json" and bad.json()["error"]["code"] == -32602
+    assert bad["Content-Type"] == "application/json" and bad.json()["result"]["isError"] is True
     assert scope.status_code == 403 and 'error="insufficient_scope"' in scope["WWW-Authenticate"]
 
 

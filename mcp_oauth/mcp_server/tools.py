@@ -17,7 +17,9 @@ decorator, typically in an app's ``mcp_tools.py`` (autodiscovered at start-up)::
   parameter excluded; unknown arguments refused: ``additionalProperties: false``),
   or given as a JSON Schema dict (checked against Draft 2020-12 at registration;
   arguments are validated with ``jsonschema`` and passed as keyword arguments).
-  Invalid arguments answer JSON-RPC ``-32602`` listing the bad fields.
+  Invalid arguments answer a tool execution error (``isError: true``, one text block listing
+  the bad fields; MCP 2025-11-25 "Tools" § Error Handling, SEP-1303), so the model can correct
+  them; an unknown tool is JSON-RPC ``-32602``.
 * **Output schema** is optional: a dict, or derived from a pydantic model return
   annotation; structured results are then validated against it.
 * **Scopes** a tool needs beyond the resource's own: a token without them gets
@@ -212,7 +214,7 @@ class Tool:
     def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """Check ``arguments`` against the input schema; return the keyword arguments for the function.
 
-        :raises InvalidArguments: with every bad field (JSON-RPC -32602 at the endpoint).
+        :raises InvalidArguments: with every bad field (``isError: true`` at the endpoint).
         """
         arguments = dict(arguments or {})
         if self.arguments_model is not None:

@@ -1,8 +1,13 @@
 """``tools/list`` and ``tools/call`` handlers (MCP 2025-11-25 / 2026-07-28 "Server Features / Tools").
 
 Both eras share them. ``tools/call`` checks the tool's scopes (:class:`~.table.InsufficientScope`
--> HTTP 403 step-up), validates the arguments (-32602 listing the bad fields), then runs the tool
-with a :class:`~.context.ToolContext`. In a 2026-07-28 request a tool helper may raise
+-> HTTP 403 step-up), validates the arguments, then runs the tool
+with a :class:`~.context.ToolContext`. Arguments that do not match the tool's input schema are a
+*tool execution error*, not a protocol error (MCP 2025-11-25 and 2026-07-28 "Server Features /
+Tools" § Error Handling, SEP-1303: "Input validation errors" are reported "in tool results with
+``isError: true``" so that the model can correct itself and retry): the result is ``isError: true``
+with one text block naming every bad field. An unknown tool, or params that are not a
+``CallToolRequest``, stay JSON-RPC ``-32602`` (protocol errors). In a 2026-07-28 request a tool helper may raise
 :class:`~.input_required.InputRequired`; the result is then ``resultType: "input_required"`` with
 a sealed ``requestState`` (:mod:`.request_state`), and the retry's state is verified before the
 tool runs again.
@@ -62,8 +67,10 @@ async def call_tool(call: Call) -> Any:
     """``tools/call``: a ``CallToolResult`` (tool failures: ``isError: true``), or in 2026-07-28 an
     ``InputRequiredResult``.
 
-    :raises McpError: -32602 for bad params, an unknown tool, invalid arguments (``data.errors``),
-        or (2026-07-28) an invalid, expired, replayed or foreign ``requestState``; any
+    Arguments that fail the tool's input schema answer ``isError: true`` with a text block naming
+    each bad field (a tool execution error, MCP "Tools" § Error Handling).
+
+    :raises McpError: -32602 for params that are not a ``CallToolRequest``, an unknown tool, or (2026-07-28) an invalid, expired, replayed or foreign ``requestState``; any
         :class:`McpError` the tool raises.
     :raises InsufficientScope: the token lacks scopes the tool needs.
     """
@@ -78,8 +85,8 @@ async def call_tool(call: Call) -> Any:
         raise InsufficientScope(f"The tool {tool.name}", lacking, [*call.principal.resource.scope_list, *tool.scopes])
     try:
         arguments = tool.validate_arguments(params.arguments)
-    except ValueError as exc:  # InvalidArguments
-        raise McpError(INVALID_PARAMS, str(exc), {"errors": getattr(exc, "errors", [])}) from None
+    except ValueError as exc:  # InvalidArguments: a tool execution error the model can correct
+        return invalid_arguments_result(exc)  # the tool did not run: no tool_called signal
 
     input_round, binding = open_round(call, tool.name, params.arguments or {}) if call.modern else (None, {})
 
@@ -123,6 +130,13 @@ async def call_tool(call: Call) -> Any:
             running_requests.pop(key, None)
     await _send_tool_called(tool, call.principal, is_error=bool(result.is_error))
     return result
+
+
+def invalid_arguments_result(exc: ValueError) -> types.CallToolResult:
+    """The ``CallToolResult`` of arguments that fail the input schema: ``isError: true`` and one
+    text block, ``Invalid arguments for tool 'name': field: message; …`` (MCP 2025-11-25 "Tools"
+    § Error Handling: input validation errors are tool execution errors)."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
 
 
 async def _send_tool_called(tool: Any, principal: Any, *, is_error: bool) -> None:
