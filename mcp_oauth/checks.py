@@ -418,6 +418,19 @@ def check_assertion_algorithms(app_configs, **kwargs):
     ]
 
 
+@register()
+def check_key_set_limits(app_configs, **kwargs):
+    """E097 ``JWKS_MAX_SIZE`` (bytes) or ``JWKS_MAX_KEYS`` is not a positive integer: every key set
+    at a ``jwks_uri`` (clients', enterprise IdPs') would be refused or unbounded."""
+    problems = [
+        f'MCP_OAUTH["{key}"] must be a positive integer (got {value!r}).'
+        for key in ("JWKS_MAX_SIZE", "JWKS_MAX_KEYS")
+        for value in [getattr(mcp_oauth_settings, key)]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1
+    ]
+    return [Error(problem, id="mcp_oauth.E097") for problem in problems]
+
+
 def _is_number(value, minimum: float, above: bool = False) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False

@@ -66,7 +66,7 @@ def entra_shaped_keys(count: int = 6) -> tuple[list[SigningKey], dict]:
             .sign(private, hashes.SHA256())
         )
         der = certificate.public_bytes(serialization.Encoding.DER)
-        x5t = _b64url(hashlib.sha1(der).digest())  # noqa: S324 - RFC 7517 §4.8: x5t is a SHA-1 thumbprint
+        x5t = _b64url(hashlib.sha1(der).digest())
         jwk = RSAAlgorithm.to_jwk(private.public_key(), as_dict=True)
         jwks.append(
             {
@@ -105,7 +105,7 @@ def _id_jag(key: SigningKey, app, resource_uri: str) -> str:
 
 
 @pytest.fixture
-def entra_provider(provider, entra):  # noqa: F811 - the fixture imported above
+def entra_provider(provider, entra):
     provider.jwks = None
     provider.jwks_uri = entra[1]
     provider.save()
@@ -212,3 +212,14 @@ def test_hostile_key_sets_are_invalid_grant(client, entra_provider, chat_client,
     cimd_env.server.serve("/discovery/v2.0/keys", body=HOSTILE_SETS[case])
     app, secret = chat_client
     assert_error(redeem(client, app, secret, _id_jag(keys[0], app, resource.uri)), "invalid_grant")
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "64k", None, 1.5])
+@pytest.mark.parametrize("key", ["JWKS_MAX_SIZE", "JWKS_MAX_KEYS"])
+def test_limits_that_are_not_positive_integers_are_e097(settings, key, value):
+    from mcp_oauth.checks import check_key_set_limits
+
+    assert check_key_set_limits(None) == []
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, key: value}
+    [error] = check_key_set_limits(None)
+    assert error.id == "mcp_oauth.E097" and key in error.msg

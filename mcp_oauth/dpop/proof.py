@@ -257,7 +257,7 @@ def verify_proof(
     if not valid:
         raise InvalidDPoPProof("The DPoP proof's signature is invalid.")
     claims = _json_object(raw_payload, "payload")
-    jti, htm, htu, iat = claims.get("jti"), claims.get("htm"), claims.get("htu"), claims.get("iat")
+    jti, htm, htu = claims.get("jti"), claims.get("htm"), claims.get("htu")
     if not isinstance(jti, str) or not jti or len(jti) > MAX_JTI_LENGTH:
         raise InvalidDPoPProof("The DPoP proof's jti is missing or too long.")
     if htm != method:
@@ -268,7 +268,8 @@ def verify_proof(
         and (more_urls is None or given not in {normalize_htu(url) for url in more_urls()})
     ):
         raise InvalidDPoPProof("The DPoP proof's htu is not this request's URL.")
-    if numeric_date(claims, "iat") is None:  # a present iat was checked by _json_object
+    iat = numeric_date(claims, "iat")  # a present iat was checked by _json_object: finite, 1970-9999
+    if iat is None:
         raise InvalidDPoPProof("The DPoP proof's iat is missing or not a number of seconds.")
     current = time.time() if now is None else now
     if iat < current - int(mcp_oauth_settings.DPOP_PROOF_MAX_AGE_SECONDS):
