@@ -107,6 +107,35 @@ def test_the_reader_refuses_members(members):
         strict_json.check_jose_members(members)
 
 
+@pytest.mark.parametrize(
+    ("text", "accepted"),
+    [
+        (b'{"a": "\\u0000"}', False),
+        (b'{"a": "\\ud800"}', False),
+        (b'{"a": "\\udc00x"}', False),
+        (b'{"\\u0000": 1}', False),
+        (b'{"a": "\\\\u0000"}', True),  # an escaped backslash, then the text "u0000"
+        (b'{"a": "\\u00e9 \\ud83d\\ude00"}', True),  # a paired surrogate is one character
+        ('{"a": "é 😀"}'.encode(), True),
+        (b'{"a": "\xed\xa0\x80"}', False),  # a surrogate encoded in UTF-8 is not UTF-8
+        (b'{"a": "x\x00"}', False),  # a raw control character is not JSON
+    ],
+)
+def test_segments_with_escapes(text, accepted):
+    segment = b64url(text)
+    if accepted:
+        assert isinstance(strict_json.jose_object(segment), dict)
+    else:
+        with pytest.raises(strict_json.StrictJSONError):
+            strict_json.jose_object(segment)
+
+
+@pytest.mark.parametrize("segment", ["eyJhIjoxfQ==", "eyJhIjox fQ", "eyJhIjoxf", "e+JhIjoxfQ", ""])
+def test_segments_that_are_not_base64url(segment):
+    with pytest.raises(strict_json.StrictJSONError):
+        strict_json.jose_object(segment)
+
+
 def test_the_reader_keeps_sane_members():
     members = {"exp": 1_900_000_000.5, "iat": 0, "aud": ["a", "b"], "sub": "ü-ok", "x5c": ["A" * 2000]}
     assert strict_json.check_jose_members(members) == members

@@ -4,13 +4,17 @@
 :func:`verify_assertion` checks, in this order, and raises :class:`AssertionRefused` at the first
 failure (the caller turns it into ``invalid_client`` or ``invalid_grant``):
 
+0. header and claims read by the strict reader (:func:`unverified`,
+   :mod:`mcp_oauth.shared.strict_json`): strict JSON (no ``NaN``/``Infinity``, no duplicate member;
+   RFC 8259 §4, §6, RFC 7515 §5.2), no NUL or control character in an identifier claim, numeric
+   dates finite and between 1970 and 9999; these objects, not PyJWT's own parse, are checked below;
 1. a compact JWS of three parts whose header names an algorithm in both the caller's list and
    ``MCP_OAUTH["ASSERTION_ALGORITHMS"]``; ``none`` and HS* are refused whatever the lists say
    (RFC 8725 §3.1, §3.2), so a token "signed" with the public key as an HMAC secret never verifies;
 2. the ``typ`` header when the caller requires one (RFC 8725 §3.11), compared case-insensitively
    with or without the ``application/`` prefix (RFC 7515 §4.1.9);
 3. the signature, with the signer's key of that ``kid`` (or each key of a matching type when the
-   header has no ``kid``), through PyJWT;
+   header has no ``kid``), through PyJWT's JWS layer (``b64`` / ``crit`` headers refused);
 4. ``iss`` / ``sub`` when the caller fixes them; ``aud`` — a string, or an array of strings every
    one of which is an accepted audience;
 5. ``exp`` required, a number, in the future and at most ``ASSERTION_MAX_LIFETIME_SECONDS`` away;

@@ -40,8 +40,6 @@ import math
 import re
 from typing import Any
 
-from mcp_oauth.shared.text import storable
-
 __all__ = [
     "IDENTIFIER_LIMITS",
     "MAX_NUMERIC_DATE",
@@ -93,6 +91,9 @@ IDENTIFIER_LIMITS: dict[str, int] = {
 #: some identity providers send it).
 _ARRAY_ALLOWED = frozenset({"aud", "scope"})
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: What no database stores and no encoder accepts (:func:`mcp_oauth.shared.text.storable`).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_SCALARS = frozenset({int, bool, float, type(None)})
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 
@@ -169,27 +170,37 @@ def b64url_decode(segment: str) -> bytes:
 
 
 def check_values(value: Any, *, max_length: int = MAX_STRING_LENGTH) -> None:
-    """Every string (member names included) in ``value`` is storable text of at most
-    ``max_length`` characters, and every number is finite (a value read from elsewhere than
-    :func:`loads`, e.g. a ``JSONField``, may hold ``NaN``).
+    """Every string (member names included) in ``value`` is storable text (no NUL, no unpaired
+    surrogate; :func:`mcp_oauth.shared.text.storable`) of at most ``max_length`` characters, and
+    every number is finite (a value read from elsewhere than :func:`loads`, e.g. a ``JSONField``,
+    may hold ``NaN``).
 
     :raises StrictJSONError: ``text`` or ``number``.
     """
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-        elif isinstance(item, str):
-            if len(item) > max_length:
-                raise StrictJSONError(f"a string is longer than {max_length} characters", "text")
-            if not storable(item):
-                raise StrictJSONError("a string holds a NUL character or an unpaired surrogate", "text")
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise StrictJSONError("a number is not finite", "number")
+    try:
+        _check(value, max_length)
+    except RecursionError:
+        raise StrictJSONError("the value is nested too deeply", "json") from None
+
+
+def _check(value: Any, max_length: int) -> None:
+    kind = type(value)
+    if kind is str:
+        if len(value) > max_length:
+            raise StrictJSONError(f"a string is longer than {max_length} characters", "text")
+        if _UNSTORABLE.search(value):
+            raise StrictJSONError("a string holds a NUL character or an unpaired surrogate", "text")
+    elif kind is dict:
+        for key, item in value.items():
+            _check(key, max_length)
+            _check(item, max_length)
+    elif kind is list or kind is tuple:
+        for item in value:
+            _check(item, max_length)
+    elif kind is float and not math.isfinite(value):
+        raise StrictJSONError("a number is not finite", "number")
+    elif kind not in _SCALARS and not isinstance(value, str | dict | list | tuple | int | float):
+        raise StrictJSONError("a value is not JSON", "json")
 
 
 def numeric_date(members: dict[str, Any], name: str) -> int | float | None:
@@ -219,12 +230,14 @@ def _identifier(name: str, value: Any, limit: int) -> None:
             raise StrictJSONError(f"the {name} member holds a control character", name)
 
 
-def check_jose_members(members: dict[str, Any]) -> dict[str, Any]:
+def check_jose_members(members: dict[str, Any], *, values_checked: bool = False) -> dict[str, Any]:
     """Check a JWS header, JWT claims set or JWK (see the module docstring); returns ``members``.
 
+    :param values_checked: :func:`check_values` is known to pass (see :func:`jose_object`).
     :raises StrictJSONError: the first refused member.
     """
-    check_values(members)
+    if not values_checked:
+        check_values(members)
     for name, limit in IDENTIFIER_LIMITS.items():
         if name in members:
             _identifier(name, members[name], limit)
@@ -239,7 +252,12 @@ def jose_object(segment: str) -> dict[str, Any]:
 
     :raises StrictJSONError: not base64url, not strict JSON, not an object, a refused member.
     """
-    value = loads(b64url_decode(segment))
+    raw = b64url_decode(segment)
+    value = loads(raw)
     if not isinstance(value, dict):
         raise StrictJSONError("not a JSON object")
-    return check_jose_members(value)
+    # JSON text holds no raw control character in a string and UTF-8 no surrogate: a NUL or an
+    # unpaired surrogate can only come from a \u escape, and no string is longer than the text.
+    # Without either, the walk of check_values cannot fail (the common case: a DPoP proof).
+    plain = b"\\u" not in raw and len(raw) <= MAX_STRING_LENGTH
+    return check_jose_members(value, values_checked=plain)
