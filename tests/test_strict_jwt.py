@@ -281,7 +281,11 @@ def test_client_assertion_with_a_control_character_is_invalid_client(client, jwt
 def test_client_assertion_with_nul_in_the_client_id_parameter_is_not_a_500(client, jwt_client):
     app, key = jwt_client
     response = _cc(client, key.sign(_client_claims(app)), client_id=app.client_id + "\x00")
-    assert response.status_code in (400, 401) and response.json()["error"] in ("invalid_request", "invalid_client")
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid_request",
+        "error_description": "Parameters must be text without NUL characters or unpaired surrogates.",
+    }
 
 
 # --- DPoP proofs: the token endpoint and /mcp in both eras -------------------------------------------
@@ -339,6 +343,28 @@ def test_mcp_2025_11_25_refuses_hostile_proofs(logged_in, key, dpop_pair, attack
     headers = {"HTTP_AUTHORIZATION": f"DPoP {token}", "HTTP_ACCEPT": "application/json, text/event-stream"}
     proof = _proof_attacks(key, "POST", MCP_URL, token)[attack]
     response = logged_in.post("/mcp", INIT, content_type="application/json", HTTP_DPOP=proof, **headers)
+    assert response.status_code == 401, response.content
+    assert challenge_error(response) == "invalid_dpop_proof"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("attack", ["iat NaN", "iat 1e400", "duplicate iat", "jti with NUL", "htu with NUL"])
+def test_mcp_2025_11_25_session_requests_refuse_hostile_proofs(logged_in, key, dpop_pair, attack):
+    """After initialize, each request of the session (Mcp-Session-Id) is checked the same way."""
+    token = dpop_pair["access_token"]
+    headers = {"HTTP_AUTHORIZATION": f"DPoP {token}", "HTTP_ACCEPT": "application/json, text/event-stream"}
+    init = logged_in.post(
+        "/mcp", INIT, content_type="application/json", HTTP_DPOP=_proof(key, "POST", MCP_URL, token), **headers
+    )
+    assert init.status_code == 200, init.content
+    session = {"HTTP_MCP_SESSION_ID": init["Mcp-Session-Id"], "HTTP_MCP_PROTOCOL_VERSION": "2025-11-25", **headers}
+    tools_list = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    good = logged_in.post(
+        "/mcp", tools_list, content_type="application/json", HTTP_DPOP=_proof(key, "POST", MCP_URL, token), **session
+    )
+    assert good.status_code == 200, good.content
+    proof = _proof_attacks(key, "POST", MCP_URL, token)[attack]
+    response = logged_in.post("/mcp", tools_list, content_type="application/json", HTTP_DPOP=proof, **session)
     assert response.status_code == 401, response.content
     assert challenge_error(response) == "invalid_dpop_proof"
 
