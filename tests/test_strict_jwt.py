@@ -278,6 +278,27 @@ def test_client_assertion_with_a_control_character_is_invalid_client(client, jwt
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("endpoint", ["/oauth/revoke", "/oauth/introspect"])
+@pytest.mark.parametrize("attack", ["exp NaN", "iat Infinity", "duplicate exp", "NUL in sub"])
+def test_revocation_and_introspection_refuse_hostile_client_assertions(client, jwt_client, endpoint, attack):
+    app, key = jwt_client
+    token = _cc(client, key.sign(_client_claims(app)), scope="mcp").json()["access_token"]
+    values = _client_claims(app)
+    payloads = {
+        "exp NaN": raw_payload(values, {"exp": "NaN"}),
+        "iat Infinity": raw_payload(values, {"iat": "Infinity"}),
+        "duplicate exp": raw_payload({**values, "exp": 1_000_000_300}, append=f', "exp": {int(time.time()) + 300}'),
+        "NUL in sub": raw_payload(values, {"sub": json.dumps(app.client_id + "\x00")}),
+    }
+    assertion = sign_raw(key.private, key.alg, {"kid": key.kid}, payloads[attack])
+    data = {"token": token, "client_assertion_type": ASSERTION_TYPE, "client_assertion": assertion}
+    response = client.post(endpoint, data)
+    assert response.status_code == 401, response.content
+    assert response.json()["error"] == "invalid_client"
+    assert get_access_token_model().objects.count() == 1  # not revoked
+
+
+@pytest.mark.django_db
 def test_client_assertion_with_nul_in_the_client_id_parameter_is_not_a_500(client, jwt_client):
     app, key = jwt_client
     response = _cc(client, key.sign(_client_claims(app)), client_id=app.client_id + "\x00")
