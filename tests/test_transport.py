@@ -289,10 +289,12 @@ def test_body_over_the_limit_is_413(client, token, settings):
         b"{'single': 'quotes'}",
         b"\xff\xfe\x00",
         b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": Infinity}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": 1e400}}',
         b"[" * 100_000,
         b"1" * 5000,
     ],
-    ids=["truncated", "single-quotes", "not-utf8", "nan", "deep-nesting", "too-many-digits"],
+    ids=["truncated", "single-quotes", "not-utf8", "nan", "infinity", "overflow", "deep-nesting", "too-many-digits"],
 )
 def test_not_json_is_400_parse_error(client, token, body):
     response = post(client, body, token, raw=True)
