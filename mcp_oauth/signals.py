@@ -2,7 +2,8 @@
 
 * :data:`mcp_session_started` — ``sender=McpSession, session=…`` after ``initialize``.
 * :data:`mcp_session_ended` — ``sender=McpSession, session=…`` after DELETE.
-* :data:`tool_called` — ``sender=Tool, tool=…, principal=…, is_error=bool`` after ``tools/call``.
+* :data:`tool_called` — ``sender=Tool, tool=…, principal=…, is_error=bool`` after ``tools/call``
+  ran the tool (not for arguments refused by the input schema: the tool did not run).
 * :data:`authorization_code_replayed` — ``sender=RedeemedAuthorizationCode, redeemed=…, application=…``
   when a used code came back with its verifier and its tokens were revoked.
 * :data:`user_grants_revoked` — ``sender=<user model>, user=…, application=… or None, reason=…,
