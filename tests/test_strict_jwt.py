@@ -418,3 +418,20 @@ def dpop_pair(logged_in, public_app, key):
     response = exchange(logged_in, public_app, key.proof("POST", TOKEN_URL))
     assert response.status_code == 200, response.content
     return response.json()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("policy", ["match_email", "create"])
+def test_id_jag_with_an_email_longer_than_the_user_field_is_not_a_500(
+    client, provider, chat_client, idp_key, resource, policy
+):
+    """A verified e-mail of 300 characters (within RFC 5321's 320 but beyond Django's 254-character
+    field): refused or linked, never a database error on PostgreSQL."""
+    provider.user_policy = policy
+    provider.save()
+    app, secret = chat_client
+    email = "a" * 287 + "@acme.example"
+    assertion = idp_key.sign(_id_jag_claims(app, resource.uri, sub="U9", email=email, email_verified=True), typ=TYP)
+    response = redeem(client, app, secret, assertion)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "invalid_grant"

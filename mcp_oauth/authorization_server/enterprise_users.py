@@ -9,7 +9,8 @@ notes: ``iss`` + ``sub`` identify the user; an ``email`` claim may help link an 
 * ``match_email``: else the one active user whose e-mail address equals the ``email`` claim
   (case-insensitively), when the claim comes with ``email_verified: true``; the link is stored;
 * ``create``: as ``match_email``, else a new user (username = the e-mail address, or
-  ``<sub>@<issuer host>``), linked;
+  ``<sub>@<issuer host>``), linked; a verified e-mail longer than the user model's field (254
+  characters for Django's) is refused rather than truncated;
 * ``linked``: nothing else; unknown subjects are refused.
 
 Sites wanting another mapping override :meth:`mcp_oauth.adapter.DefaultMCPAdapter.enterprise_user`.
@@ -43,6 +44,9 @@ def _email_user(claims: dict[str, Any]):
 def _new_user(provider: EnterpriseIdentityProvider, claims: dict[str, Any]):
     User = get_user_model()
     email = claims.get("email") if claims.get("email_verified") is True else None
+    email_limit = getattr(User._meta.get_field(User.get_email_field_name()), "max_length", None)
+    if isinstance(email, str) and email_limit is not None and len(email) > email_limit:
+        return None  # the user model cannot store it (Django's: 254 characters): refused, not a database error
     host = urlsplit(provider.issuer).hostname or "idp"
     username = email if isinstance(email, str) and email else f"{claims['sub']}@{host}"
     username = username[: getattr(User._meta.get_field(User.USERNAME_FIELD), "max_length", None) or 150]
