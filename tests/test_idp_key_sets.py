@@ -223,3 +223,32 @@ def test_limits_that_are_not_positive_integers_are_e097(settings, key, value):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, key: value}
     [error] = check_key_set_limits(None)
     assert error.id == "mcp_oauth.E097" and key in error.msg
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"keys": [{"kty": "RSA", "kid": "a", "n": "AQAB", "e": "AQAB", "x": float("nan")}]},
+        {"keys": [{"kty": "RSA", "kid": "a\x00", "n": "AQAB", "e": "AQAB"}]},
+        {"keys": [{"kty": "RSA", "kid": "a\n", "n": "AQAB", "e": "AQAB"}]},
+        {"keys": [{"kty": "RSA", "kid": str(i), "n": "AQAB", "e": "AQAB"} for i in range(51)]},
+    ],
+    ids=["nan", "nul-kid", "newline-kid", "51-keys"],
+)
+def test_the_admin_refuses_an_inline_key_set_the_reader_refuses(value):
+    from django import forms
+
+    from mcp_oauth.admin.enterprise import clean_key_set
+
+    with pytest.raises(forms.ValidationError):
+        clean_key_set(value)
+
+
+def test_the_admin_keeps_an_entra_shaped_inline_key_set():
+    from mcp_oauth.admin.enterprise import clean_key_set
+
+    _keys, key_set = entra_shaped_keys()
+    assert clean_key_set(key_set) == key_set
+        None,
+        {"keys": [value["keys"][0]]},
+    )
