@@ -249,6 +249,3 @@ def test_the_admin_keeps_an_entra_shaped_inline_key_set():
 
     _keys, key_set = entra_shaped_keys()
     assert clean_key_set(key_set) == key_set
-        None,
-        {"keys": [value["keys"][0]]},
-    )
