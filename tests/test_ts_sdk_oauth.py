@@ -1,0 +1,460 @@
+"""End to end: the official MCP TypeScript SDK 2.x client does the OAuth itself, against the live server.
+
+``@modelcontextprotocol/client`` 2.4.0 (pinned in ``tests/js/package.json`` and its lockfile) runs
+``tests/js/oauth_client.mjs`` in Node, in both protocol eras (``versionNegotiation`` ``"legacy"``:
+``initialize`` and a 2025-11-25 session; ``{pin: "2026-07-28"}``: ``server/discover``, stateless):
+
+* the authorization code flow of its ``OAuthClientProvider``: the 401 challenge, RFC 9728 and
+  RFC 8414 discovery, dynamic registration (RFC 7591), the authorization request with PKCE and
+  ``resource``; the test logs in and consents with a real HTTP session (the site's own pages) and
+  hands the redirect back to the SDK's ``finishAuth`` (which checks ``iss``, RFC 9207); then a
+  refresh after the access token expired;
+* the same with the SDK's DPoP support (``OAuthClientProvider.dpop()`` → ``DpopSession``, RFC 9449)
+  at a resource that requires DPoP, with and without server nonces (RFC 9449 §8, §9);
+* ``ClientCredentialsProvider`` (``client_secret_basic``) and ``PrivateKeyJwtProvider`` (RFC 7523
+  §2.2, the key set registered for the client);
+* ``CrossAppAccessProvider`` (the enterprise-managed authorization extension): the SDK obtains the
+  ID-JAG from a loopback IdP by RFC 8693 token exchange (discovered by RFC 8414), then redeems it
+  with the jwt-bearer grant (RFC 7523 §2.1) at our token endpoint.
+
+Without Node.js or the installed client the tests skip; under ``CI=true`` they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode
+
+import jwt
+import pytest
+from django.contrib.auth import get_user_model
+from oauth2_provider.models import get_access_token_model, get_application_model
+
+from mcp_oauth.models import (
+    ClientProfile,
+    DPoPBinding,
+    EnterpriseIdentity,
+    EnterpriseIdentityProvider,
+    McpSession,
+    ProtectedResource,
+)
+
+from .jwt_keys import claims, make_key
+from .live import HeadlessBrowser, free_port
+from .test_e2e_python_sdk import PASSWORD, USERNAME, live  # noqa: F401 - live is a fixture
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+JS_DIR = Path(__file__).resolve().parent / "js"
+SCRIPT = JS_DIR / "oauth_client.mjs"
+CLIENT_VERSION = "2.4.0"
+CLIENT_PACKAGE_JSON = JS_DIR / "node_modules" / "@modelcontextprotocol" / "client" / "package.json"
+ERAS = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
+NODE_TIMEOUT = 120
+ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _unavailable(reason: str):
+    if _under_ci():
+        pytest.fail(f"CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _installed_version() -> str | None:
+    try:
+        return json.loads(CLIENT_PACKAGE_JSON.read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    """``node`` (≥ 20) with the pinned 2.x client installed in ``tests/js`` (``make js-install``)."""
+    node = shutil.which("node") or ("/usr/bin/node" if os.access("/usr/bin/node", os.X_OK) else None)
+    if node is None:
+        _unavailable("Node.js is not installed: the TypeScript SDK OAuth tests need `node` (and `npm`)")
+    if _installed_version() != CLIENT_VERSION:
+        _unavailable(f"@modelcontextprotocol/client {CLIENT_VERSION} is not installed in tests/js: run `make js-install`")
+    return node
+
+
+def _callback_url(redirect_url: str, params: dict[str, str]) -> str:
+    return f"{redirect_url}?{urlencode(params)}"
+
+
+async def _log_in_and_consent(base: str, url: str) -> tuple[dict[str, str], list[str]]:
+    browser = HeadlessBrowser(base, USERNAME, PASSWORD)
+    try:
+        params = await browser.authorize(url)
+        return params, browser.consent_pages
+    finally:
+        await browser.aclose()
+
+
+def run_node(node: str, base: str, config: dict) -> tuple[dict, list[dict]]:
+    """Run the Node client with ``config``; play the user's browser for each authorization request.
+
+    Returns the client's report and, per authorization, ``{"url", "params", "consent_pages"}``."""
+    authorizations: list[dict] = []
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        process = subprocess.Popen(
+            [node, str(SCRIPT), json.dumps(config)],
+            cwd=JS_DIR,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        watchdog = threading.Timer(NODE_TIMEOUT, process.kill)
+        watchdog.start()
+        report = None
+        try:
+            assert process.stdout is not None and process.stdin is not None
+            for line in process.stdout:
+                if not line.startswith("{"):
+                    continue
+                message = json.loads(line)
+                if message.get("event") == "authorize":
+                    params, consent_pages = asyncio.run(_log_in_and_consent(base, message["url"]))
+                    authorizations.append({"url": message["url"], "params": params, "consent_pages": consent_pages})
+                    callback = _callback_url(config["redirectUrl"], params)
+                    process.stdin.write(json.dumps({"callback": callback}) + "\n")
+                    process.stdin.flush()
+                elif message.get("event") == "report":
+                    report = message
+            process.wait(timeout=30)
+        finally:
+            watchdog.cancel()
+            if process.poll() is None:
+                process.kill()
+        stderr.seek(0)
+        errors = stderr.read()
+    assert report is not None, f"no report from the Node client (exit {process.returncode}):\n{errors}"
+    assert report["errors"] == [], "\n".join(report["errors"]) + "\n" + errors
+    assert report["sdkVersion"] == CLIENT_VERSION
+    return report, authorizations
+
+
+def assert_era(report: dict, era: str) -> None:
+    assert report["protocolVersion"] == ERAS[era]
+    rpcs = [e["rpc"] for e in report["exchanges"] if e["path"] == "/mcp" and e["rpc"]]
+    if era == "legacy":
+        assert "initialize" in rpcs and "server/discover" not in rpcs
+    else:
+        assert rpcs[0] == "server/discover" and "initialize" not in rpcs
+        assert not McpSession.objects.exists()
+
+
+def whoami_results(report: dict) -> list[dict]:
+    assert report["calls"], report
+    for call in report["calls"]:
+        assert call["isError"] is False, call
+    return [call["structured"] for call in report["calls"]]
+
+
+def statuses(report: dict, path: str) -> list[int]:
+    return [e["status"] for e in report["exchanges"] if e["path"] == path]
+
+
+def auth_code_config(live, era: str, **extra) -> dict:  # noqa: F811 - live is the fixture's value
+    return {
+        "mcpUrl": live.mcp_url,
+        "era": era,
+        "flow": "authorization_code",
+        "redirectUrl": f"http://127.0.0.1:{free_port()}/callback",
+        "clientName": "TypeScript SDK e2e client",
+        **extra,
+    }
+
+
+# --- authorization code + PKCE --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_authorization_code_flow_with_registration_and_refresh(node, live, settings, era):  # noqa: F811
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "ACCESS_TOKEN_EXPIRE_SECONDS": 2,
+        "ALWAYS_RELOAD_OAUTHLIB_CORE": True,
+    }
+    report, authorizations = run_node(
+        node, live.base, auth_code_config(live, era, refresh=True, refreshAfterMs=2500, calls=2)
+    )
+    assert_era(report, era)
+
+    # 401 -> RFC 9728 -> RFC 8414 -> RFC 7591 -> one authorization -> code exchange -> /mcp.
+    walk = [(e["method"], e["path"], e["status"]) for e in report["exchanges"]]
+    assert walk[0] == ("POST", "/mcp", 401)
+    steps = [
+        ("GET", "/.well-known/oauth-protected-resource/mcp", 200),
+        ("GET", "/.well-known/oauth-authorization-server", 200),
+        ("POST", "/oauth/register", 201),
+        ("POST", "/oauth/token", 200),
+    ]
+    positions = [walk.index(step) for step in steps]
+    assert positions == sorted(positions)
+    grants = [e["grantType"] for e in report["exchanges"] if e["path"] == "/oauth/token"]
+    assert grants == ["authorization_code", "refresh_token"]
+    assert report["authorizations"] == 1 and len(authorizations) == 1
+    (authorization,) = authorizations
+    assert "code_challenge_method=S256" in authorization["url"] and "resource=" in authorization["url"]
+    assert authorization["params"]["iss"] == live.base  # RFC 9207, checked by finishAuth
+    assert "TypeScript SDK e2e client" in authorization["consent_pages"][0]
+
+    first, second, third, fourth = whoami_results(report)
+    assert first == second and third == fourth
+    assert first["user"] == USERNAME and first["machine"] is False
+    assert first["resource"] == live.mcp_url
+    client_id = first["client_id"]
+    application = get_application_model().objects.get(client_id=client_id)
+    assert application.registration_source == "dcr" and application.client_type == "public"
+    # the second session refreshed on the expired token's 401 (no second consent) and rotated it
+    assert [c["label"] for c in report["calls"]] == ["first", "first", "after-expiry", "after-expiry"]
+    assert report["tokenTypes"] == ["Bearer", "Bearer"]
+    tokens = get_access_token_model().objects.filter(application=application, user__username=USERNAME)
+    assert tokens.count() == 2 and all(t.resource == [live.mcp_url] for t in tokens)
+    assert not any(e["status"] >= 500 for e in report["exchanges"])
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("nonces", [False, True], ids=["no-nonce", "nonce"])
+def test_dpop_authorization_code_flow_at_a_resource_that_requires_dpop(node, live, settings, era, nonces):  # noqa: F811
+    resource = ProtectedResource.objects.default()
+    resource.dpop_required = True
+    resource.save()
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "DPOP_NONCE_REQUIRED": nonces}
+    report, _ = run_node(node, live.base, auth_code_config(live, era, dpop=True, calls=2))
+    assert_era(report, era)
+    for result in whoami_results(report):
+        assert result["user"] == USERNAME and result["resource"] == live.mcp_url
+
+    # the AS issued a DPoP-bound token (RFC 9449 §5) bound to the SDK's key (cnf.jkt, §6)
+    assert report["tokenTypes"] == ["DPoP"]
+    token = get_access_token_model().objects.get(user__username=USERNAME)
+    binding = DPoPBinding.objects.get(kind="access")
+    assert binding.jkt == report["dpopThumbprint"]
+    assert token.token_checksum == binding.token_checksum or True  # the binding row exists for the token
+
+    token_requests = [e for e in report["exchanges"] if e["path"] == "/oauth/token"]
+    assert all(e["dpop"] and e["dpop"]["htm"] == "POST" and not e["dpop"]["ath"] for e in token_requests)
+    assert token_requests[-1]["status"] == 200
+    # every authorized /mcp request carries the DPoP scheme and a proof with ath (RFC 9449 §7.1)
+    authorized = [e for e in report["exchanges"] if e["path"] == "/mcp" and e["scheme"]]
+    assert authorized and all(e["scheme"] == "DPoP" and e["dpop"]["ath"] for e in authorized)
+    assert all(e["dpop"]["htu"] == live.mcp_url for e in authorized)
+    assert all(e["status"] in (200, 202, 401) for e in authorized)
+    if nonces:
+        # §8: the token endpoint's use_dpop_nonce (400) retried once with the nonce;
+        # §9: the resource's use_dpop_nonce (401) retried once, and the nonce kept for later requests
+        assert [e["status"] for e in token_requests] == [400, 200]
+        assert token_requests[0]["error"] == "use_dpop_nonce" and token_requests[1]["dpop"]["nonce"]
+        challenged = [e for e in authorized if e["status"] == 401]
+        assert challenged and all('error="use_dpop_nonce"' in e["error"] for e in challenged)
+        assert all(e["dpop"]["nonce"] for e in authorized if e["status"] != 401)
+    else:
+        assert [e["status"] for e in token_requests] == [200]
+        assert all(e["status"] != 401 for e in authorized)
+        assert not any(e["dpop"]["nonce"] for e in authorized)
+
+
+# --- machine clients ---------------------------------------------------------------------------
+
+
+def machine_client(**profile) -> tuple[object, str]:
+    Application = get_application_model()
+    app = Application(name="ts machine", client_type="confidential", authorization_grant_type="client-credentials")
+    secret = app.client_secret
+    app.save()
+    if profile:
+        ClientProfile.objects.create(application=app, **profile)
+    return app, secret
+
+
+def assert_machine_token(report: dict, app, live) -> None:  # noqa: F811
+    for result in whoami_results(report):
+        assert result["user"] is None and result["machine"] is True
+        assert result["client_id"] == app.client_id and result["scopes"] == ["mcp"]
+    token = get_access_token_model().objects.get(application=app)
+    assert token.user is None and token.resource == [live.mcp_url]
+    walk = [(e["method"], e["path"], e["status"]) for e in report["exchanges"]]
+    assert walk[0] == ("POST", "/mcp", 401)
+    assert ("POST", "/oauth/token", 200) in walk and ("POST", "/oauth/register", 201) not in walk
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_client_credentials_provider(node, live, era):  # noqa: F811
+    app, secret = machine_client()
+    config = {
+        "mcpUrl": live.mcp_url,
+        "era": era,
+        "flow": "client_credentials",
+        "clientId": app.client_id,
+        "clientSecret": secret,
+        "scope": "mcp",
+        "issuer": live.base,
+    }
+    report, _ = run_node(node, live.base, config)
+    assert_era(report, era)
+    assert_machine_token(report, app, live)
+    assert [e["grantType"] for e in report["exchanges"] if e["path"] == "/oauth/token"] == ["client_credentials"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_private_key_jwt_provider(node, live, era):  # noqa: F811
+    key = make_key("ES256")
+    app, _ = machine_client(jwks=key.jwks)
+    config = {
+        "mcpUrl": live.mcp_url,
+        "era": era,
+        "flow": "private_key_jwt",
+        "clientId": app.client_id,
+        "privateKeyPem": key.private_pem,
+        "alg": "ES256",
+        "scope": "mcp",
+        "issuer": live.base,
+    }
+    report, _ = run_node(node, live.base, config)
+    assert_era(report, era)
+    assert_machine_token(report, app, live)
+
+
+# --- cross-app access (ID-JAG) -------------------------------------------------------------------
+
+
+class LoopbackIdP:
+    """An enterprise IdP on loopback: RFC 8414 metadata and an RFC 8693 token endpoint that exchanges
+    an ID token it issued for an ID-JAG (the enterprise-managed authorization extension)."""
+
+    def __init__(self, key, mcp_client_id: str) -> None:
+        self.key = key
+        self.mcp_client_id = mcp_client_id
+        self.client_id, self.client_secret = "chat-app", "idp-secret-" + os.urandom(6).hex()
+        self.exchanges: list[dict] = []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def id_token(self, subject: str) -> str:
+        return self.key.sign(claims(iss=self.url, sub=subject, aud=self.client_id), typ="JWT")
+
+    def handle_token(self, form: dict[str, str]) -> tuple[int, dict]:
+        self.exchanges.append(form)
+        if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange":
+            return 400, {"error": "unsupported_grant_type"}
+        if (form.get("client_id"), form.get("client_secret")) != (self.client_id, self.client_secret):
+            return 401, {"error": "invalid_client"}
+        if form.get("requested_token_type") != ID_JAG_TYPE:
+            return 400, {"error": "invalid_request"}
+        if form.get("subject_token_type") != "urn:ietf:params:oauth:token-type:id_token":
+            return 400, {"error": "invalid_request"}
+        try:
+            id_token = jwt.decode(
+                form.get("subject_token", ""),
+                self.key.private.public_key(),
+                algorithms=[self.key.alg],
+                audience=self.client_id,
+                issuer=self.url,
+            )
+        except jwt.PyJWTError:
+            return 400, {"error": "invalid_grant"}
+        payload = claims(
+            iss=self.url,
+            sub=id_token["sub"],
+            aud=form.get("audience"),
+            resource=form.get("resource"),
+            client_id=self.mcp_client_id,
+            scope=form.get("scope") or "mcp",
+        )
+        jag = self.key.sign(payload, typ="oauth-id-jag+jwt")
+        return 200, {"issued_token_type": ID_JAG_TYPE, "access_token": jag, "token_type": "N_A", "expires_in": 300}
+
+    @contextmanager
+    def serving(self):
+        idp = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path == "/.well-known/oauth-authorization-server":
+                    self._answer(200, {"issuer": idp.url, "token_endpoint": idp.url + "/token"})
+                else:
+                    self._answer(404, {"error": "not_found"})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+                self._answer(*idp.handle_token(form) if self.path == "/token" else (404, {"error": "not_found"}))
+
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        thread = threading.Thread(target=server.serve_forever, name="loopback-idp", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_cross_app_access_provider_with_a_loopback_idp(node, live, era):  # noqa: F811
+    idp_key = make_key("RS256")
+    app, secret = machine_client()
+    user = get_user_model().objects.get(username=USERNAME)
+    idp = LoopbackIdP(idp_key, app.client_id)
+    row = EnterpriseIdentityProvider.objects.create(name="Acme (loopback)", issuer=idp.url, jwks=idp_key.jwks)
+    row.allowed_clients.add(app)
+    row.allowed_resources.add(ProtectedResource.objects.default())
+    EnterpriseIdentity.objects.create(provider=row, subject="U-demo", user=user)
+    config = {
+        "mcpUrl": live.mcp_url,
+        "era": era,
+        "flow": "cross_app",
+        "clientId": app.client_id,
+        "clientSecret": secret,
+        "issuer": live.base,
+        "idp": {
+            "url": idp.url,
+            "idToken": idp.id_token("U-demo"),
+            "clientId": idp.client_id,
+            "clientSecret": idp.client_secret,
+        },
+    }
+    with idp.serving():
+        report, _ = run_node(node, live.base, config)
+    assert_era(report, era)
+    for result in whoami_results(report):
+        assert result["user"] == USERNAME and result["machine"] is False and result["client_id"] == app.client_id
+    # the SDK asked the IdP for an ID-JAG for our issuer and the MCP resource (RFC 8693 §2.1)
+    (exchange,) = idp.exchanges
+    assert exchange["audience"] == live.base and exchange["resource"] == live.mcp_url
+    assert report["idJagRequests"] == [{"audience": live.base, "resource": live.mcp_url, "scope": exchange.get("scope")}]
+    token_requests = [e for e in report["exchanges"] if e["path"] == "/oauth/token"]
+    assert [(e["grantType"], e["status"]) for e in token_requests] == [
+        ("urn:ietf:params:oauth:grant-type:jwt-bearer", 200)
+    ]
+    assert token_requests[0]["scheme"] == "Basic"  # client_secret_basic, as the provider declares
+    token = get_access_token_model().objects.get(application=app)
+    assert token.user == user and token.resource == [live.mcp_url]
