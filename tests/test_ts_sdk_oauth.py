@@ -224,8 +224,9 @@ def test_authorization_code_flow_with_registration_and_refresh(node, live, setti
     # the second session refreshed on the expired token's 401 (no second consent) and rotated it
     assert [c["label"] for c in report["calls"]] == ["first", "first", "after-expiry", "after-expiry"]
     assert report["tokenTypes"] == ["Bearer", "Bearer"]
-    tokens = get_access_token_model().objects.filter(application=application, user__username=USERNAME)
-    assert tokens.count() == 2 and all(t.resource == [live.mcp_url] for t in tokens)
+    # the refresh rotated the pair: only the new access token is left, still bound to the resource
+    (token,) = get_access_token_model().objects.filter(application=application, user__username=USERNAME)
+    assert token.resource == [live.mcp_url]
     assert not any(e["status"] >= 500 for e in report["exchanges"])
 
 
@@ -244,9 +245,8 @@ def test_dpop_authorization_code_flow_at_a_resource_that_requires_dpop(node, liv
     # the AS issued a DPoP-bound token (RFC 9449 §5) bound to the SDK's key (cnf.jkt, §6)
     assert report["tokenTypes"] == ["DPoP"]
     token = get_access_token_model().objects.get(user__username=USERNAME)
-    binding = DPoPBinding.objects.get(kind="access")
-    assert binding.jkt == report["dpopThumbprint"]
-    assert token.token_checksum == binding.token_checksum or True  # the binding row exists for the token
+    binding = DPoPBinding.objects.get(token_kind=DPoPBinding.Kind.ACCESS_TOKEN)
+    assert binding.jkt == report["dpopThumbprint"] and binding.token_checksum == token.token_checksum
 
     token_requests = [e for e in report["exchanges"] if e["path"] == "/oauth/token"]
     assert all(e["dpop"] and e["dpop"]["htm"] == "POST" and not e["dpop"]["ath"] for e in token_requests)
@@ -261,9 +261,10 @@ def test_dpop_authorization_code_flow_at_a_resource_that_requires_dpop(node, liv
         # §9: the resource's use_dpop_nonce (401) retried once, and the nonce kept for later requests
         assert [e["status"] for e in token_requests] == [400, 200]
         assert token_requests[0]["error"] == "use_dpop_nonce" and token_requests[1]["dpop"]["nonce"]
-        challenged = [e for e in authorized if e["status"] == 401]
-        assert challenged and all('error="use_dpop_nonce"' in e["error"] for e in challenged)
-        assert all(e["dpop"]["nonce"] for e in authorized if e["status"] != 401)
+        # the AS and the RS share the origin (one DpopSession nonce slot per origin) and every
+        # nonce this server issues is good at both, so /mcp needs no challenge of its own
+        assert all(e["dpop"]["nonce"] for e in authorized)
+        assert all(e["status"] != 401 for e in authorized)
     else:
         assert [e["status"] for e in token_requests] == [200]
         assert all(e["status"] != 401 for e in authorized)
@@ -346,6 +347,17 @@ class LoopbackIdP:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
 
+    @property
+    def metadata(self) -> dict:
+        """RFC 8414 §2 metadata (``authorization_endpoint`` and ``response_types_supported`` are REQUIRED)."""
+        return {
+            "issuer": self.url,
+            "authorization_endpoint": self.url + "/authorize",
+            "token_endpoint": self.url + "/token",
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "urn:ietf:params:oauth:grant-type:token-exchange"],
+        }
+
     def id_token(self, subject: str) -> str:
         return self.key.sign(claims(iss=self.url, sub=subject, aud=self.client_id), typ="JWT")
 
@@ -398,7 +410,7 @@ class LoopbackIdP:
 
             def do_GET(self):
                 if self.path == "/.well-known/oauth-authorization-server":
-                    self._answer(200, {"issuer": idp.url, "token_endpoint": idp.url + "/token"})
+                    self._answer(200, idp.metadata)
                 else:
                     self._answer(404, {"error": "not_found"})
 
