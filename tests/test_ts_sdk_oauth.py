@@ -48,6 +48,7 @@ from mcp_oauth.models import (
     ProtectedResource,
 )
 
+from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from .jwt_keys import claims, make_key
 from .live import HeadlessBrowser, free_port
 from .test_e2e_python_sdk import PASSWORD, USERNAME, live  # noqa: F401 - live is a fixture
@@ -191,7 +192,7 @@ def test_authorization_code_flow_with_registration_and_refresh(node, live, setti
         "ALWAYS_RELOAD_OAUTHLIB_CORE": True,
     }
     report, authorizations = run_node(
-        node, live.base, auth_code_config(live, era, refresh=True, refreshAfterMs=2500, calls=2)
+        node, live.base, auth_code_config(live, era, againAfterMs=2500, calls=2)
     )
     assert_era(report, era)
 
@@ -222,7 +223,7 @@ def test_authorization_code_flow_with_registration_and_refresh(node, live, setti
     application = get_application_model().objects.get(client_id=client_id)
     assert application.registration_source == "dcr" and application.client_type == "public"
     # the second session refreshed on the expired token's 401 (no second consent) and rotated it
-    assert [c["label"] for c in report["calls"]] == ["first", "first", "after-expiry", "after-expiry"]
+    assert [c["label"] for c in report["calls"]] == ["first", "first", "again", "again"]
     assert report["tokenTypes"] == ["Bearer", "Bearer"]
     # the refresh rotated the pair: only the new access token is left, still bound to the resource
     (token,) = get_access_token_model().objects.filter(application=application, user__username=USERNAME)
@@ -269,6 +270,82 @@ def test_dpop_authorization_code_flow_at_a_resource_that_requires_dpop(node, liv
         assert [e["status"] for e in token_requests] == [200]
         assert all(e["status"] != 401 for e in authorized)
         assert not any(e["dpop"]["nonce"] for e in authorized)
+
+
+def _require_dpop_at_the_resource() -> None:
+    resource = ProtectedResource.objects.default()
+    resource.dpop_required = True
+    resource.save()
+
+
+def _mcp_requests(report: dict) -> list[dict]:
+    return [e for e in report["exchanges"] if e["path"] == "/mcp" and e["scheme"]]
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_dpop_bound_refresh_token_is_refreshed_with_the_sdks_key(node, live, settings, era):  # noqa: F811
+    """RFC 9449 §5: a public client's refresh token is bound to its key; the SDK signs the refresh
+    request with the same DpopSession and gets a new DPoP-bound pair."""
+    _require_dpop_at_the_resource()
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "ACCESS_TOKEN_EXPIRE_SECONDS": 2,
+        "ALWAYS_RELOAD_OAUTHLIB_CORE": True,
+    }
+    report, authorizations = run_node(node, live.base, auth_code_config(live, era, dpop=True, againAfterMs=2500))
+    assert_era(report, era)
+    assert len(authorizations) == 1 and report["tokenTypes"] == ["DPoP", "DPoP"]
+    assert [c["label"] for c in report["calls"]] == ["first", "again"]
+    assert all(r["user"] == USERNAME for r in whoami_results(report))
+    token_requests = [e for e in report["exchanges"] if e["path"] == "/oauth/token"]
+    assert [(e["grantType"], e["status"]) for e in token_requests] == [
+        ("authorization_code", 200),
+        ("refresh_token", 200),
+    ]
+    assert all(e["dpop"] for e in token_requests)
+    # the expired token's 401 carried the DPoP challenge the SDK answered by refreshing
+    expired = [e for e in _mcp_requests(report) if e["status"] == 401]
+    assert expired and all(e["scheme"] == "DPoP" and "DPoP " in e["error"] for e in expired)
+    bindings = DPoPBinding.objects.filter(jkt=report["dpopThumbprint"])
+    assert {b.token_kind for b in bindings} >= {DPoPBinding.Kind.ACCESS_TOKEN}
+    (token,) = get_access_token_model().objects.filter(user__username=USERNAME)
+    assert bindings.filter(token_checksum=token.token_checksum).exists()
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_stale_dpop_nonce_at_the_resource_is_challenged_and_retried(node, live, settings, era):  # noqa: F811
+    """RFC 9449 §9: the resource answers a proof with an outdated nonce 401 ``use_dpop_nonce`` and a
+    fresh ``DPoP-Nonce``; the SDK retries once with a new proof carrying it."""
+    _require_dpop_at_the_resource()
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "DPOP_NONCE_REQUIRED": True, "DPOP_NONCE_LIFETIME_SECONDS": 1}
+    report, _ = run_node(node, live.base, auth_code_config(live, era, dpop=True, againAfterMs=3000))
+    assert_era(report, era)
+    assert report["tokenTypes"] == ["DPoP"]  # the token outlived the pause: no refresh
+    assert [c["label"] for c in report["calls"]] == ["first", "again"]
+    mcp = _mcp_requests(report)
+    challenged = [i for i, e in enumerate(mcp) if e["status"] == 401]
+    assert challenged, mcp
+    for i in challenged:
+        assert 'error="use_dpop_nonce"' in mcp[i]["error"] and mcp[i]["nonceAnswered"]
+        retry = mcp[i + 1]
+        assert retry["status"] in (200, 202) and retry["dpop"]["nonce"] == mcp[i]["nonceAnswered"]
+        assert retry["dpop"]["nonce"] != mcp[i]["dpop"]["nonce"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_client_id_metadata_document_instead_of_registration(node, live, cimd_env, era):  # noqa: F811
+    """With ``clientMetadataUrl`` and ``client_id_metadata_document_supported`` in our metadata, the
+    SDK sends the document's URL as client_id (no registration); the server fetches the document."""
+    client_id = cimd_env.publish("/ts-client.json", client_name="TypeScript CIMD client")
+    report, authorizations = run_node(node, live.base, auth_code_config(live, era, clientMetadataUrl=client_id))
+    assert_era(report, era)
+    (result,) = whoami_results(report)
+    assert result["user"] == USERNAME and result["client_id"] == client_id
+    assert not any(e["path"] == "/oauth/register" for e in report["exchanges"])
+    assert "TypeScript CIMD client" in authorizations[0]["consent_pages"][0]
+    application = get_application_model().objects.get(client_id=client_id)
+    assert application.registration_source == "cimd"
+    assert len(cimd_env.server.fetches("/ts-client.json")) == 1
 
 
 # --- machine clients ---------------------------------------------------------------------------

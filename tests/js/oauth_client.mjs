@@ -3,14 +3,16 @@
 //
 //   node oauth_client.mjs '<json config>'
 //
-// config: {mcpUrl, era: "legacy" | "2026-07-28", flow, dpop?, calls?, refresh?, ...flow options}
+// config: {mcpUrl, era: "legacy" | "2026-07-28", flow, dpop?, calls?, againAfterMs?, ...flow options}
 //   flow "authorization_code": the SDK's OAuthClientProvider flow (401 -> RFC 9728 -> RFC 8414 ->
 //     dynamic registration -> authorize with PKCE). The authorization URL is printed as
 //     {"event":"authorize","url":...}; the driver logs in and consents with a real HTTP session and
 //     answers on stdin with one line {"callback": "<redirect URL with code, state, iss>"}, which
-//     goes to the transport's finishAuth. Options: redirectUrl, clientName, dpop (the provider's
-//     dpop() returns one DpopSession), refresh (after the calls, wait `refreshAfterMs`, then call
-//     again: the SDK must refresh on the 401 of the expired token, with no second authorization).
+//     goes to the transport's finishAuth. Options: redirectUrl, clientName, clientMetadataUrl (an
+//     HTTPS client ID metadata document: the SDK then uses it as client_id instead of registering),
+//     dpop (the provider's dpop() returns one DpopSession).
+//   againAfterMs (any flow): after the calls, wait that long and open a second session with the same
+//     provider (an expired access token is refreshed on its 401, a stale DPoP nonce re-challenged).
 //   flow "client_credentials": ClientCredentialsProvider {clientId, clientSecret, issuer, scope}.
 //   flow "private_key_jwt": PrivateKeyJwtProvider {clientId, privateKeyPem, alg, issuer, scope}.
 //   flow "cross_app": CrossAppAccessProvider {clientId, clientSecret, issuer, idp: {url, idToken,
@@ -115,8 +117,9 @@ const recordingFetch = async (input, init = {}) => {
 
 // The SDK's interactive OAuthClientProvider, in memory.
 class InteractiveProvider {
-  constructor({ redirectUrl, clientName, dpop }) {
+  constructor({ redirectUrl, clientName, clientMetadataUrl, dpop }) {
     this._redirectUrl = redirectUrl;
+    if (clientMetadataUrl) this.clientMetadataUrl = clientMetadataUrl;
     this._clientName = clientName;
     this._dpop = dpop ? DpopSession.create() : undefined;
     this._clientInformation = undefined;
@@ -187,6 +190,7 @@ function makeProvider() {
       return new InteractiveProvider({
         redirectUrl: config.redirectUrl,
         clientName: config.clientName ?? "TypeScript SDK 2.x e2e client",
+        clientMetadataUrl: config.clientMetadataUrl,
         dpop: Boolean(config.dpop),
       });
     case "client_credentials":
@@ -267,9 +271,9 @@ try {
   const provider = makeProvider();
   if (provider.dpop) report.dpopThumbprint = (await provider.dpop())?.thumbprint ?? null;
   await session(provider, "first");
-  if (config.refresh) {
-    await new Promise((resolve) => setTimeout(resolve, config.refreshAfterMs ?? 2500));
-    await session(provider, "after-expiry");
+  if (config.againAfterMs) {
+    await new Promise((resolve) => setTimeout(resolve, config.againAfterMs));
+    await session(provider, "again");
   }
 } catch (error) {
   report.errors.push(String(error?.stack ?? error));
