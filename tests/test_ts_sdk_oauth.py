@@ -146,6 +146,8 @@ def run_node(node: str, base: str, config: dict) -> tuple[dict, list[dict]]:
     assert report is not None, f"no report from the Node client (exit {process.returncode}):\n{errors}"
     assert report["errors"] == [], "\n".join(report["errors"]) + "\n" + errors
     assert report["sdkVersion"] == CLIENT_VERSION
+    # the SDK warns on stderr when it falls back (a failed refresh, a missing issuer binding...)
+    assert "[mcp-sdk]" not in errors, errors
     return report, authorizations
 
 
@@ -407,6 +409,32 @@ def test_private_key_jwt_provider(node, live, era):  # noqa: F811
     report, _ = run_node(node, live.base, config)
     assert_era(report, era)
     assert_machine_token(report, app, live)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_client_credentials_provider_with_dpop_at_a_resource_that_requires_it(node, live, era):  # noqa: F811
+    """The machine providers have no ``dpop()`` of their own; a host that implements it gets a
+    DPoP-bound client-credentials token (RFC 9449 §5) and proofs at /mcp."""
+    _require_dpop_at_the_resource()
+    app, secret = machine_client()
+    config = {
+        "mcpUrl": live.mcp_url,
+        "era": era,
+        "flow": "client_credentials",
+        "clientId": app.client_id,
+        "clientSecret": secret,
+        "scope": "mcp",
+        "issuer": live.base,
+        "dpop": True,
+    }
+    report, _ = run_node(node, live.base, config)
+    assert_era(report, era)
+    assert_machine_token(report, app, live)
+    assert report["tokenTypes"] == ["DPoP"]
+    token = get_access_token_model().objects.get(application=app)
+    binding = DPoPBinding.objects.get(token_checksum=token.token_checksum)
+    assert binding.jkt == report["dpopThumbprint"]
+    assert all(e["scheme"] == "DPoP" and e["dpop"]["ath"] for e in _mcp_requests(report))
 
 
 # --- cross-app access (ID-JAG) -------------------------------------------------------------------

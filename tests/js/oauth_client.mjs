@@ -11,6 +11,8 @@
 //     goes to the transport's finishAuth. Options: redirectUrl, clientName, clientMetadataUrl (an
 //     HTTPS client ID metadata document: the SDK then uses it as client_id instead of registering),
 //     dpop (the provider's dpop() returns one DpopSession).
+//   dpop (any flow): the provider's dpop() returns one DpopSession (set on the machine providers,
+//     which leave it undefined).
 //   againAfterMs (any flow): after the calls, wait that long and open a second session with the same
 //     provider (an expired access token is refreshed on its 401, a stale DPoP nonce re-challenged).
 //   flow "client_credentials": ClientCredentialsProvider {clientId, clientSecret, issuer, scope}.
@@ -156,7 +158,6 @@ class InteractiveProvider {
   }
   saveTokens(tokens) {
     this._tokens = tokens;
-    report.tokenTypes.push(tokens.token_type);
   }
   async redirectToAuthorization(url) {
     report.authorizations += 1;
@@ -269,6 +270,16 @@ async function session(provider, label) {
 
 try {
   const provider = makeProvider();
+  const saveTokens = provider.saveTokens.bind(provider);
+  provider.saveTokens = (tokens, ctx) => {
+    report.tokenTypes.push(tokens.token_type);
+    return saveTokens(tokens, ctx);
+  };
+  if (config.dpop && config.flow !== "authorization_code") {
+    // The machine providers leave dpop() undefined; implementing it is how a host opts in.
+    const dpopSession = DpopSession.create();
+    provider.dpop = () => dpopSession;
+  }
   if (provider.dpop) report.dpopThumbprint = (await provider.dpop())?.thumbprint ?? null;
   await session(provider, "first");
   if (config.againAfterMs) {
