@@ -88,7 +88,9 @@ def node() -> str:
     if node is None:
         _unavailable("Node.js is not installed: the TypeScript SDK OAuth tests need `node` (and `npm`)")
     if _installed_version() != CLIENT_VERSION:
-        _unavailable(f"@modelcontextprotocol/client {CLIENT_VERSION} is not installed in tests/js: run `make js-install`")
+        _unavailable(
+            f"@modelcontextprotocol/client {CLIENT_VERSION} is not installed in tests/js: run `make js-install`"
+        )
     return node
 
 
@@ -172,7 +174,7 @@ def statuses(report: dict, path: str) -> list[int]:
     return [e["status"] for e in report["exchanges"] if e["path"] == path]
 
 
-def auth_code_config(live, era: str, **extra) -> dict:  # noqa: F811 - live is the fixture's value
+def auth_code_config(live, era: str, **extra) -> dict:
     return {
         "mcpUrl": live.mcp_url,
         "era": era,
@@ -187,15 +189,13 @@ def auth_code_config(live, era: str, **extra) -> dict:  # noqa: F811 - live is t
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_authorization_code_flow_with_registration_and_refresh(node, live, settings, era):  # noqa: F811
+def test_authorization_code_flow_with_registration_and_refresh(node, live, settings, era):
     settings.OAUTH2_PROVIDER = {
         **settings.OAUTH2_PROVIDER,
         "ACCESS_TOKEN_EXPIRE_SECONDS": 2,
         "ALWAYS_RELOAD_OAUTHLIB_CORE": True,
     }
-    report, authorizations = run_node(
-        node, live.base, auth_code_config(live, era, againAfterMs=2500, calls=2)
-    )
+    report, authorizations = run_node(node, live.base, auth_code_config(live, era, againAfterMs=2500, calls=2))
     assert_era(report, era)
 
     # 401 -> RFC 9728 -> RFC 8414 -> RFC 7591 -> one authorization -> code exchange -> /mcp.
@@ -235,7 +235,7 @@ def test_authorization_code_flow_with_registration_and_refresh(node, live, setti
 
 @pytest.mark.parametrize("era", ERAS)
 @pytest.mark.parametrize("nonces", [False, True], ids=["no-nonce", "nonce"])
-def test_dpop_authorization_code_flow_at_a_resource_that_requires_dpop(node, live, settings, era, nonces):  # noqa: F811
+def test_dpop_authorization_code_flow_at_a_resource_that_requires_dpop(node, live, settings, era, nonces):
     resource = ProtectedResource.objects.default()
     resource.dpop_required = True
     resource.save()
@@ -285,7 +285,7 @@ def _mcp_requests(report: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_dpop_bound_refresh_token_is_refreshed_with_the_sdks_key(node, live, settings, era):  # noqa: F811
+def test_dpop_bound_refresh_token_is_refreshed_with_the_sdks_key(node, live, settings, era):
     """RFC 9449 §5: a public client's refresh token is bound to its key; the SDK signs the refresh
     request with the same DpopSession and gets a new DPoP-bound pair."""
     _require_dpop_at_the_resource()
@@ -315,7 +315,7 @@ def test_dpop_bound_refresh_token_is_refreshed_with_the_sdks_key(node, live, set
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_stale_dpop_nonce_at_the_resource_is_challenged_and_retried(node, live, settings, era):  # noqa: F811
+def test_stale_dpop_nonce_at_the_resource_is_challenged_and_retried(node, live, settings, era):
     """RFC 9449 §9: the resource answers a proof with an outdated nonce 401 ``use_dpop_nonce`` and a
     fresh ``DPoP-Nonce``; the SDK retries once with a new proof carrying it."""
     _require_dpop_at_the_resource()
@@ -335,7 +335,7 @@ def test_stale_dpop_nonce_at_the_resource_is_challenged_and_retried(node, live, 
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_client_id_metadata_document_instead_of_registration(node, live, cimd_env, era):  # noqa: F811
+def test_client_id_metadata_document_instead_of_registration(node, live, cimd_env, era):
     """With ``clientMetadataUrl`` and ``client_id_metadata_document_supported`` in our metadata, the
     SDK sends the document's URL as client_id (no registration); the server fetches the document."""
     client_id = cimd_env.publish("/ts-client.json", client_name="TypeScript CIMD client")
@@ -363,7 +363,7 @@ def machine_client(**profile) -> tuple[object, str]:
     return app, secret
 
 
-def assert_machine_token(report: dict, app, live) -> None:  # noqa: F811
+def assert_machine_token(report: dict, app, live) -> None:
     for result in whoami_results(report):
         assert result["user"] is None and result["machine"] is True
         assert result["client_id"] == app.client_id and result["scopes"] == ["mcp"]
@@ -375,7 +375,7 @@ def assert_machine_token(report: dict, app, live) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_client_credentials_provider(node, live, era):  # noqa: F811
+def test_client_credentials_provider(node, live, era):
     app, secret = machine_client()
     config = {
         "mcpUrl": live.mcp_url,
@@ -393,7 +393,7 @@ def test_client_credentials_provider(node, live, era):  # noqa: F811
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_private_key_jwt_provider(node, live, era):  # noqa: F811
+def test_private_key_jwt_provider(node, live, era):
     key = make_key("ES256")
     app, _ = machine_client(jwks=key.jwks)
     config = {
@@ -412,7 +412,7 @@ def test_private_key_jwt_provider(node, live, era):  # noqa: F811
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_client_credentials_provider_with_dpop_at_a_resource_that_requires_it(node, live, era):  # noqa: F811
+def test_client_credentials_provider_with_dpop_at_a_resource_that_requires_it(node, live, era):
     """The machine providers have no ``dpop()`` of their own; a host that implements it gets a
     DPoP-bound client-credentials token (RFC 9449 §5) and proofs at /mcp."""
     _require_dpop_at_the_resource()
@@ -536,7 +536,7 @@ class LoopbackIdP:
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_cross_app_access_provider_with_a_loopback_idp(node, live, era):  # noqa: F811
+def test_cross_app_access_provider_with_a_loopback_idp(node, live, era):
     idp_key = make_key("RS256")
     app, secret = machine_client()
     user = get_user_model().objects.get(username=USERNAME)
@@ -567,7 +567,9 @@ def test_cross_app_access_provider_with_a_loopback_idp(node, live, era):  # noqa
     # the SDK asked the IdP for an ID-JAG for our issuer and the MCP resource (RFC 8693 §2.1)
     (exchange,) = idp.exchanges
     assert exchange["audience"] == live.base and exchange["resource"] == live.mcp_url
-    assert report["idJagRequests"] == [{"audience": live.base, "resource": live.mcp_url, "scope": exchange.get("scope")}]
+    assert report["idJagRequests"] == [
+        {"audience": live.base, "resource": live.mcp_url, "scope": exchange.get("scope")}
+    ]
     token_requests = [e for e in report["exchanges"] if e["path"] == "/oauth/token"]
     assert [(e["grantType"], e["status"]) for e in token_requests] == [
         ("urn:ietf:params:oauth:grant-type:jwt-bearer", 200)
