@@ -350,6 +350,19 @@ def test_client_id_metadata_document_instead_of_registration(node, live, cimd_en
     assert len(cimd_env.server.fetches("/ts-client.json")) == 1
 
 
+def test_auto_negotiation_behind_the_401_settles_on_2026_07_28(node, live):  # noqa: F811
+    """``versionNegotiation: {mode: "auto"}``: the ``server/discover`` probe meets the 401 first; after
+    the OAuth flow the probe succeeds and the client speaks 2026-07-28 (no ``initialize``)."""
+    report, authorizations = run_node(node, live.base, auth_code_config(live, "auto"))
+    assert report["protocolVersion"] == "2026-07-28"
+    rpcs = [e["rpc"] for e in report["exchanges"] if e["path"] == "/mcp" and e["rpc"]]
+    assert rpcs[0] == "server/discover" and "initialize" not in rpcs
+    assert len(authorizations) == 1
+    (result,) = whoami_results(report)
+    assert result["user"] == USERNAME
+    assert not McpSession.objects.exists()
+
+
 # --- machine clients ---------------------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@
 //
 //   node oauth_client.mjs '<json config>'
 //
-// config: {mcpUrl, era: "legacy" | "2026-07-28", flow, dpop?, calls?, againAfterMs?, ...flow options}
+// config: {mcpUrl, era: "legacy" | "auto" | "2026-07-28", flow, dpop?, calls?, againAfterMs?, ...flow options}
 //   flow "authorization_code": the SDK's OAuthClientProvider flow (401 -> RFC 9728 -> RFC 8414 ->
 //     dynamic registration -> authorize with PKCE). The authorization URL is printed as
 //     {"event":"authorize","url":...}; the driver logs in and consents with a real HTTP session and
@@ -235,7 +235,9 @@ function makeProvider() {
   }
 }
 
-const versionNegotiation = config.era === "2026-07-28" ? { mode: { pin: "2026-07-28" } } : { mode: "legacy" };
+// "legacy" (the SDK's default): initialize, a 2025-11-25 session; "auto": probe server/discover
+// and fall back to initialize; anything else: pinned to that revision (no fallback).
+const versionNegotiation = ["legacy", "auto"].includes(config.era) ? { mode: config.era } : { mode: { pin: config.era } };
 
 async function session(provider, label) {
   const open = () => {
