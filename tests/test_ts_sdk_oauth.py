@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode
 
+import httpx2
 import jwt
 import pytest
 from django.contrib.auth import get_user_model
@@ -273,6 +274,26 @@ def test_dpop_authorization_code_flow_at_a_resource_that_requires_dpop(node, liv
         assert all(e["status"] != 401 for e in authorized)
         assert not any(e["dpop"]["nonce"] for e in authorized)
 
+    # the token the SDK holds is useless without its key: as a Bearer token, or with a replayed proof
+    mcp_headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    ping = '{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    as_bearer = httpx2.post(
+        live.mcp_url, content=ping, headers={**mcp_headers, "Authorization": f"Bearer {report['accessToken']}"}
+    )
+    assert as_bearer.status_code == 401 and 'error="invalid_token"' in as_bearer.headers["WWW-Authenticate"]
+    replayed = httpx2.post(
+        live.mcp_url,
+        content=ping,
+        headers={
+            **mcp_headers,
+            "Authorization": f"DPoP {report['accessToken']}",
+            "DPoP": authorized[-1]["dpop"]["raw"],
+        },
+    )
+    assert replayed.status_code == 401, replayed.text
+    assert 'error="invalid_dpop_proof"' in replayed.headers["WWW-Authenticate"]
+    assert replayed.json()["error_description"] == "The DPoP proof was used before (jti)."
+
 
 def _require_dpop_at_the_resource() -> None:
     resource = ProtectedResource.objects.default()
@@ -350,7 +371,7 @@ def test_client_id_metadata_document_instead_of_registration(node, live, cimd_en
     assert len(cimd_env.server.fetches("/ts-client.json")) == 1
 
 
-def test_auto_negotiation_behind_the_401_settles_on_2026_07_28(node, live):  # noqa: F811
+def test_auto_negotiation_behind_the_401_settles_on_2026_07_28(node, live):
     """``versionNegotiation: {mode: "auto"}``: the ``server/discover`` probe meets the 401 first; after
     the OAuth flow the probe succeeds and the client speaks 2026-07-28 (no ``initialize``)."""
     report, authorizations = run_node(node, live.base, auth_code_config(live, "auto"))

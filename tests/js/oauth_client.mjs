@@ -52,6 +52,7 @@ const report = {
   exchanges: [],
   authorizations: 0,
   tokenTypes: [],
+  accessToken: null,
   dpopThumbprint: null,
   idJagRequests: [],
   calls: [],
@@ -94,7 +95,7 @@ const recordingFetch = async (input, init = {}) => {
     host: url.host,
     rpc: body?.method ?? null,
     scheme: headers.get("authorization")?.split(" ")[0] ?? null,
-    dpop: proof ? { htm: proofClaims?.htm, htu: proofClaims?.htu, ath: Boolean(proofClaims?.ath), nonce: proofClaims?.nonce ?? null, jkt: null } : null,
+    dpop: proof ? { htm: proofClaims?.htm, htu: proofClaims?.htu, ath: Boolean(proofClaims?.ath), nonce: proofClaims?.nonce ?? null, raw: proof } : null,
     grantType: init.body instanceof URLSearchParams ? init.body.get("grant_type") : null,
     status: null,
     nonceAnswered: null,
@@ -275,6 +276,7 @@ try {
   const saveTokens = provider.saveTokens.bind(provider);
   provider.saveTokens = (tokens, ctx) => {
     report.tokenTypes.push(tokens.token_type);
+    report.accessToken = tokens.access_token; // the test replays it as a thief would
     return saveTokens(tokens, ctx);
   };
   if (config.dpop && config.flow !== "authorization_code") {
