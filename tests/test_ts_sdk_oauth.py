@@ -306,6 +306,30 @@ def _mcp_requests(report: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("era", ERAS)
+def test_dpop_chosen_by_the_client_at_a_resource_that_does_not_require_it(node, live, era):
+    """DPoP is opt-in (RFC 9449 §5): a proof at the token endpoint gets a bound token even where the
+    resource also accepts bearer tokens, and /mcp then refuses it without the SDK's proof."""
+    assert ProtectedResource.objects.default().dpop_required is False
+    report, _ = run_node(node, live.base, auth_code_config(live, era, dpop=True))
+    assert_era(report, era)
+    (result,) = whoami_results(report)
+    assert result["user"] == USERNAME
+    assert report["tokenTypes"] == ["DPoP"]
+    assert DPoPBinding.objects.filter(jkt=report["dpopThumbprint"]).exists()
+    assert all(e["scheme"] == "DPoP" for e in _mcp_requests(report))
+    as_bearer = httpx2.post(
+        live.mcp_url,
+        content='{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        headers={
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {report['accessToken']}",
+        },
+    )
+    assert as_bearer.status_code == 401 and 'error="invalid_token"' in as_bearer.headers["WWW-Authenticate"]
+
+
+@pytest.mark.parametrize("era", ERAS)
 def test_dpop_bound_refresh_token_is_refreshed_with_the_sdks_key(node, live, settings, era):
     """RFC 9449 §5: a public client's refresh token is bound to its key; the SDK signs the refresh
     request with the same DpopSession and gets a new DPoP-bound pair."""
