@@ -594,7 +594,12 @@ class LoopbackIdP:
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_cross_app_access_provider_with_a_loopback_idp(node, live, era):
+@pytest.mark.parametrize("dpop", [False, True], ids=["bearer", "dpop"])
+def test_cross_app_access_provider_with_a_loopback_idp(node, live, era, dpop):
+    """The ID-JAG from the IdP's RFC 8693 exchange, redeemed with the jwt-bearer grant; with
+    ``dpop()`` on the provider, at a resource that requires DPoP, the token is DPoP-bound."""
+    if dpop:
+        _require_dpop_at_the_resource()
     idp_key = make_key("RS256")
     app, secret = machine_client()
     user = get_user_model().objects.get(username=USERNAME)
@@ -616,6 +621,7 @@ def test_cross_app_access_provider_with_a_loopback_idp(node, live, era):
             "clientId": idp.client_id,
             "clientSecret": idp.client_secret,
         },
+        "dpop": dpop,
     }
     with idp.serving():
         report, _ = run_node(node, live.base, config)
@@ -635,3 +641,6 @@ def test_cross_app_access_provider_with_a_loopback_idp(node, live, era):
     assert token_requests[0]["scheme"] == "Basic"  # client_secret_basic, as the provider declares
     token = get_access_token_model().objects.get(application=app)
     assert token.user == user and token.resource == [live.mcp_url]
+    assert report["tokenTypes"] == (["DPoP"] if dpop else ["Bearer"])
+    assert DPoPBinding.objects.filter(token_checksum=token.token_checksum).exists() is dpop
+    assert all(e["scheme"] == ("DPoP" if dpop else "Bearer") for e in _mcp_requests(report))
