@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -108,10 +109,20 @@ async def _log_in_and_consent(base: str, url: str) -> tuple[dict[str, str], list
         await browser.aclose()
 
 
-def run_node(node: str, base: str, config: dict) -> tuple[dict, list[dict]]:
+UserAgent = Callable[[str], tuple[dict[str, str], list[str]]]
+
+
+def run_node(node: str, base: str, config: dict, user_agent: UserAgent | None = None) -> tuple[dict, list[dict]]:
     """Run the Node client with ``config``; play the user's browser for each authorization request.
 
-    Returns the client's report and, per authorization, ``{"url", "params", "consent_pages"}``."""
+    ``user_agent(url) -> (redirect query, consent pages)`` logs in and consents; by default a real
+    HTTP session with cookies (:class:`tests.live.HeadlessBrowser`). Returns the client's report and,
+    per authorization, ``{"url", "params", "consent_pages"}``."""
+    if user_agent is None:
+
+        def user_agent(url: str) -> tuple[dict[str, str], list[str]]:
+            return asyncio.run(_log_in_and_consent(base, url))
+
     authorizations: list[dict] = []
     with tempfile.TemporaryFile(mode="w+") as stderr:
         process = subprocess.Popen(
@@ -132,7 +143,7 @@ def run_node(node: str, base: str, config: dict) -> tuple[dict, list[dict]]:
                     continue
                 message = json.loads(line)
                 if message.get("event") == "authorize":
-                    params, consent_pages = asyncio.run(_log_in_and_consent(base, message["url"]))
+                    params, consent_pages = user_agent(message["url"])
                     authorizations.append({"url": message["url"], "params": params, "consent_pages": consent_pages})
                     callback = _callback_url(config["redirectUrl"], params)
                     process.stdin.write(json.dumps({"callback": callback}) + "\n")
@@ -222,6 +233,8 @@ def test_authorization_code_flow_with_registration_and_refresh(node, live, setti
     assert first == second and third == fourth
     assert first["user"] == USERNAME and first["machine"] is False
     assert first["resource"] == live.mcp_url
+    # the SDK asks for offline_access because our metadata lists it (MCP 2026-07-28 "Refresh tokens")
+    assert first["scopes"] == third["scopes"] == ["mcp", "offline_access"]
     client_id = first["client_id"]
     application = get_application_model().objects.get(client_id=client_id)
     assert application.registration_source == "dcr" and application.client_type == "public"
