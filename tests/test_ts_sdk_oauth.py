@@ -515,9 +515,10 @@ class LoopbackIdP:
     """An enterprise IdP on loopback: RFC 8414 metadata and an RFC 8693 token endpoint that exchanges
     an ID token it issued for an ID-JAG (the enterprise-managed authorization extension)."""
 
-    def __init__(self, key, mcp_client_id: str) -> None:
+    def __init__(self, key, mcp_client_id: str, token_exchange_only: bool = False) -> None:
         self.key = key
         self.mcp_client_id = mcp_client_id
+        self.token_exchange_only = token_exchange_only
         self.client_id, self.client_secret = "chat-app", "idp-secret-" + os.urandom(6).hex()
         self.exchanges: list[dict] = []
         self.port = free_port()
@@ -525,7 +526,15 @@ class LoopbackIdP:
 
     @property
     def metadata(self) -> dict:
-        """RFC 8414 §2 metadata (``authorization_endpoint`` and ``response_types_supported`` are REQUIRED)."""
+        """RFC 8414 §2 metadata. ``authorization_endpoint`` is REQUIRED "unless no grant types are
+        supported that use the authorization endpoint": ``token_exchange_only`` leaves it out."""
+        if self.token_exchange_only:
+            return {
+                "issuer": self.url,
+                "token_endpoint": self.url + "/token",
+                "response_types_supported": [],
+                "grant_types_supported": ["urn:ietf:params:oauth:grant-type:token-exchange"],
+            }
         return {
             "issuer": self.url,
             "authorization_endpoint": self.url + "/authorize",
@@ -613,29 +622,8 @@ def test_cross_app_access_provider_with_a_loopback_idp(node, live, era, dpop):
     ``dpop()`` on the provider, at a resource that requires DPoP, the token is DPoP-bound."""
     if dpop:
         _require_dpop_at_the_resource()
-    idp_key = make_key("RS256")
-    app, secret = machine_client()
-    user = get_user_model().objects.get(username=USERNAME)
-    idp = LoopbackIdP(idp_key, app.client_id)
-    row = EnterpriseIdentityProvider.objects.create(name="Acme (loopback)", issuer=idp.url, jwks=idp_key.jwks)
-    row.allowed_clients.add(app)
-    row.allowed_resources.add(ProtectedResource.objects.default())
-    EnterpriseIdentity.objects.create(provider=row, subject="U-demo", user=user)
-    config = {
-        "mcpUrl": live.mcp_url,
-        "era": era,
-        "flow": "cross_app",
-        "clientId": app.client_id,
-        "clientSecret": secret,
-        "issuer": live.base,
-        "idp": {
-            "url": idp.url,
-            "idToken": idp.id_token("U-demo"),
-            "clientId": idp.client_id,
-            "clientSecret": idp.client_secret,
-        },
-        "dpop": dpop,
-    }
+    idp, config, app, user = cross_app_setup(live, era)
+    config["dpop"] = dpop
     with idp.serving():
         report, _ = run_node(node, live.base, config)
     assert_era(report, era)
@@ -657,3 +645,48 @@ def test_cross_app_access_provider_with_a_loopback_idp(node, live, era, dpop):
     assert report["tokenTypes"] == (["DPoP"] if dpop else ["Bearer"])
     assert DPoPBinding.objects.filter(token_checksum=token.token_checksum).exists() is dpop
     assert all(e["scheme"] == ("DPoP" if dpop else "Bearer") for e in _mcp_requests(report))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "SDK 2.4.0: discoverAndRequestJwtAuthGrant validates the IdP's RFC 8414 metadata with a schema "
+        "that requires authorization_endpoint, which RFC 8414 §2 makes optional when no grant type "
+        "uses the authorization endpoint (a token-exchange-only IdP); ZodError before any exchange"
+    ),
+)
+def test_sdk_discovers_a_token_exchange_only_idp(node, live):
+    """Reproducer of an SDK bug (the server is not involved): a strict xfail, so it fails once fixed."""
+    idp, config, _app, _user = cross_app_setup(live, "2026-07-28", token_exchange_only=True)
+    with idp.serving():
+        report, _ = run_node(node, live.base, config)
+    assert len(idp.exchanges) == 1
+
+
+def cross_app_setup(live, era: str, token_exchange_only: bool = False):
+    """An IdP on loopback trusted for a confidential client and the default resource; the user
+    ``demo`` linked to its subject ``U-demo``; the Node config of the cross-app flow."""
+    idp_key = make_key("RS256")
+    app, secret = machine_client()
+    user = get_user_model().objects.get(username=USERNAME)
+    idp = LoopbackIdP(idp_key, app.client_id, token_exchange_only=token_exchange_only)
+    row = EnterpriseIdentityProvider.objects.create(name="Acme (loopback)", issuer=idp.url, jwks=idp_key.jwks)
+    row.allowed_clients.add(app)
+    row.allowed_resources.add(ProtectedResource.objects.default())
+    EnterpriseIdentity.objects.create(provider=row, subject="U-demo", user=user)
+    config = {
+        "mcpUrl": live.mcp_url,
+        "era": era,
+        "flow": "cross_app",
+        "clientId": app.client_id,
+        "clientSecret": secret,
+        "issuer": live.base,
+        "idp": {
+            "url": idp.url,
+            "idToken": idp.id_token("U-demo"),
+            "clientId": idp.client_id,
+            "clientSecret": idp.client_secret,
+        },
+    }
+    return idp, config, app, user
