@@ -112,12 +112,15 @@ async def _log_in_and_consent(base: str, url: str) -> tuple[dict[str, str], list
 UserAgent = Callable[[str], tuple[dict[str, str], list[str]]]
 
 
-def run_node(node: str, base: str, config: dict, user_agent: UserAgent | None = None) -> tuple[dict, list[dict]]:
+def run_node(
+    node: str, base: str, config: dict, user_agent: UserAgent | None = None, expect_error: bool = False
+) -> tuple[dict, list[dict]]:
     """Run the Node client with ``config``; play the user's browser for each authorization request.
 
     ``user_agent(url) -> (redirect query, consent pages)`` logs in and consents; by default a real
     HTTP session with cookies (:class:`tests.live.HeadlessBrowser`). Returns the client's report and,
-    per authorization, ``{"url", "params", "consent_pages"}``."""
+    per authorization, ``{"url", "params", "consent_pages"}``. With ``expect_error`` the client
+    must have failed (its errors are in ``report["errors"]``)."""
     if user_agent is None:
 
         def user_agent(url: str) -> tuple[dict[str, str], list[str]]:
@@ -158,10 +161,14 @@ def run_node(node: str, base: str, config: dict, user_agent: UserAgent | None = 
         stderr.seek(0)
         errors = stderr.read()
     assert report is not None, f"no report from the Node client (exit {process.returncode}):\n{errors}"
-    assert report["errors"] == [], "\n".join(report["errors"]) + "\n" + errors
     assert report["sdkVersion"] == CLIENT_VERSION
-    # the SDK warns on stderr when it falls back (a failed refresh, a missing issuer binding...)
-    assert "[mcp-sdk]" not in errors, errors
+    report["stderr"] = errors
+    if expect_error:
+        assert report["errors"], report
+    else:
+        assert report["errors"] == [], "\n".join(report["errors"]) + "\n" + errors
+        # the SDK warns on stderr when it falls back (a failed refresh, a missing issuer binding...)
+        assert "[mcp-sdk]" not in errors, errors
     return report, authorizations
 
 
@@ -506,6 +513,36 @@ def test_client_credentials_provider_with_dpop_at_a_resource_that_requires_it(no
     binding = DPoPBinding.objects.get(token_checksum=token.token_checksum)
     assert binding.jkt == report["dpopThumbprint"]
     assert all(e["scheme"] == "DPoP" and e["dpop"]["ath"] for e in _mcp_requests(report))
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_sdk_client_without_dpop_at_a_resource_that_requires_it_is_refused_cleanly(node, live, era):
+    """A provider without ``dpop()`` at a DPoP-only resource: the token request without a proof is a
+    400 ``invalid_dpop_proof`` (RFC 9449 §5), no token is issued, the SDK surfaces the OAuth error."""
+    _require_dpop_at_the_resource()
+    app, secret = machine_client()
+    config = {
+        "mcpUrl": live.mcp_url,
+        "era": era,
+        "flow": "client_credentials",
+        "clientId": app.client_id,
+        "clientSecret": secret,
+        "scope": "mcp",
+        "issuer": live.base,
+    }
+    report, _ = run_node(node, live.base, config, expect_error=True)
+    token_requests = [(e["status"], e["error"]) for e in report["exchanges"] if e["path"] == "/oauth/token"]
+    # the SDK retries an OAuth error of the token endpoint once (and says so), then gives up
+    assert token_requests == [(400, "invalid_dpop_proof")] * 2
+    assert '[mcp-sdk] OAuth "invalid_dpop_proof" — retrying authorization' in report["stderr"]
+    assert report["errors"][0].startswith(
+        "OAuthError: The resource accepts only DPoP-bound access tokens: send a DPoP proof."
+    )
+    assert not get_access_token_model().objects.filter(application=app).exists()
+    assert not report["calls"] and not any(e["status"] >= 500 for e in report["exchanges"])
+    # the 401 that started it said so: a DPoP challenge only, no Bearer one (RFC 9449 §7.1)
+    first = report["exchanges"][0]
+    assert first["status"] == 401 and first["error"].startswith("DPoP ") and "Bearer" not in first["error"]
 
 
 # --- cross-app access (ID-JAG) -------------------------------------------------------------------
