@@ -64,6 +64,9 @@ CLIENT_PACKAGE_JSON = JS_DIR / "node_modules" / "@modelcontextprotocol" / "clien
 ERAS = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
 NODE_TIMEOUT = 120
 ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+#: Access-token lifetime in the refresh tests: long enough for the first session on a loaded
+#: machine, after which the client pauses half a second longer than that.
+TOKEN_SECONDS = 4
 
 
 def _under_ci() -> bool:
@@ -211,10 +214,12 @@ def auth_code_config(live, era: str, **extra) -> dict:
 def test_authorization_code_flow_with_registration_and_refresh(node, live, settings, era):
     settings.OAUTH2_PROVIDER = {
         **settings.OAUTH2_PROVIDER,
-        "ACCESS_TOKEN_EXPIRE_SECONDS": 2,
+        "ACCESS_TOKEN_EXPIRE_SECONDS": TOKEN_SECONDS,
         "ALWAYS_RELOAD_OAUTHLIB_CORE": True,
     }
-    report, authorizations = run_node(node, live.base, auth_code_config(live, era, againAfterMs=2500, calls=2))
+    report, authorizations = run_node(
+        node, live.base, auth_code_config(live, era, againAfterMs=TOKEN_SECONDS * 1000 + 500, calls=2)
+    )
     assert_era(report, era)
 
     # 401 -> RFC 9728 -> RFC 8414 -> RFC 7591 -> one authorization -> code exchange -> /mcp.
@@ -356,10 +361,12 @@ def test_dpop_bound_refresh_token_is_refreshed_with_the_sdks_key(node, live, set
     _require_dpop_at_the_resource()
     settings.OAUTH2_PROVIDER = {
         **settings.OAUTH2_PROVIDER,
-        "ACCESS_TOKEN_EXPIRE_SECONDS": 2,
+        "ACCESS_TOKEN_EXPIRE_SECONDS": TOKEN_SECONDS,
         "ALWAYS_RELOAD_OAUTHLIB_CORE": True,
     }
-    report, authorizations = run_node(node, live.base, auth_code_config(live, era, dpop=True, againAfterMs=2500))
+    report, authorizations = run_node(
+        node, live.base, auth_code_config(live, era, dpop=True, againAfterMs=TOKEN_SECONDS * 1000 + 500)
+    )
     assert_era(report, era)
     assert len(authorizations) == 1 and report["tokenTypes"] == ["DPoP", "DPoP"]
     assert [c["label"] for c in report["calls"]] == ["first", "again"]
