@@ -42,6 +42,7 @@ from django.contrib.auth import get_user_model
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.models import (
+    AuditEvent,
     ClientProfile,
     DPoPBinding,
     EnterpriseIdentity,
@@ -478,8 +479,9 @@ def test_client_credentials_provider(node, live, era):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_private_key_jwt_provider(node, live, era):
-    key = make_key("ES256")
+@pytest.mark.parametrize("alg", ["ES256", "RS256", "PS256"])
+def test_private_key_jwt_provider(node, live, era, alg):
+    key = make_key(alg)
     app, _ = machine_client(jwks=key.jwks)
     config = {
         "mcpUrl": live.mcp_url,
@@ -487,13 +489,31 @@ def test_private_key_jwt_provider(node, live, era):
         "flow": "private_key_jwt",
         "clientId": app.client_id,
         "privateKeyPem": key.private_pem,
-        "alg": "ES256",
+        "alg": alg,
         "scope": "mcp",
         "issuer": live.base,
     }
     report, _ = run_node(node, live.base, config)
     assert_era(report, era)
     assert_machine_token(report, app, live)
+    # RFC 7523 §3: iss = sub = client_id, aud = our issuer, a jti, signed with the registered key
+    (token_request,) = [e for e in report["exchanges"] if e["path"] == "/oauth/token"]
+    assertion = token_request["clientAssertion"]
+    assert jwt.get_unverified_header(assertion)["alg"] == alg
+    payload = jwt.decode(assertion, key.private.public_key(), algorithms=[alg], audience=live.base)
+    assert payload["iss"] == payload["sub"] == app.client_id and payload["jti"]
+    # the SDK's assertion, replayed by whoever saw it, is refused (its jti was used)
+    replay = httpx2.post(
+        live.base + "/oauth/token",
+        data={
+            "grant_type": "client_credentials",
+            "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            "client_assertion": assertion,
+        },
+    )
+    assert replay.status_code == 401 and replay.json()["error"] == "invalid_client"
+    assert "replay" in replay.json()["error_description"]
+    assert get_access_token_model().objects.filter(application=app).count() == 1
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -667,6 +687,7 @@ def test_cross_app_access_provider_with_a_loopback_idp(node, live, era, dpop):
     if dpop:
         _require_dpop_at_the_resource()
     idp, config, app, user = cross_app_setup(live, era)
+    secret = config["clientSecret"]
     config["dpop"] = dpop
     with idp.serving():
         report, _ = run_node(node, live.base, config)
@@ -686,6 +707,14 @@ def test_cross_app_access_provider_with_a_loopback_idp(node, live, era, dpop):
     assert token_requests[0]["scheme"] == "Basic"  # client_secret_basic, as the provider declares
     token = get_access_token_model().objects.get(application=app)
     assert token.user == user and token.resource == [live.mcp_url]
+    # the ID-JAG the SDK redeemed, replayed by whoever saw it (even with the client's secret): invalid_grant
+    replay = httpx2.post(
+        live.base + "/oauth/token",
+        data={"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": token_requests[0]["assertion"]},
+        auth=(app.client_id, secret),
+    )
+    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.ASSERTION_REPLAYED).exists()
     assert report["tokenTypes"] == (["DPoP"] if dpop else ["Bearer"])
     assert DPoPBinding.objects.filter(token_checksum=token.token_checksum).exists() is dpop
     assert all(e["scheme"] == ("DPoP" if dpop else "Bearer") for e in _mcp_requests(report))

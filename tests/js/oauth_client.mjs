@@ -97,6 +97,9 @@ const recordingFetch = async (input, init = {}) => {
     scheme: headers.get("authorization")?.split(" ")[0] ?? null,
     dpop: proof ? { htm: proofClaims?.htm, htu: proofClaims?.htu, ath: Boolean(proofClaims?.ath), nonce: proofClaims?.nonce ?? null, raw: proof } : null,
     grantType: init.body instanceof URLSearchParams ? init.body.get("grant_type") : null,
+    // the signed artifacts the SDK sent to the token endpoint; the test replays them as a thief would
+    clientAssertion: init.body instanceof URLSearchParams ? init.body.get("client_assertion") : null,
+    assertion: init.body instanceof URLSearchParams ? init.body.get("assertion") : null,
     status: null,
     nonceAnswered: null,
     error: null,
