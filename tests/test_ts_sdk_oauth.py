@@ -179,10 +179,13 @@ def run_node(
 def assert_era(report: dict, era: str) -> None:
     assert report["protocolVersion"] == ERAS[era]
     rpcs = [e["rpc"] for e in report["exchanges"] if e["path"] == "/mcp" and e["rpc"]]
+    calls = [e for e in report["exchanges"] if e["rpc"] == "tools/call"]
     if era == "legacy":
         assert "initialize" in rpcs and "server/discover" not in rpcs
+        assert calls and all(e["session"] for e in calls)  # Mcp-Session-Id of the 2025-11-25 session
     else:
         assert rpcs[0] == "server/discover" and "initialize" not in rpcs
+        assert not any(e["session"] for e in report["exchanges"])
         assert not McpSession.objects.exists()
 
 
@@ -191,10 +194,6 @@ def whoami_results(report: dict) -> list[dict]:
     for call in report["calls"]:
         assert call["isError"] is False, call
     return [call["structured"] for call in report["calls"]]
-
-
-def statuses(report: dict, path: str) -> list[int]:
-    return [e["status"] for e in report["exchanges"] if e["path"] == path]
 
 
 def auth_code_config(live, era: str, **extra) -> dict:

@@ -95,6 +95,7 @@ const recordingFetch = async (input, init = {}) => {
     host: url.host,
     rpc: body?.method ?? null,
     scheme: headers.get("authorization")?.split(" ")[0] ?? null,
+    session: headers.has("mcp-session-id"),
     dpop: proof ? { htm: proofClaims?.htm, htu: proofClaims?.htu, ath: Boolean(proofClaims?.ath), nonce: proofClaims?.nonce ?? null, raw: proof } : null,
     grantType: init.body instanceof URLSearchParams ? init.body.get("grant_type") : null,
     // the signed artifacts the SDK sent to the token endpoint; the test replays them as a thief would
