@@ -1,6 +1,6 @@
 """DPoP end to end on loopback: a real ASGI server (the reference site, lean lanes included), the
-official Python SDK client (``mcp`` 2.3.0) speaking through the test's DPoP auth flow (neither
-official SDK has a DPoP client), and a replayed proof refused by a second worker process that
+official Python SDK client (``mcp`` 2.3.0, which signs no DPoP proofs) speaking through the test's
+DPoP auth flow, and a replayed proof refused by a second worker process that
 shares only Redis and the database with the first."""
 
 from __future__ import annotations
