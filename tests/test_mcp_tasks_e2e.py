@@ -230,3 +230,36 @@ def test_killing_celery_workers_mid_task_and_the_web_worker_while_polling_loses_
         assert finals[task_id]["result"]["content"] == [{"type": "text", "text": f"{label} done by {task_id}"}]
     attempts = dict(McpTask.objects.filter(task_id__in=ids).values_list("task_id", "attempts"))
     assert all(attempts[task_id] == 2 for task_id in running), attempts
+
+
+def test_an_async_tool_blocking_its_loop_longer_than_the_lease_completes_once(site, user, public_app, mint_token):
+    """Issue #28: the heartbeat ran on the tool's own event loop, so an ``async def`` tool that
+    blocked it (``time.sleep``) for longer than ``TASKS_LEASE_SECONDS`` (3 s here) was declared
+    lost while its worker was healthy, its result dropped, and (``max_retries=1``) a second copy
+    started beside it. The lease is renewed by a thread now: the task completes with its own
+    result, on its first attempt, and the tool started exactly once."""
+    port, url, env, runs = site
+    token = mint_token(user, public_app, "mcp", ensure_default_resource().uri)
+    server = start_uvicorn(port, env)
+    try:
+        with celery_worker(env, "blocker"):
+            ids = [
+                create(url, token, "blocking_job", {"seconds": 7, "label": f"blocked{i}"})["taskId"] for i in range(2)
+            ]
+            # tasks/get runs the reconciler for an overdue task: poll all along, as a client does
+            finals = {task_id: poll(url, token, task_id, timeout=60) for task_id in ids}
+    finally:
+        stop(server)
+    lines = runs.read_text().splitlines()
+    for i, task_id in enumerate(ids):
+        assert finals[task_id]["status"] == "completed", finals[task_id]
+        assert finals[task_id]["result"]["content"] == [
+            {"type": "text", "text": f"blocked{i} done by {task_id} on attempt 1"}
+        ]
+        starts = [line.split() for line in lines if line.startswith(f"start {task_id} ")]
+        ends = [line.split() for line in lines if line.startswith(f"end {task_id} ")]
+        assert len(starts) == 1, lines
+        assert starts[0][2] == "1" and len(starts[0][3]) == 64
+        assert ends == [["end", task_id, "1", "True"]], lines
+        row = McpTask.objects.get(task_id=task_id)
+        assert (row.attempts, row.status, row.lease) == (1, "completed", "")
