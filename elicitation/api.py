@@ -4,8 +4,7 @@
 ::
 
     from elicitation.api import elicit_form, require_connection
-    from elicitation.failures import PREFIX as PROVIDER_ERROR, tool_error_text
-from elicitation.form import ElicitationSchema
+    from elicitation.form import ElicitationSchema
 
     CITY = ElicitationSchema({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
 
@@ -53,6 +52,8 @@ from asgiref.sync import sync_to_async
 from django.urls import reverse
 from django.utils import timezone
 
+from elicitation.failures import PREFIX as PROVIDER_ERROR
+from elicitation.failures import tool_error_text
 from elicitation.form import ElicitationSchema, InvalidElicitationContent, InvalidElicitationSchema
 from elicitation.models import Elicitation, ThirdPartyProvider
 from elicitation.protocol import (
