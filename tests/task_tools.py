@@ -55,7 +55,7 @@ async def blocking_job(ctx: ToolContext, seconds: float = 1.0, label: str = "") 
                 out.write(line + "\n")
 
     log(f"start {ctx.task.task_id} {ctx.task.attempt} {ctx.task.idempotency_key}")
-    time.sleep(seconds)  # noqa: ASYNC251 - the point: the loop is blocked longer than the lease
+    time.sleep(seconds)
     holds = await ctx.task.holds_lease()
     log(f"end {ctx.task.task_id} {ctx.task.attempt} {holds}")
     return f"{label} done by {ctx.task.task_id} on attempt {ctx.task.attempt}"

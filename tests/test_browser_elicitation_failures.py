@@ -14,7 +14,6 @@ import asyncio
 import pytest
 from django.contrib.auth import get_user_model
 
-from elicitation.models import Elicitation
 from elicitation.url_mode import create_url_elicitation
 
 from .browser import (

@@ -1459,8 +1459,7 @@ def test_live_callback_with_a_code_the_provider_refuses_fails_the_elicitation_an
     assert response.status_code == 502
     assert (
         "did not complete the sign-in: Demo provider (this site) refused the sign-in code when this site "
-        "exchanged it (invalid_grant)."
-        in response.text
+        "exchanged it (invalid_grant)." in response.text
     )
     assert 'data-ok="false"' in response.text and "Your MCP client has been told" in response.text
     row = refresh(row)

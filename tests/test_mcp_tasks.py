@@ -74,6 +74,26 @@ def plain() -> str:
     return "plain"
 
 
+@REGISTRY.tool(task=TaskPolicy("optional", max_retries=1))
+async def blocking(ctx: ToolContext, seconds: float = 1.0) -> str:
+    SEEN["runs"].append(("blocking", ctx.task.attempt, ctx.task.idempotency_key))
+    await ctx.task.set_status_message("blocking the loop")
+    time.sleep(seconds)
+    return f"unblocked on attempt {ctx.task.attempt}"
+
+
+@REGISTRY.tool(task="optional")
+async def fenced(ctx: ToolContext) -> str:
+    SEEN["runs"].append(("fenced", ctx.task.attempt))
+    try:
+        while True:
+            await asyncio.sleep(0.02)
+    except asyncio.CancelledError:
+        await ctx.task.set_status_message("a late write of a run that lost its lease")
+        SEEN["cancelled"].append(("fenced", ctx.task.cancelled, ctx.task.lease_lost, await ctx.task.holds_lease()))
+        raise
+
+
 @pytest.fixture(autouse=True)
 def _settings(settings):
     settings.MCP_OAUTH = {
@@ -463,6 +483,54 @@ def test_a_lost_worker_is_retried_or_failed_per_policy(max_retries, expected, re
         assert _wait(lambda: McpTask.objects.get(pk=task.pk).status == "completed")
         task.refresh_from_db()
         assert task.attempts == 2 and task.result["content"][0]["text"] == "done lost"
+
+
+def test_an_async_tool_blocking_its_loop_longer_than_the_lease_keeps_it(client, token, settings):
+    """Issue #28: the heartbeat ran on the tool's loop; a tool that blocked it (``time.sleep``)
+    for longer than the lease was declared lost and (``max_retries=1``) ran a second time."""
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TASKS_LEASE_SECONDS": 0.5}
+    task_id = start(client, token, "blocking", {"seconds": 2.0})["taskId"]
+    assert _wait(lambda: McpTask.objects.get(task_id=task_id).status_message == "blocking the loop")
+    deadline = time.monotonic() + 2.5
+    healed = []
+    while time.monotonic() < deadline:  # the reconciler runs all along (beat every 10 s in production)
+        healed.append(jobs.reconcile_task(McpTask.objects.get(task_id=task_id).pk))
+        time.sleep(0.1)
+    done = poll(client, token, task_id)
+    assert set(healed) == {None}
+    assert done["status"] == "completed", done
+    assert done["result"]["content"] == [{"type": "text", "text": "unblocked on attempt 1"}]
+    (run,) = SEEN["runs"]
+    assert run[:2] == ("blocking", 1) and len(run[2]) == 64
+    row = McpTask.objects.get(task_id=task_id)
+    assert (row.attempts, row.lease, row.heartbeat_at) == (1, "", None)
+
+
+def test_a_run_that_lost_its_lease_is_cancelled_and_fenced(client, token):
+    """The reconciler gave the task to another run (here: the lease is replaced): the old run is
+    told (``lease_lost``, ``cancelled``), cancelled, and neither its status message nor its outcome is
+    written over the new holder's."""
+    task_id = start(client, token, "fenced")["taskId"]
+    assert _wait(lambda: McpTask.objects.get(task_id=task_id).lease != "")
+    McpTask.objects.filter(task_id=task_id).update(lease="another-run", status_message="the other run's message")
+    assert _wait(lambda: SEEN["cancelled"] != [])
+    assert SEEN["cancelled"] == [("fenced", True, True, False)]
+    time.sleep(0.3)  # the old run's _store has returned by now
+    row = McpTask.objects.get(task_id=task_id)
+    assert (row.status, row.lease, row.status_message) == ("working", "another-run", "the other run's message")
+    assert row.result is None and row.error is None
+
+
+def test_the_idempotency_key_is_stable_per_task_and_differs_between_tasks():
+    from mcp_oauth.mcp_server.mcp_tasks.runner import TaskHandle
+
+    first, retry, other = (
+        TaskHandle(1, "task-a", "l1", 1),
+        TaskHandle(1, "task-a", "l2", 2),
+        TaskHandle(2, "task-b", "l3"),
+    )
+    assert first.idempotency_key == retry.idempotency_key != other.idempotency_key
+    assert len(first.idempotency_key) == 64 and "task-a" not in first.idempotency_key
 
 
 def _wait(predicate, timeout=10.0):

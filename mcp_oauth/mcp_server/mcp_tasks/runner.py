@@ -115,6 +115,13 @@ class TaskHandle:
         await sync_to_async(released(_set_message), thread_sensitive=False)(self.pk, self._lease, str(text)[:500])
 
 
+def _set_message(pk: int, lease: str, text: str) -> None:
+    if McpTask.objects.filter(pk=pk, lease=lease).update(status_message=text, updated_at=timezone.now()):
+        task = McpTask.objects.filter(pk=pk).first()
+        if task is not None:
+            publish_task(task)
+
+
 @dataclass
 class Outcome:
     status: str
