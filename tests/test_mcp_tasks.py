@@ -386,6 +386,80 @@ def test_cancel_a_running_task_reaches_the_tool(client, token):
     assert result(post(client, token, "tasks/cancel", {"taskId": task_id}))["resultType"] == "complete"
 
 
+def test_cancel_of_a_finished_task_is_acknowledged_and_changes_nothing(client, token):
+    """SEP-2663 "Task Cancellation": the server MUST acknowledge with an empty result; the task MAY
+    reach "a terminal status other than cancelled if the work finished before cancellation could
+    take effect"; a JSON-RPC error only for an unknown task. A finished task stays as it finished:
+    its result, its ``lastUpdatedAt``, no second ``task_finished``."""
+    finished: list[str] = []
+
+    def receiver(sender, task, **kwargs):
+        finished.append(task.status)
+
+    task_id = start(client, token, "compute", {"label": "quick"})["taskId"]
+    task_finished.connect(receiver, dispatch_uid="test-cancel-finished")
+    try:
+        done = poll(client, token, task_id)
+        assert done["status"] == "completed"
+        assert _wait(lambda: finished == ["completed"])
+        ack = result(post(client, token, "tasks/cancel", {"taskId": task_id}))
+        after = result(post(client, token, "tasks/get", {"taskId": task_id}))
+    finally:
+        task_finished.disconnect(dispatch_uid="test-cancel-finished")
+    assert set(ack) - {"_meta"} == {"resultType"} and ack["resultType"] == "complete"
+    assert after["status"] == "completed" and after["result"] == done["result"]
+    assert after["lastUpdatedAt"] == done["lastUpdatedAt"]
+    assert McpTask.objects.get(task_id=task_id).cancel_requested_at is None
+    assert finished == ["completed"]
+    unknown = post(client, token, "tasks/cancel", {"taskId": "no-such-task"})
+    assert error(unknown) == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
+
+
+@pytest.mark.parametrize("answer", ["yes", 1, None, ["accept"], True])
+def test_a_non_object_answer_in_tasks_update_is_32602_and_records_nothing(client, token, answer):
+    """``inputResponses`` maps keys to ``InputResponse`` objects (an ``ElicitResult``,
+    ``CreateMessageResult`` or ``ListRootsResult``: SEP-2663 "Task Update Requests", MRTR): an
+    outstanding key answered with something else is an invalid request (-32602, nothing kept,
+    the task still waits); a key not outstanding is ignored whatever its value."""
+    task_id = start(client, token, "confirm", {"filename": "x.txt"})["taskId"]
+    asked = poll(client, token, task_id, until=("input_required",))
+    assert set(asked["inputRequests"]) == {"a", "b"}
+    refused = post(
+        client,
+        token,
+        "tasks/update",
+        {"taskId": task_id, "inputResponses": {"a": answer, "b": {"action": "accept", "content": {"confirm": True}}}},
+    )
+    assert refused.status_code == 400
+    assert error(refused) == {
+        "code": -32602,
+        "message": "Invalid params: inputResponses['a'] must be an object (the answer to the input request)",
+    }
+    still = result(post(client, token, "tasks/get", {"taskId": task_id}))
+    assert still["status"] == "input_required" and set(still["inputRequests"]) == {"a", "b"}
+    row = McpTask.objects.get(task_id=task_id)
+    assert (row.input_state or {}).get("responses") in (None, {})
+    # a garbage value under a key that is not outstanding is ignored (SHOULD ignore), the rest taken
+    ack = result(
+        post(
+            client,
+            token,
+            "tasks/update",
+            {
+                "taskId": task_id,
+                "inputResponses": {
+                    "never-issued": answer,
+                    "a": {"action": "accept", "content": {"confirm": True}},
+                    "b": {"action": "accept", "content": {"confirm": True}},
+                },
+            },
+        )
+    )
+    assert ack["resultType"] == "complete"
+    done = poll(client, token, task_id)
+    assert done["status"] == "completed" and done["result"]["content"] == [{"type": "text", "text": "yes"}]
+
+
 def test_a_task_cancelled_before_it_started_never_starts(client, token, resource, user, public_app):
     task = McpTask.objects.create(
         tool_name="compute",
