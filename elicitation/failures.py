@@ -16,7 +16,10 @@ __all__ = ["PREFIX", "describe", "provider_error", "tool_error_text"]
 #: ``Elicitation.error`` of an outcome the provider decided.
 PREFIX = "provider: "
 
-_CODE_RE = re.compile(r"^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$")  # RFC 6749 §5.2: NQSCHAR
+#: The shape of the registered OAuth error codes (RFC 6749 §4.1.2.1, §5.2: ``invalid_grant``, …).
+#: NQSCHAR would allow markup (``<``, ``'``, ``(``); a code outside this shape is not kept nor
+#: shown (a hostile provider reflects nothing through the page or the tool error).
+_CODE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 _PLAIN = {
     "access_denied": "access was refused at {name}",
@@ -32,7 +35,8 @@ _PLAIN = {
 
 
 def provider_error(code: object) -> str:
-    """The ``error`` value stored for the provider's OAuth error ``code`` (a bad code is not kept)."""
+    """The ``error`` value stored for the provider's OAuth error ``code``: ``"provider: <code>"``, or
+    ``"provider: invalid error code"`` for a code that is not a plain token (letters, digits, ``_.-``)."""
     return PREFIX + (code if isinstance(code, str) and _CODE_RE.match(code) else "invalid error code")
 
 
