@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from datetime import timedelta
 
@@ -578,6 +579,8 @@ def test_an_async_tool_blocking_its_loop_longer_than_the_lease_keeps_it(client, 
     assert run[:2] == ("blocking", 1) and len(run[2]) == 64
     row = McpTask.objects.get(task_id=task_id)
     assert (row.attempts, row.lease, row.heartbeat_at) == (1, "", None)
+    # the run's heartbeat thread ended with it
+    assert _wait(lambda: not [t for t in threading.enumerate() if t.name == f"mcp-task-heartbeat-{row.pk}"])
 
 
 def test_a_run_that_lost_its_lease_is_cancelled_and_fenced(client, token):
