@@ -263,3 +263,44 @@ def test_an_async_tool_blocking_its_loop_longer_than_the_lease_completes_once(si
         assert ends == [["end", task_id, "1", "True"]], lines
         row = McpTask.objects.get(task_id=task_id)
         assert (row.attempts, row.status, row.lease) == (1, "completed", "")
+
+
+def test_a_frozen_worker_that_resumes_after_its_task_was_given_away_writes_nothing(site, user, public_app, mint_token):
+    """The other side of the lease: a worker that really stops renewing it (SIGSTOP, longer than
+    the lease) loses the task to another worker (``max_retries=1``); when it resumes, its run
+    learns it lost the lease (``holds_lease()`` False, cancelled at its next ``await``) and
+    nothing of it is stored: one result, the second attempt's."""
+    port, url, env, runs = site
+    token = mint_token(user, public_app, "mcp", ensure_default_resource().uri)
+    server = start_uvicorn(port, env)
+    try:
+        with celery_worker(env, "frozen", concurrency=1) as frozen:
+            task_id = create(url, token, "blocking_job", {"seconds": 2, "label": "frozen"})["taskId"]
+            assert wait_for(lambda: McpTask.objects.get(task_id=task_id).lease != "")
+            os.killpg(frozen.pid, signal.SIGSTOP)
+            try:
+                with celery_worker(env, "thawed", concurrency=1):
+                    # tasks/get heals the overdue task: it goes to the live worker
+                    assert wait_for(
+                        lambda: (
+                            request(url, token, "tasks/get", {"taskId": task_id}).json()["result"]["status"]
+                            and McpTask.objects.get(task_id=task_id).attempts == 2
+                        ),
+                        timeout=30,
+                    )
+                    os.killpg(frozen.pid, signal.SIGCONT)
+                    final = poll(url, token, task_id, timeout=60)
+                    time.sleep(3)  # the resumed run has finished its sleep and tried to go on
+            finally:
+                os.killpg(frozen.pid, signal.SIGCONT)
+    finally:
+        stop(server)
+    assert final["status"] == "completed", final
+    assert final["result"]["content"] == [{"type": "text", "text": f"frozen done by {task_id} on attempt 2"}]
+    lines = [line.split() for line in runs.read_text().splitlines() if line.split()[1] == task_id]
+    starts = [line for line in lines if line[0] == "start"]
+    ends = [line for line in lines if line[0] == "end"]
+    assert [s[2] for s in starts] == ["1", "2"] and starts[0][3] == starts[1][3]  # one idempotency key
+    assert ends == [["end", task_id, "2", "True"]], lines  # the resumed first run was cancelled
+    row = McpTask.objects.get(task_id=task_id)
+    assert (row.status, row.attempts, row.lease) == ("completed", 2, "")
