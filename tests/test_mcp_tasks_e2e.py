@@ -6,7 +6,10 @@ processes, on the test's PostgreSQL database.
   another process; input through ``tasks/update``; cancel; another user gets "unknown task";
 * the Celery workers are killed (SIGKILL, the whole process group) mid-task and the web worker
   is killed while clients poll: every task completes once (N tasks, 0 lost, 0 duplicated;
-  ``MCP_TASKS_KILL_N`` sets N, default 6; ``-s`` prints the figures).
+  ``MCP_TASKS_KILL_N`` sets N, default 6; ``-s`` prints the figures);
+* an ``async def`` tool that blocks its event loop (``time.sleep``) longer than the lease keeps
+  it (the heartbeat is a thread) and runs once; a worker frozen (SIGSTOP) past the lease loses the
+  task to another worker and, resumed, writes nothing (issue #28).
 
 Skipped without PostgreSQL and Redis.
 """
