@@ -52,6 +52,8 @@ from asgiref.sync import sync_to_async
 from django.urls import reverse
 from django.utils import timezone
 
+from elicitation.failures import PREFIX as PROVIDER_ERROR
+from elicitation.failures import tool_error_text
 from elicitation.form import ElicitationSchema, InvalidElicitationContent, InvalidElicitationSchema
 from elicitation.models import Elicitation, ThirdPartyProvider
 from elicitation.protocol import (
@@ -75,6 +77,7 @@ from elicitation.service import (
     get_secret,
     pending_url_request,
     set_status,
+    take_unreported_failure,
     wait_for_outcome,
 )
 from elicitation.settings import elicitation_settings
@@ -483,8 +486,12 @@ async def require_connection(
     :raises UrlElicitationUnsupported: no usable connection, and the client does not (a tool error
         naming the site's connections page); nothing is created.
     :raises ToolError: the provider could not be reached to refresh the token, ``provider`` is not
-        an enabled provider of this site (logged as an error), or (2026-07-28) the user declined,
-        cancelled or did not finish in time.
+        an enabled provider of this site (logged as an error), (2026-07-28) the user declined,
+        cancelled or did not finish in time, or the provider refused (``access_denied``) or broke
+        (its code exchange failed) the connection: the error names why, e.g. "Connecting your
+        GitHub account failed: GitHub refused the sign-in code when this site exchanged it
+        (invalid_grant)." In 2025-11-25 the retry after the completion notification of such a
+        failure gets this error once (the call after it asks again).
     """
     user = _user_of(ctx)
     slug = provider.slug if isinstance(provider, ThirdPartyProvider) else str(provider)
@@ -523,12 +530,19 @@ async def require_connection(
         return row
 
     if not ctx.modern:
+        told = await sync_to_async(take_unreported_failure)(user, session, provider_row)
+        if told is not None:  # the retry after the completion notification of a failed connection
+            raise ToolError(tool_error_text(provider_row.name, told.status, told.error))
         raise UrlElicitationRequired([await create()])
     row = await _url_round(ctx, user, create)
     if row.status == Elicitation.Status.COMPLETED:
         provider_row, account = await _find(user, slug, wanted)
         if account is not None:
             return account
+    if row.status == Elicitation.Status.FAILED or (
+        row.status == Elicitation.Status.DECLINED and row.error.startswith(PROVIDER_ERROR)
+    ):
+        raise ToolError(tool_error_text(provider_row.name, row.status, row.error))
     if row.status in (Elicitation.Status.DECLINED, Elicitation.Status.CANCELLED):
         raise ToolError(f"You did not connect your {provider_row.name} account.")
     raise ToolError(

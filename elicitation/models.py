@@ -65,7 +65,11 @@ class Elicitation(models.Model):
     ``declined`` / ``cancelled`` (the user's action, or ``cancelled`` when the client
     answered with an error or the call was cancelled), ``invalid`` (form content that does
     not match the schema), ``completed`` (URL mode: the out-of-band interaction finished),
-    ``expired`` (no outcome in time).
+    ``failed`` (URL mode: the third party refused or broke the connection, e.g. its token
+    endpoint failed the code exchange; ``error`` says why, e.g. ``provider: invalid_grant``),
+    ``expired`` (no outcome in time). A URL elicitation that ends unsuccessfully at the provider
+    (``declined`` by ``access_denied``, or ``failed``) is reported once to the asking tool call:
+    ``reported_at`` is when (a 2025-11-25 retry, which has no ``requestState`` to find it by).
     """
 
     class Mode(models.TextChoices):
@@ -85,6 +89,7 @@ class Elicitation(models.Model):
         CANCELLED = "cancelled", _("cancelled")
         INVALID = "invalid", _("invalid answer")
         COMPLETED = "completed", _("completed")
+        FAILED = "failed", _("failed")
         EXPIRED = "expired", _("expired")
 
     elicitation_id = models.CharField(
@@ -147,6 +152,14 @@ class Elicitation(models.Model):
         null=True,
         blank=True,
         help_text=_("when notifications/elicitation/complete was put in the session's outbox"),
+    )
+
+    reported_at = models.DateTimeField(
+        _("failure reported"),
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=_("when the provider's refusal or failure was told to the asking tool call (a 2025-11-25 retry)"),
     )
 
     class Meta:

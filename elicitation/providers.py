@@ -213,13 +213,17 @@ def _post_token(provider: ThirdPartyProvider, body: dict[str, str]) -> dict[str,
     The answer must be a JSON object with a non-empty ``access_token`` and ``token_type``
     Bearer; every string kept (tokens, scope) must be storable text (no NUL, valid UTF-8).
 
-    :raises ProviderError: the provider's ``error`` code (§5.2; its free text is never kept), or
-        ``network_error`` / ``invalid_response`` (see :func:`fetch_json`; not a token response).
+    :raises ProviderError: the provider's ``error`` code (§5.2; its free text is never kept),
+        ``server_error`` (an HTTP 5xx answer that is not a JSON object), or ``network_error`` /
+        ``invalid_response`` (see :func:`fetch_json`; not a token response).
     """
     auth = _client_auth(provider, body)
     status, payload = fetch_json("POST", provider.token_endpoint, data=body, auth=auth)
-    if not isinstance(payload, dict):
-        raise ProviderError("invalid_response", f"token endpoint answered HTTP {status} without a JSON object")
+    if not isinstance(payload, dict):  # a 5xx page is the provider's own failure (RFC 6749 §4.1.2.1 server_error)
+        raise ProviderError(
+            "server_error" if status >= 500 else "invalid_response",
+            f"token endpoint answered HTTP {status} without a JSON object",
+        )
     if status != 200 or "error" in payload:
         raise ProviderError(_error_code(payload.get("error")), f"HTTP {status}")
     token = payload.get("access_token")

@@ -28,6 +28,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
+from elicitation import failures
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from elicitation.notifications import write_completion_notification, write_in_transaction
 from elicitation.protocol import REQUEST_ID_PREFIX, describe, supports_url
@@ -56,6 +57,7 @@ __all__ = [
     "outcome_topic",
     "pending_url_request",
     "set_status",
+    "take_unreported_failure",
     "wait_for_outcome",
     "write_completion_notification",
 ]
@@ -172,8 +174,10 @@ def finish_elicitation(
     request: Any = None,
     error: str = "",
 ) -> bool:
-    """Mark a pending URL elicitation ``status`` (``completed``, ``cancelled`` or ``declined``) and
-    notify the session that asked.
+    """Mark a pending URL elicitation ``status`` (``completed``, ``cancelled``, ``declined`` or
+    ``failed``: the provider broke the connection, ``error`` says why) and notify the session that
+    asked. Every one of them is terminal: SEP-1036's completion notification tells the client the
+    out-of-band interaction is over, whatever its outcome, and its retry learns which.
 
     The notification (outbox row + ``notified_at``) is written in the same transaction as the
     status (:func:`~elicitation.notifications.write_completion_notification`), and the session's streams are woken when it
@@ -184,7 +188,12 @@ def finish_elicitation(
     :returns: False (and nothing changes) for an unknown, expired, finished or form elicitation,
         or one of another user when ``user`` is given.
     """
-    if status not in {Elicitation.Status.COMPLETED, Elicitation.Status.CANCELLED, Elicitation.Status.DECLINED}:
+    if status not in {
+        Elicitation.Status.COMPLETED,
+        Elicitation.Status.CANCELLED,
+        Elicitation.Status.DECLINED,
+        Elicitation.Status.FAILED,
+    }:
         raise ValueError(f"a URL elicitation cannot finish as {status!r}")
     if not isinstance(elicitation_id, str) or not elicitation_id or len(elicitation_id) > 64:
         return False
@@ -284,6 +293,36 @@ def pending_url_request(user: Any, session: McpSession | None, **match: Any) -> 
         .order_by("-created_at")
         .first()
     )
+
+
+def take_unreported_failure(user: Any, session: McpSession | None, provider: ThirdPartyProvider) -> Elicitation | None:
+    """The newest ``connect`` elicitation of ``user`` in ``session`` for ``provider`` that the
+    provider refused (``declined`` by ``access_denied``) or broke (``failed``) within the last
+    ``ELICITATION["URL_ELICITATION_TTL_SECONDS"]``, and that no tool call was told about yet;
+    marked told (``reported_at``) in the same statement, so exactly one retry reports it.
+
+    A 2025-11-25 client learns the end of the interaction from ``notifications/elicitation/complete``
+    (SEP-1036) and retries the call, which carries nothing that names the elicitation: this is how
+    that retry finds the outcome instead of sending the user to a new link. None: nothing to report.
+    """
+    if session is None:
+        return None
+    since = timezone.now() - timedelta(seconds=float(elicitation_settings.URL_ELICITATION_TTL_SECONDS))
+    candidates = Elicitation.objects.filter(
+        user=user,
+        session=session,
+        mode=Elicitation.Mode.URL,
+        kind=Elicitation.Kind.CONNECT,
+        provider=provider,
+        status__in=(Elicitation.Status.DECLINED, Elicitation.Status.FAILED),
+        error__startswith=failures.PREFIX,
+        completed_at__gte=since,
+        reported_at__isnull=True,
+    ).order_by("-completed_at")
+    for row in candidates[:5]:
+        if Elicitation.objects.filter(pk=row.pk, reported_at__isnull=True).update(reported_at=timezone.now()):
+            return row
+    return None
 
 
 def create_unsent_secret_request(user: Any, name: str, message: str) -> Elicitation:

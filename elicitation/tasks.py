@@ -43,7 +43,7 @@ from mcp_oauth.models import McpSession
 log = logging.getLogger(__name__)
 
 #: Statuses after which an elicitation is over.
-FINISHED = ("accepted", "declined", "cancelled", "invalid", "completed", "expired")
+FINISHED = ("accepted", "declined", "cancelled", "invalid", "completed", "failed", "expired")
 
 
 @shared_task(

@@ -34,6 +34,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from elicitation.crypto import encrypt, keys_configured
+from elicitation.failures import describe, provider_error
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from elicitation.providers import (
     ProviderError,
@@ -61,8 +62,6 @@ SESSION_KEY = "elicitation.oauth"
 ELICITATION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: A provider slug (Django's ``SlugField``).
 SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
-#: RFC 6749 §4.1.2.1 ``error`` characters.
-ERROR_CODE_RE = re.compile(r"^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$")
 #: Most pending authorizations kept per browser session (the oldest are dropped).
 MAX_PENDING = 5
 
@@ -81,8 +80,10 @@ def _error(request: HttpRequest, status: int, title: str, message: str) -> HttpR
     return _page(request, elicitation_settings.ERROR_TEMPLATE, {"title": title, "message": message}, status=status)
 
 
-def _done(request: HttpRequest, title: str, message: str, ok: bool = True) -> HttpResponse:
-    return _page(request, elicitation_settings.DONE_TEMPLATE, {"title": title, "message": message, "ok": ok})
+def _done(request: HttpRequest, title: str, message: str, ok: bool = True, status: int = 200) -> HttpResponse:
+    return _page(
+        request, elicitation_settings.DONE_TEMPLATE, {"title": title, "message": message, "ok": ok}, status=status
+    )
 
 
 def _throttled(request: HttpRequest) -> HttpResponse | None:
@@ -294,9 +295,14 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
     for this provider (400); the logged-in user is the one who started, and the elicitation's
     user (403, audited); RFC 9207 ``iss`` equals the provider's issuer when present, and is
     present when the provider announces it (400, mix-up defence, RFC 9700 §4.4.2). Then an
-    ``error`` from the provider finishes the elicitation as declined/cancelled; a ``code`` is
-    exchanged server-side (502 when the provider fails; the link can be used again), the tokens
-    are stored encrypted, and the elicitation completes.
+    ``error`` from the provider (RFC 6749 §4.1.2.1) finishes the elicitation: ``declined`` for
+    ``access_denied``, ``failed`` for any other code; a ``code`` is exchanged server-side, and
+    when the provider fails the exchange (RFC 6749 §5.2, an HTTP error, an unreadable answer,
+    unreachable) the elicitation is ``failed`` and the page answers 502. Either way the outcome is
+    terminal and told at once (SEP-1036 completion notification to a 2025-11-25 session; the
+    2026-07-28 retry reads it), and ``error`` holds only the OAuth error code
+    (:mod:`elicitation.failures`). On success the tokens are stored encrypted, and the
+    elicitation completes.
     """
     refused = _throttled(request) or _unconfigured(request)
     if refused is not None:
@@ -329,16 +335,15 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
         return _error(request, 400, "Sign-in not recognised", "The answer did not come from the expected service.")
     error = request.GET.get("error")
     if error is not None:
-        status = Elicitation.Status.DECLINED if error == "access_denied" else Elicitation.Status.CANCELLED
-        code: str | None = error if ERROR_CODE_RE.match(error) else "invalid error code"
+        reason = provider_error(error)
         if row is not None:
-            finish_elicitation(
-                row.elicitation_id, status, user=request.user, request=request, error=f"provider: {code}"
-            )
+            status = Elicitation.Status.DECLINED if error == "access_denied" else Elicitation.Status.FAILED
+            finish_elicitation(row.elicitation_id, status, user=request.user, request=request, error=reason)
         return _done(
             request,
             "Not connected",
-            f"{provider.name} did not connect your account.",
+            f"{provider.name} did not connect your account: {describe(provider.name, reason)}."
+            + (" Your MCP client has been told." if row is not None else ""),
             ok=False,
         )
     code = request.GET.get("code")
@@ -349,11 +354,25 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
         payload = exchange_code(provider, code, str(entry.get("verifier") or ""))
     except ProviderError as exc:
         logger.warning("code exchange at %s failed: %r", provider.slug, exc.error)
-        return _error(
+        reason = provider_error(exc.error)
+        if row is None:
+            return _error(
+                request,
+                502,
+                "Connection failed",
+                f"{provider.name} did not complete the sign-in: {describe(provider.name, reason)}. "
+                "Nothing was stored; try again from this page.",
+            )
+        finish_elicitation(
+            row.elicitation_id, Elicitation.Status.FAILED, user=request.user, request=request, error=reason
+        )
+        return _done(
             request,
-            502,
             "Connection failed",
-            f"{provider.name} did not complete the sign-in ({exc.error}). Open the link from your MCP client again.",
+            f"{provider.name} did not complete the sign-in: {describe(provider.name, reason)}. "
+            "Nothing was stored. Your MCP client has been told; to try again, ask it to run the tool again.",
+            ok=False,
+            status=502,
         )
     connection = store_connection(
         request.user, provider, payload, scopes

@@ -601,7 +601,8 @@ def test_callback_does_not_reflect_error_or_error_description(user, evil, sessio
         and "evil.example/help" not in html
     )
     row = refresh(row)
-    assert row.status == "cancelled" and len(row.error) <= 100
+    assert (row.status, row.error) == ("failed", "provider: invalid error code")
+    assert "Evil Corp did not connect your account: Evil Corp answered with an error (invalid error code)." in html
 
 
 @pytest.mark.django_db
@@ -1280,7 +1281,10 @@ def test_bad_token_responses_are_502_and_store_nothing(user, session, evil, mock
         return
     assert response.status_code == 502, response.status_code
     assert_secure(response)
-    assert not ThirdPartyConnection.objects.exists() and refresh(row).status == "pending"
+    # issue #28: the failure is terminal (told at once), with the code only
+    row = refresh(row)
+    assert not ThirdPartyConnection.objects.exists() and row.status == "failed"
+    assert row.error in ("provider: invalid_grant", "provider: invalid_response", "provider: server_error")
 
 
 @pytest.mark.django_db
@@ -1460,7 +1464,9 @@ def test_the_502_page_escapes_the_providers_error(user, session, evil, mock_prov
     response = run_connect(browser(user), connect_request(user, session, provider="evil"))
     assert response.status_code == 502
     html = response.content.decode()
-    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "<img src=x" not in html and "img src=x" not in html and "onerror" not in html
+    assert "Evil Corp answered with an error (invalid error code)." in html
+    assert refresh(Elicitation.objects.get()).error == "provider: invalid error code"
 
 
 @pytest.mark.django_db

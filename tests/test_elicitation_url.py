@@ -694,12 +694,23 @@ def test_callback_access_denied_declines_and_notifies(user, provider, session, d
 
 
 @pytest.mark.django_db
-def test_callback_other_provider_error_cancels(user, provider, session):
+def test_callback_other_provider_error_fails_the_elicitation_and_notifies(
+    user, provider, session, django_capture_on_commit_callbacks
+):
+    """Issue #28: a provider error is a failure (terminal, with its code), not a user's cancel."""
     row = connect_request(user, session)
     client = browser(user)
     state = start_authorization(client, row)
-    assert client.get(callback_path(error="server_error", state=state, iss=SITE)).status_code == 200
-    assert refresh(row).status == "cancelled"
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.get(callback_path(error="server_error", state=state, iss=SITE))
+    assert response.status_code == 200
+    assert (
+        "did not connect your account: Demo provider (this site) had an internal error (server_error)."
+        " Your MCP client has been told." in response.text
+    )
+    row = refresh(row)
+    assert (row.status, row.error) == ("failed", "provider: server_error")
+    assert outbox(session) == [completion(row)]
 
 
 @pytest.mark.django_db
@@ -1435,21 +1446,28 @@ def test_live_connect_through_the_start_page_stores_the_connection_and_notifies_
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-def test_live_callback_with_a_code_the_provider_refuses_is_502_and_the_link_stays_usable(
+def test_live_callback_with_a_code_the_provider_refuses_fails_the_elicitation_and_tells_the_session(
     live_site, user, public_app, http
 ):
+    """Issue #28: the failed exchange used to leave the elicitation pending (no completion ever
+    reached the client). It is terminal now, with the provider's code, and notified at once."""
     session = open_session(user, public_app, live_site.resource)
     row = connect_request(user, session)
     callback = authorize_at_provider(http, continue_on_start_page(http, row.url))
     tampered = callback.replace("code=", "code=x", 1)
     response = http.get(tampered)
     assert response.status_code == 502
-    assert "did not complete the sign-in (invalid_grant)" in response.text
-    assert refresh(row).status == "pending" and not ThirdPartyConnection.objects.exists()
-    assert outbox(session) == []
-    # the link is still valid: a new attempt succeeds
-    assert connect_through(http, row.url).status_code == 200
-    assert refresh(row).status == "completed" and ThirdPartyConnection.objects.count() == 1
+    assert (
+        "did not complete the sign-in: Demo provider (this site) refused the sign-in code when this site "
+        "exchanged it (invalid_grant)." in response.text
+    )
+    assert 'data-ok="false"' in response.text and "Your MCP client has been told" in response.text
+    row = refresh(row)
+    assert (row.status, row.error) == ("failed", "provider: invalid_grant")
+    assert not ThirdPartyConnection.objects.exists()
+    assert outbox(session) == [completion(row)]
+    # the finished link is dead: the next tool call asks again with a new one
+    assert http.get(row.url).status_code == 404
 
 
 @pytest.mark.e2e

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from datetime import timedelta
 
@@ -72,6 +73,26 @@ async def confirm(ctx: ToolContext, filename: str) -> str:
 @REGISTRY.tool(task="never")
 def plain() -> str:
     return "plain"
+
+
+@REGISTRY.tool(task=TaskPolicy("optional", max_retries=1))
+async def blocking(ctx: ToolContext, seconds: float = 1.0) -> str:
+    SEEN["runs"].append(("blocking", ctx.task.attempt, ctx.task.idempotency_key))
+    await ctx.task.set_status_message("blocking the loop")
+    time.sleep(seconds)
+    return f"unblocked on attempt {ctx.task.attempt}"
+
+
+@REGISTRY.tool(task="optional")
+async def fenced(ctx: ToolContext) -> str:
+    SEEN["runs"].append(("fenced", ctx.task.attempt))
+    try:
+        while True:
+            await asyncio.sleep(0.02)
+    except asyncio.CancelledError:
+        await ctx.task.set_status_message("a late write of a run that lost its lease")
+        SEEN["cancelled"].append(("fenced", ctx.task.cancelled, ctx.task.lease_lost, await ctx.task.holds_lease()))
+        raise
 
 
 @pytest.fixture(autouse=True)
@@ -366,6 +387,80 @@ def test_cancel_a_running_task_reaches_the_tool(client, token):
     assert result(post(client, token, "tasks/cancel", {"taskId": task_id}))["resultType"] == "complete"
 
 
+def test_cancel_of_a_finished_task_is_acknowledged_and_changes_nothing(client, token):
+    """SEP-2663 "Task Cancellation": the server MUST acknowledge with an empty result; the task MAY
+    reach "a terminal status other than cancelled if the work finished before cancellation could
+    take effect"; a JSON-RPC error only for an unknown task. A finished task stays as it finished:
+    its result, its ``lastUpdatedAt``, no second ``task_finished``."""
+    finished: list[str] = []
+
+    def receiver(sender, task, **kwargs):
+        finished.append(task.status)
+
+    task_id = start(client, token, "compute", {"label": "quick"})["taskId"]
+    task_finished.connect(receiver, dispatch_uid="test-cancel-finished")
+    try:
+        done = poll(client, token, task_id)
+        assert done["status"] == "completed"
+        assert _wait(lambda: finished == ["completed"])
+        ack = result(post(client, token, "tasks/cancel", {"taskId": task_id}))
+        after = result(post(client, token, "tasks/get", {"taskId": task_id}))
+    finally:
+        task_finished.disconnect(dispatch_uid="test-cancel-finished")
+    assert set(ack) - {"_meta"} == {"resultType"} and ack["resultType"] == "complete"
+    assert after["status"] == "completed" and after["result"] == done["result"]
+    assert after["lastUpdatedAt"] == done["lastUpdatedAt"]
+    assert McpTask.objects.get(task_id=task_id).cancel_requested_at is None
+    assert finished == ["completed"]
+    unknown = post(client, token, "tasks/cancel", {"taskId": "no-such-task"})
+    assert error(unknown) == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
+
+
+@pytest.mark.parametrize("answer", ["yes", 1, None, ["accept"], True])
+def test_a_non_object_answer_in_tasks_update_is_32602_and_records_nothing(client, token, answer):
+    """``inputResponses`` maps keys to ``InputResponse`` objects (an ``ElicitResult``,
+    ``CreateMessageResult`` or ``ListRootsResult``: SEP-2663 "Task Update Requests", MRTR): an
+    outstanding key answered with something else is an invalid request (-32602, nothing kept,
+    the task still waits); a key not outstanding is ignored whatever its value."""
+    task_id = start(client, token, "confirm", {"filename": "x.txt"})["taskId"]
+    asked = poll(client, token, task_id, until=("input_required",))
+    assert set(asked["inputRequests"]) == {"a", "b"}
+    refused = post(
+        client,
+        token,
+        "tasks/update",
+        {"taskId": task_id, "inputResponses": {"a": answer, "b": {"action": "accept", "content": {"confirm": True}}}},
+    )
+    assert refused.status_code == 400
+    assert error(refused) == {
+        "code": -32602,
+        "message": "Invalid params: inputResponses['a'] must be an object (the answer to the input request)",
+    }
+    still = result(post(client, token, "tasks/get", {"taskId": task_id}))
+    assert still["status"] == "input_required" and set(still["inputRequests"]) == {"a", "b"}
+    row = McpTask.objects.get(task_id=task_id)
+    assert (row.input_state or {}).get("responses") in (None, {})
+    # a garbage value under a key that is not outstanding is ignored (SHOULD ignore), the rest taken
+    ack = result(
+        post(
+            client,
+            token,
+            "tasks/update",
+            {
+                "taskId": task_id,
+                "inputResponses": {
+                    "never-issued": answer,
+                    "a": {"action": "accept", "content": {"confirm": True}},
+                    "b": {"action": "accept", "content": {"confirm": True}},
+                },
+            },
+        )
+    )
+    assert ack["resultType"] == "complete"
+    done = poll(client, token, task_id)
+    assert done["status"] == "completed" and done["result"]["content"] == [{"type": "text", "text": "yes"}]
+
+
 def test_a_task_cancelled_before_it_started_never_starts(client, token, resource, user, public_app):
     task = McpTask.objects.create(
         tool_name="compute",
@@ -463,6 +558,56 @@ def test_a_lost_worker_is_retried_or_failed_per_policy(max_retries, expected, re
         assert _wait(lambda: McpTask.objects.get(pk=task.pk).status == "completed")
         task.refresh_from_db()
         assert task.attempts == 2 and task.result["content"][0]["text"] == "done lost"
+
+
+def test_an_async_tool_blocking_its_loop_longer_than_the_lease_keeps_it(client, token, settings):
+    """Issue #28: the heartbeat ran on the tool's loop; a tool that blocked it (``time.sleep``)
+    for longer than the lease was declared lost and (``max_retries=1``) ran a second time."""
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TASKS_LEASE_SECONDS": 0.5}
+    task_id = start(client, token, "blocking", {"seconds": 2.0})["taskId"]
+    assert _wait(lambda: McpTask.objects.get(task_id=task_id).status_message == "blocking the loop")
+    deadline = time.monotonic() + 2.5
+    healed = []
+    while time.monotonic() < deadline:  # the reconciler runs all along (beat every 10 s in production)
+        healed.append(jobs.reconcile_task(McpTask.objects.get(task_id=task_id).pk))
+        time.sleep(0.1)
+    done = poll(client, token, task_id)
+    assert set(healed) == {None}
+    assert done["status"] == "completed", done
+    assert done["result"]["content"] == [{"type": "text", "text": "unblocked on attempt 1"}]
+    (run,) = SEEN["runs"]
+    assert run[:2] == ("blocking", 1) and len(run[2]) == 64
+    row = McpTask.objects.get(task_id=task_id)
+    assert (row.attempts, row.lease, row.heartbeat_at) == (1, "", None)
+    # the run's heartbeat thread ended with it
+    assert _wait(lambda: not [t for t in threading.enumerate() if t.name == f"mcp-task-heartbeat-{row.pk}"])
+
+
+def test_a_run_that_lost_its_lease_is_cancelled_and_fenced(client, token):
+    """The reconciler gave the task to another run (here: the lease is replaced): the old run is
+    told (``lease_lost``, ``cancelled``), cancelled, and neither its status message nor its outcome is
+    written over the new holder's."""
+    task_id = start(client, token, "fenced")["taskId"]
+    assert _wait(lambda: McpTask.objects.get(task_id=task_id).lease != "")
+    McpTask.objects.filter(task_id=task_id).update(lease="another-run", status_message="the other run's message")
+    assert _wait(lambda: SEEN["cancelled"] != [])
+    assert SEEN["cancelled"] == [("fenced", True, True, False)]
+    time.sleep(0.3)  # the old run's _store has returned by now
+    row = McpTask.objects.get(task_id=task_id)
+    assert (row.status, row.lease, row.status_message) == ("working", "another-run", "the other run's message")
+    assert row.result is None and row.error is None
+
+
+def test_the_idempotency_key_is_stable_per_task_and_differs_between_tasks():
+    from mcp_oauth.mcp_server.mcp_tasks.runner import TaskHandle
+
+    first, retry, other = (
+        TaskHandle(1, "task-a", "l1", 1),
+        TaskHandle(1, "task-a", "l2", 2),
+        TaskHandle(2, "task-b", "l3"),
+    )
+    assert first.idempotency_key == retry.idempotency_key != other.idempotency_key
+    assert len(first.idempotency_key) == 64 and "task-a" not in first.idempotency_key
 
 
 def _wait(predicate, timeout=10.0):

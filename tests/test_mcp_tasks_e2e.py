@@ -6,7 +6,10 @@ processes, on the test's PostgreSQL database.
   another process; input through ``tasks/update``; cancel; another user gets "unknown task";
 * the Celery workers are killed (SIGKILL, the whole process group) mid-task and the web worker
   is killed while clients poll: every task completes once (N tasks, 0 lost, 0 duplicated;
-  ``MCP_TASKS_KILL_N`` sets N, default 6; ``-s`` prints the figures).
+  ``MCP_TASKS_KILL_N`` sets N, default 6; ``-s`` prints the figures);
+* an ``async def`` tool that blocks its event loop (``time.sleep``) longer than the lease keeps
+  it (the heartbeat is a thread) and runs once; a worker frozen (SIGSTOP) past the lease loses the
+  task to another worker and, resumed, writes nothing (issue #28).
 
 Skipped without PostgreSQL and Redis.
 """
@@ -230,3 +233,77 @@ def test_killing_celery_workers_mid_task_and_the_web_worker_while_polling_loses_
         assert finals[task_id]["result"]["content"] == [{"type": "text", "text": f"{label} done by {task_id}"}]
     attempts = dict(McpTask.objects.filter(task_id__in=ids).values_list("task_id", "attempts"))
     assert all(attempts[task_id] == 2 for task_id in running), attempts
+
+
+def test_an_async_tool_blocking_its_loop_longer_than_the_lease_completes_once(site, user, public_app, mint_token):
+    """Issue #28: the heartbeat ran on the tool's own event loop, so an ``async def`` tool that
+    blocked it (``time.sleep``) for longer than ``TASKS_LEASE_SECONDS`` (3 s here) was declared
+    lost while its worker was healthy, its result dropped, and (``max_retries=1``) a second copy
+    started beside it. The lease is renewed by a thread now: the task completes with its own
+    result, on its first attempt, and the tool started exactly once."""
+    port, url, env, runs = site
+    token = mint_token(user, public_app, "mcp", ensure_default_resource().uri)
+    server = start_uvicorn(port, env)
+    try:
+        with celery_worker(env, "blocker"):
+            ids = [
+                create(url, token, "blocking_job", {"seconds": 7, "label": f"blocked{i}"})["taskId"] for i in range(2)
+            ]
+            # tasks/get runs the reconciler for an overdue task: poll all along, as a client does
+            finals = {task_id: poll(url, token, task_id, timeout=60) for task_id in ids}
+    finally:
+        stop(server)
+    lines = runs.read_text().splitlines()
+    for i, task_id in enumerate(ids):
+        assert finals[task_id]["status"] == "completed", finals[task_id]
+        assert finals[task_id]["result"]["content"] == [
+            {"type": "text", "text": f"blocked{i} done by {task_id} on attempt 1"}
+        ]
+        starts = [line.split() for line in lines if line.startswith(f"start {task_id} ")]
+        ends = [line.split() for line in lines if line.startswith(f"end {task_id} ")]
+        assert len(starts) == 1, lines
+        assert starts[0][2] == "1" and len(starts[0][3]) == 64
+        assert ends == [["end", task_id, "1", "True"]], lines
+        row = McpTask.objects.get(task_id=task_id)
+        assert (row.attempts, row.status, row.lease) == (1, "completed", "")
+
+
+def test_a_frozen_worker_that_resumes_after_its_task_was_given_away_writes_nothing(site, user, public_app, mint_token):
+    """The other side of the lease: a worker that really stops renewing it (SIGSTOP, longer than
+    the lease) loses the task to another worker (``max_retries=1``); when it resumes, its run
+    learns it lost the lease (``holds_lease()`` False, cancelled at its next ``await``) and
+    nothing of it is stored: one result, the second attempt's."""
+    port, url, env, runs = site
+    token = mint_token(user, public_app, "mcp", ensure_default_resource().uri)
+    server = start_uvicorn(port, env)
+    try:
+        with celery_worker(env, "frozen", concurrency=1) as frozen:
+            task_id = create(url, token, "blocking_job", {"seconds": 2, "label": "frozen"})["taskId"]
+            assert wait_for(lambda: McpTask.objects.get(task_id=task_id).lease != "")
+            os.killpg(frozen.pid, signal.SIGSTOP)
+            try:
+                with celery_worker(env, "thawed", concurrency=1):
+                    # tasks/get heals the overdue task: it goes to the live worker
+                    assert wait_for(
+                        lambda: (
+                            request(url, token, "tasks/get", {"taskId": task_id}).json()["result"]["status"]
+                            and McpTask.objects.get(task_id=task_id).attempts == 2
+                        ),
+                        timeout=30,
+                    )
+                    os.killpg(frozen.pid, signal.SIGCONT)
+                    final = poll(url, token, task_id, timeout=60)
+                    time.sleep(3)  # the resumed run has finished its sleep and tried to go on
+            finally:
+                os.killpg(frozen.pid, signal.SIGCONT)
+    finally:
+        stop(server)
+    assert final["status"] == "completed", final
+    assert final["result"]["content"] == [{"type": "text", "text": f"frozen done by {task_id} on attempt 2"}]
+    lines = [line.split() for line in runs.read_text().splitlines() if line.split()[1] == task_id]
+    starts = [line for line in lines if line[0] == "start"]
+    ends = [line for line in lines if line[0] == "end"]
+    assert [s[2] for s in starts] == ["1", "2"] and starts[0][3] == starts[1][3]  # one idempotency key
+    assert ends == [["end", task_id, "2", "True"]], lines  # the resumed first run was cancelled
+    row = McpTask.objects.get(task_id=task_id)
+    assert (row.status, row.attempts, row.lease) == ("completed", 2, "")

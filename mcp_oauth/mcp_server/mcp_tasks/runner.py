@@ -8,8 +8,9 @@
    cancellation arrived before it started is ``cancelled`` and never started;
 2. **runs** the tool with a :class:`~mcp_oauth.mcp_server.transport.context.ToolContext` rebuilt from the
    row (the token's user, client, scopes and resource; the era of the request; the declared
-   client capabilities) while a watcher writes the heartbeat and reads ``cancel_requested_at``:
-   a cancel cancels the tool's coroutine (a sync tool reads ``ctx.task.cancelled``);
+   client capabilities) while a thread of this process (:mod:`.heartbeat`, independent of the
+   tool's event loop) writes the heartbeat and reads ``cancel_requested_at``: a cancel cancels
+   the tool's coroutine (a sync tool reads ``ctx.task.cancelled``);
 3. **stores** the outcome, only while it still holds the lease: a ``CallToolResult`` (also one
    with ``isError``) -> ``completed``; a JSON-RPC error (:class:`McpError`) -> ``failed`` with
    ``error``; :class:`InputRequired` -> ``input_required`` with ``inputRequests`` (the answers of
@@ -35,7 +36,9 @@ import mcp_types as types
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
+from mcp_oauth.mcp_server.mcp_tasks.heartbeat import Heartbeat, check_lease
 from mcp_oauth.mcp_server.mcp_tasks.store import finished, publish_task
 from mcp_oauth.mcp_server.transport.context import ToolContext
 from mcp_oauth.mcp_server.transport.input_required import InputRequired, InputRound
@@ -56,20 +59,57 @@ Status = McpTask.Status
 class TaskHandle:
     """What a tool running as a task sees as ``ctx.task``.
 
-    ``task_id``; ``cancelled`` (True once ``tasks/cancel`` or an admin asked it to stop: a
-    long sync tool checks it between steps; an async tool is cancelled at its next ``await``);
-    ``await set_status_message(text)`` (the ``statusMessage`` of ``tasks/get``, ≤ 500 characters).
+    * ``task_id``;
+    * ``attempt`` (int ≥ 1): the number of this run of the task. It is 1 for the first run and
+      grows when the task runs again from its start: after its worker was lost (``max_retries``)
+      or after ``tasks/update`` answered its questions;
+    * ``idempotency_key`` (str, 64 hex digits): the same for every run of this task and different
+      for every task (an HMAC of the task id under ``SECRET_KEY``): hand it to an external API
+      that de-duplicates requests, so a run after a lost worker does not repeat the effect;
+    * ``cancelled`` (True once ``tasks/cancel`` or an admin asked it to stop, or once this run
+      lost its lease: a long sync tool checks it between steps; an async tool is cancelled at
+      its next ``await``);
+    * ``lease_lost`` (True once the reconciler gave the task to another run: nothing this run
+      produces is stored any more);
+    * ``await holds_lease()`` (reads the row: True while this run holds the task and it was not
+      cancelled; call it right before an irreversible step);
+    * ``await set_status_message(text)`` (the ``statusMessage`` of ``tasks/get``, ≤ 500
+      characters; written only while this run holds the lease).
+
+    Only the run holding the task's lease writes its outcome, status message or questions
+    (a run that lost it is fenced off); the lease is renewed by a thread of the worker
+    (:mod:`.heartbeat`), not by the tool's event loop, so a tool that blocks its loop is not
+    taken for lost.
     """
 
-    def __init__(self, pk: int, task_id: str, lease: str) -> None:
+    def __init__(self, pk: int, task_id: str, lease: str, attempt: int = 1) -> None:
         self.pk = pk
         self.task_id = task_id
+        self.attempt = attempt
         self._lease = lease
         self._cancelled = threading.Event()
+        self._lost = threading.Event()
 
     @property
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
+
+    @property
+    def lease_lost(self) -> bool:
+        return self._lost.is_set()
+
+    @property
+    def idempotency_key(self) -> str:
+        return salted_hmac("mcp_oauth.mcp_tasks.idempotency_key", self.task_id, algorithm="sha256").hexdigest()
+
+    async def holds_lease(self) -> bool:
+        holds, cancelled = await sync_to_async(released(check_lease), thread_sensitive=False)(
+            self.pk, self._lease, False
+        )
+        if not holds:
+            self._lost.set()
+            self._cancelled.set()
+        return holds and not cancelled
 
     async def set_status_message(self, text: str) -> None:
         await sync_to_async(released(_set_message), thread_sensitive=False)(self.pk, self._lease, str(text)[:500])
@@ -129,12 +169,16 @@ def run_task(pk: int, dispatch: Callable[[int], None]) -> str:
     if claimed is None:
         return "skipped"
     task, lease = claimed
+    handle = TaskHandle(task.pk, task.task_id, lease, attempt=task.attempts)
+    heartbeat = Heartbeat(handle)
+    heartbeat.start()
     try:
-        outcome = asyncio.run(_execute(task, lease))
+        outcome = asyncio.run(_execute(task, handle, heartbeat))
     except Exception as exc:  # the executor itself broke: the task fails, never hangs
         logger.exception("task %s broke its executor", task.task_id)
         outcome = Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": "Internal error"}, message=str(exc))
     finally:
+        heartbeat.stop()
         close_old_connections()
     status = _store(task, lease, outcome)
     if status == Status.WORKING:
@@ -163,7 +207,7 @@ def _error(exc: McpError) -> dict[str, Any]:
     return error
 
 
-async def _execute(task: McpTask, lease: str) -> Outcome:
+async def _execute(task: McpTask, handle: TaskHandle, heartbeat: Heartbeat) -> Outcome:
     tool = _tool_registry().get(task.tool_name)
     if tool is None:
         return Outcome(Status.FAILED, error={"code": INVALID_PARAMS, "message": f"Unknown tool: {task.tool_name}"})
@@ -172,7 +216,6 @@ async def _execute(task: McpTask, lease: str) -> Outcome:
     except ValueError as exc:
         return Outcome(Status.FAILED, error={"code": INVALID_PARAMS, "message": str(exc)})
     state = dict(task.input_state or {})
-    handle = TaskHandle(task.pk, task.task_id, lease)
     ctx = ToolContext(
         principal=_principal(task),
         session=None,
@@ -189,7 +232,7 @@ async def _execute(task: McpTask, lease: str) -> Outcome:
         task=handle,
     )
     work = asyncio.ensure_future(tool.call(ctx, arguments))
-    watcher = asyncio.ensure_future(_watch(handle, work))
+    heartbeat.attach(asyncio.get_running_loop(), work)
     try:
         result: types.CallToolResult = await work
     except InputRequired as needed:
@@ -202,7 +245,7 @@ async def _execute(task: McpTask, lease: str) -> Outcome:
             raise
         return Outcome(Status.CANCELLED, message="The task was cancelled.")
     finally:
-        watcher.cancel()
+        heartbeat.detach()
     await _send_tool_called(tool, ctx.principal, is_error=bool(result.is_error))
     data = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     message = "The tool reported an error." if result.is_error else "The task completed."
@@ -235,39 +278,6 @@ def _input_required(state: dict[str, Any], needed: InputRequired, input_round: I
     return Outcome(
         Status.INPUT_REQUIRED, input_requests=requests, input_state=new_state, message="The task needs input."
     )
-
-
-async def _watch(handle: TaskHandle, work: asyncio.Future) -> None:
-    """Heartbeat every ``TASKS_HEARTBEAT_SECONDS``; every ``TASKS_CANCEL_POLL_SECONDS`` read
-    whether the task was cancelled (or its lease taken: the reconciler gave it up) and cancel
-    the tool then."""
-    beat_every = float(mcp_oauth_settings.TASKS_HEARTBEAT_SECONDS)
-    poll = max(0.05, min(float(mcp_oauth_settings.TASKS_CANCEL_POLL_SECONDS), beat_every))
-    loop = asyncio.get_running_loop()
-    last_beat = loop.time()
-    check = sync_to_async(released(_check), thread_sensitive=False)
-    while not work.done():
-        await asyncio.sleep(poll)
-        beat = loop.time() - last_beat >= beat_every
-        if beat:
-            last_beat = loop.time()
-        try:
-            keep = await check(handle.pk, handle._lease, beat)
-        except Exception as exc:  # noqa: BLE001 - the database is away: try again
-            logger.warning("task %s heartbeat failed: %s", handle.task_id, exc)
-            continue
-        if not keep:
-            handle._cancelled.set()
-            work.cancel()
-            return
-
-
-def _check(pk: int, lease: str, beat: bool) -> bool:
-    """True while the task should go on (it is ours and not cancelled); writes the heartbeat."""
-    if beat:
-        McpTask.objects.filter(pk=pk, lease=lease).update(heartbeat_at=timezone.now())
-    row = McpTask.objects.filter(pk=pk).values("lease", "cancel_requested_at").first()
-    return row is not None and row["lease"] == lease and row["cancel_requested_at"] is None
 
 
 def _seal(result: dict[str, Any]) -> str:

@@ -164,7 +164,9 @@ def record_input_responses(
     SEP-2663 "Task Update Requests"); when none is left outstanding the task goes back to
     ``working`` and to the executor.
 
-    :raises McpError: -32602 for an unknown, foreign or expired task.
+    :raises McpError: -32602 for an unknown, foreign or expired task, or an outstanding key
+        answered with something that is not an object (an ``InputResponse`` is an
+        ``ElicitResult``, ``CreateMessageResult`` or ``ListRootsResult``); nothing is recorded then.
     """
     with transaction.atomic():
         task = find_task(task_id, principal, for_update=True)
@@ -175,6 +177,12 @@ def record_input_responses(
         wire = dict(state.get("wire") or {})
         answered = dict(state.get("responses") or {})
         taken = [key for key in outstanding if key in responses]
+        for key in taken:  # an InputResponse is an object (ElicitResult, CreateMessageResult, ListRootsResult)
+            if not isinstance(responses[key], Mapping):
+                raise McpError(
+                    INVALID_PARAMS,
+                    f"Invalid params: inputResponses[{key!r}] must be an object (the answer to the input request)",
+                )
         if not taken:
             return task
         for key in taken:
