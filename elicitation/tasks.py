@@ -35,7 +35,8 @@ from celery import shared_task
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from elicitation.models import Elicitation
+from elicitation import providers
+from elicitation.models import Elicitation, ThirdPartyProvider
 from elicitation.notifications import write_completion_notification
 from elicitation.settings import elicitation_settings
 from mcp_oauth.models import McpSession
@@ -121,6 +122,19 @@ def expire_elicitations() -> int:
     return Elicitation.objects.filter(status=Elicitation.Status.PENDING, expires_at__lte=now).update(
         status=Elicitation.Status.EXPIRED, completed_at=now
     )
+
+
+@shared_task(name="elicitation.tasks.revoke_at_provider", ignore_result=True)
+def revoke_at_provider(provider_pk: int, tokens: list[tuple[str, str]]) -> int:
+    """Revoke an erased connection's tokens at its provider (RFC 7009), best effort.
+
+    :param tokens: ``[(encrypted token, token_type_hint), ...]``: the message carries ciphertext only.
+    :returns: how many revocations the provider accepted (0 when the provider is gone).
+    """
+    provider = ThirdPartyProvider.objects.filter(pk=provider_pk).first()
+    if provider is None:
+        return 0
+    return providers.revoke_at_provider(provider, [(token, hint) for token, hint in tokens])
 
 
 @shared_task(name="elicitation.tasks.cleanup", ignore_result=True)

@@ -140,7 +140,9 @@ def test_a_staff_user_without_the_permissions_is_still_refused(client, user, res
     from django.contrib.auth.models import Permission
 
     staff = django_user_model.objects.create_user("staff", "staff@example.com", "pw", is_staff=True)
-    staff.user_permissions.add(Permission.objects.get(codename="delete_user"), Permission.objects.get(codename="view_user"))
+    staff.user_permissions.add(
+        Permission.objects.get(codename="delete_user"), Permission.objects.get(codename="view_user")
+    )
     staff_client = Client()
     staff_client.force_login(staff)
     client.force_login(user)
@@ -158,7 +160,13 @@ def test_a_staff_user_without_the_permissions_is_still_refused(client, user, res
     assert root_client.get(f"/admin/mcp_oauth/consent/{consent.pk}/delete/").status_code == 403
     staff.user_permissions.add(
         *Permission.objects.filter(
-            codename__in=["delete_consent", "delete_accesstoken", "delete_refreshtoken", "delete_grant", "delete_idtoken"]
+            codename__in=[
+                "delete_consent",
+                "delete_accesstoken",
+                "delete_refreshtoken",
+                "delete_grant",
+                "delete_idtoken",
+            ]
         )
     )
     staff = django_user_model.objects.get(pk=staff.pk)
