@@ -60,8 +60,9 @@ AUDIT_BATCH = 1000
 
 
 def _delete(queryset) -> int:
-    deleted, _ = queryset.delete()
-    return deleted
+    """Delete ``queryset``; :returns: rows of its own model deleted (cascaded rows not counted)."""
+    _, per_model = queryset.delete()
+    return per_model.get(queryset.model._meta.label, 0)
 
 
 def _anonymise_audit(user_pk: Any) -> int:
@@ -117,14 +118,24 @@ def erase_user_data(user: Any, *, reason: str = "erased", actor: Any = None, req
         take_write_lock()
         # A code exchange in flight holds its code's row until it commits: wait for it.
         list(Grant.objects.select_for_update().filter(user_id=pk).values_list("pk"))
-        counts["tokens_revoked"] = revoke_user_grants(user, reason=reason)
         access = AccessToken.objects.filter(user_id=pk)
         refresh = RefreshToken.objects.filter(user_id=pk)
-        families = list(refresh.exclude(token_family=None).values_list("token_family", flat=True).distinct())
-        checksums = [
-            *access.values_list("token_checksum", flat=True),
-            *refresh.values_list("token_checksum", flat=True),
-        ]
+
+        def keys() -> tuple[set[Any], set[str]]:
+            families = set(refresh.exclude(token_family=None).values_list("token_family", flat=True))
+            checksums = {
+                *access.values_list("token_checksum", flat=True),
+                *refresh.values_list("token_checksum", flat=True),
+            }
+            return families, checksums
+
+        # Read before the revocation (revoking a refresh token deletes its access token) and after
+        # it (a rotation it waited for may have committed a new pair).
+        families, checksums = keys()
+        counts["tokens_revoked"] = revoke_user_grants(user, reason=reason)
+        more_families, more_checksums = keys()
+        families |= more_families
+        checksums |= more_checksums
         counts["dpop_bindings"] = _delete(DPoPBinding.objects.filter(token_checksum__in=checksums))
         counts["redeemed_codes"] = _delete(
             RedeemedAuthorizationCode.objects.filter(Q(access_token__user_id=pk) | Q(token_family__in=families))

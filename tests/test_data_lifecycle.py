@@ -1,0 +1,95 @@
+"""Deletion and erasure leave nothing keyed to the person (issues 28 and 34), on SQLite and PostgreSQL.
+
+Every table gets a row of the user first (:func:`tests.lifecycle_helpers.populate`); after the
+deletion or the erasure one query per table (:func:`tests.lifecycle_helpers.leftovers`) finds none.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+
+from mcp_oauth.authorization_server.erasure import erase_user_data
+from mcp_oauth.models import AuditEvent
+
+from .lifecycle_helpers import RevocationEndpoint, leftovers, populate
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def revocation():
+    endpoint = RevocationEndpoint()
+    yield endpoint
+    endpoint.close()
+
+
+def _revoked_at_provider(revocation) -> None:
+    assert revocation.arrived.wait(10), "the provider was never asked to revoke"
+    for _ in range(100):
+        if len(revocation.received) >= 2:
+            break
+        revocation.arrived.wait(0.05)
+    bodies = "\n".join(revocation.received)
+    assert "token=provider-refresh-token" in bodies and "token=provider-access-token" in bodies
+
+
+def test_user_delete_leaves_nothing_but_anonymised_audit_rows(
+    user, other_user, resource, public_app, revocation, django_user_model, django_capture_on_commit_callbacks
+):
+    state = populate(user, other_user, public_app, resource, revocation.url)
+    pk = user.pk
+    assert set(leftovers(pk, state)) >= {"access_tokens", "refresh_tokens", "tasks", "third_party_connections"}
+    with django_capture_on_commit_callbacks(execute=True):
+        django_user_model.objects.get(pk=pk).delete()
+    assert leftovers(pk, state) == {}
+    assert not django_user_model.objects.filter(pk=pk).exists()
+    erased = AuditEvent.objects.get(kind="user.erased")
+    assert erased.user_id is None and erased.ip_address is None
+    assert erased.detail["reason"] == "deleted" and erased.detail["tasks"] == 1 and erased.detail["tokens_revoked"] >= 1
+    # The other user's row stays theirs (their IP is theirs), without the erased user's id.
+    mismatch = AuditEvent.objects.get(kind="identity.mismatch")
+    assert mismatch.user_id == other_user.pk and "expected_user" not in mismatch.detail
+    for event in AuditEvent.objects.exclude(user_id=other_user.pk):
+        assert event.ip_address is None, event.kind
+        assert str(pk) not in {str(v) for v in event.detail.values()} - {str(erased.detail.get("tasks"))}, event.detail
+    _revoked_at_provider(revocation)
+
+
+def test_erase_keeps_the_account_and_removes_the_rest(
+    user, other_user, resource, public_app, revocation, django_user_model, django_capture_on_commit_callbacks
+):
+    state = populate(user, other_user, public_app, resource, revocation.url)
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = erase_user_data(user)
+    assert leftovers(user.pk, state) == {}
+    assert django_user_model.objects.filter(pk=user.pk, is_active=True).exists()
+    assert counts["third_party_connections"] == 1 and counts["stored_secrets"] == 1 and counts["elicitations"] == 2
+    assert counts["sessions"] == 1 and counts["enterprise_identities"] == 1 and counts["id_tokens"] == 1
+    _revoked_at_provider(revocation)
+
+
+def test_the_tokens_stop_working_at_once(user, other_user, resource, public_app, revocation):
+    """The erased user's access token is refused by the resource server (401), not merely deleted later."""
+    from .oauth_helpers import bearer_works
+
+    browser = Client()
+    browser.force_login(user)
+    from .oauth_helpers import get_code, token_request
+
+    code, verifier, _ = get_code(browser, public_app)
+    token = token_request(Client(), public_app, code, verifier).json()["access_token"]
+    assert bearer_works(Client(), token)
+    erase_user_data(user)
+    assert not bearer_works(Client(), token)
+
+
+def test_erase_command(user, other_user, resource, public_app, revocation, django_capture_on_commit_callbacks):
+    state = populate(user, other_user, public_app, resource, revocation.url)
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("erase_user_data", "alice", "--yes")
+    assert leftovers(user.pk, state) == {}
+    with pytest.raises(CommandError, match="No user"):
+        call_command("erase_user_data", "nobody", "--yes")
