@@ -87,20 +87,32 @@ def populate(user, other_user, app, resource, revocation_url: str, *, task_statu
     assert RedeemedAuthorizationCode.objects.filter(token_family=refresh.token_family).exists()
     assert RefreshGeneration.objects.filter(token_family=refresh.token_family).exists()
     get_id_token_model().objects.create(
-        user=user, application=app, jti="2b4f1c6e-0000-4000-8000-000000000001", expires=timezone.now() + timedelta(hours=1)
+        user=user,
+        application=app,
+        jti="2b4f1c6e-0000-4000-8000-000000000001",
+        expires=timezone.now() + timedelta(hours=1),
     )
     session = McpSession.objects.create(user=user, application=app, resource=resource, protocol_version="2025-11-25")
     McpSessionEvent.objects.create(session=session, message={"jsonrpc": "2.0", "method": "notifications/x"})
     ResourceSubscription.objects.create(session=session, uri="notes://1")
     McpTask.objects.create(
-        tool_name="slow", user=user, application=app, resource=resource, protocol_version="2026-07-28",
-        status=task_status, lease="held" if task_status == "working" else "",
+        tool_name="slow",
+        user=user,
+        application=app,
+        resource=resource,
+        protocol_version="2026-07-28",
+        status=task_status,
+        lease="held" if task_status == "working" else "",
     )
     idp = EnterpriseIdentityProvider.objects.create(name="Acme", issuer="https://idp.example.com")
     EnterpriseIdentity.objects.create(provider=idp, subject="U1", user=user)
     provider = ThirdPartyProvider(
-        slug="docs", name="Docs", authorization_endpoint="https://docs.example.com/authorize",
-        token_endpoint="https://docs.example.com/token", revocation_endpoint=revocation_url, client_id="site",
+        slug="docs",
+        name="Docs",
+        authorization_endpoint="https://docs.example.com/authorize",
+        token_endpoint="https://docs.example.com/token",
+        revocation_endpoint=revocation_url,
+        client_id="site",
         token_endpoint_auth_method=ThirdPartyProvider.AuthMethod.CLIENT_SECRET_POST,
     )
     provider.client_secret = "provider-secret"
@@ -112,10 +124,14 @@ def populate(user, other_user, app, resource, revocation_url: str, *, task_statu
     secret = StoredSecret(user=user, name="API_KEY")
     secret.value = "sk-live-123"
     secret.save()
-    Elicitation.objects.create(user=user, session=session, message="Your name?", status="accepted", content={"name": "A"})
+    Elicitation.objects.create(
+        user=user, session=session, message="Your name?", status="accepted", content={"name": "A"}
+    )
     Elicitation.objects.create(user=user, mode="url", kind="connect", provider=provider, message="Connect Docs")
     # Audit rows about them: their own (with an IP) and another user's that names them.
-    AuditEvent.objects.create(kind="consent.granted", user=user, ip_address="203.0.113.7", detail={"user_id": str(user.pk)})
+    AuditEvent.objects.create(
+        kind="consent.granted", user=user, ip_address="203.0.113.7", detail={"user_id": str(user.pk)}
+    )
     AuditEvent.objects.create(
         kind="identity.mismatch", user=other_user, ip_address="198.51.100.1", detail={"expected_user": user.pk}
     )
@@ -139,7 +155,9 @@ def leftovers(user_pk, state: dict) -> dict[str, int]:
         "enterprise_identities": EnterpriseIdentity.objects.filter(user_id=user_pk).count(),
         "dpop_bindings": DPoPBinding.objects.filter(token_checksum__in=checksums).count(),
         "refresh_generations": RefreshGeneration.objects.filter(token_family__in=families).count(),
-        "refresh_generation_members": RefreshTokenGeneration.objects.filter(generation__token_family__in=families).count(),
+        "refresh_generation_members": RefreshTokenGeneration.objects.filter(
+            generation__token_family__in=families
+        ).count(),
         "redeemed_codes": RedeemedAuthorizationCode.objects.filter(token_family__in=families).count(),
         "elicitations": Elicitation.objects.filter(user_id=user_pk).count(),
         "third_party_connections": ThirdPartyConnection.objects.filter(user_id=user_pk).count(),

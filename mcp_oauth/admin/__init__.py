@@ -32,6 +32,7 @@ from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.admin import enterprise as enterprise_admin
 from mcp_oauth.admin.cascade import CascadeDeletable, reregister_cascade_deletable
+from mcp_oauth.admin.user_data import add_user_data_actions
 from mcp_oauth.audit import record
 from mcp_oauth.authorization_server import trust  # enterprise_admin also registers the enterprise IdP screens
 from mcp_oauth.authorization_server.cimd import cache as cimd_cache
@@ -254,6 +255,9 @@ def block_rules_for(application) -> list[tuple[str, str]]:
 # DOT's token screens refuse deletion (revoke instead); the rows still go with their user or client.
 for _token_model in (get_access_token_model(), get_refresh_token_model(), get_grant_model(), get_id_token_model()):
     reregister_cascade_deletable(_token_model)
+
+# The export and erase actions on the site's user admin (mcp_oauth.admin.user_data).
+add_user_data_actions()
 
 Application = get_application_model()
 if admin.site.is_registered(Application):
