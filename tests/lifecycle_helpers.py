@@ -47,7 +47,7 @@ class RevocationEndpoint:
         arrived = self.arrived
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
                 received.append(body)
                 arrived.set()

@@ -17,7 +17,6 @@ or handles), an encrypted task result. Token rows are metadata: client, scopes, 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
