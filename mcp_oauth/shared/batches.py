@@ -35,8 +35,8 @@ def _ranges(queryset: QuerySet, batch_size: int):
         low = keys.filter(pk__gt=high).first()
 
 
-def delete_in_batches(queryset: QuerySet, batch_size: int = BATCH_SIZE) -> int:
-    """Delete the rows of ``queryset``, ``batch_size`` at a time by primary-key range.
+def delete_in_batches(queryset: QuerySet, batch_size: int | None = None) -> int:
+    """Delete the rows of ``queryset``, ``batch_size`` (default :data:`BATCH_SIZE`) at a time by primary-key range.
 
     Each batch is ``queryset.filter(pk__range).delete()``: the ORM's cascades and signals still
     apply (a model without dependents or receivers is one ``DELETE`` statement).
@@ -45,17 +45,17 @@ def delete_in_batches(queryset: QuerySet, batch_size: int = BATCH_SIZE) -> int:
     """
     label = queryset.model._meta.label
     deleted = 0
-    for low, high in _ranges(queryset, batch_size):
+    for low, high in _ranges(queryset, batch_size or BATCH_SIZE):
         rows = queryset.filter(pk__gte=low) if high is None else queryset.filter(pk__gte=low, pk__lte=high)
         _, per_model = rows.delete()
         deleted += per_model.get(label, 0)
     return deleted
 
 
-def update_in_batches(queryset: QuerySet, batch_size: int = BATCH_SIZE, **values: Any) -> int:
+def update_in_batches(queryset: QuerySet, batch_size: int | None = None, **values: Any) -> int:
     """``queryset.update(**values)``, ``batch_size`` rows at a time by primary-key range. :returns: rows updated."""
     updated = 0
-    for low, high in _ranges(queryset, batch_size):
+    for low, high in _ranges(queryset, batch_size or BATCH_SIZE):
         rows = queryset.filter(pk__gte=low) if high is None else queryset.filter(pk__gte=low, pk__lte=high)
         updated += rows.update(**values)
     return updated
