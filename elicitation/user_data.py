@@ -32,7 +32,7 @@ CHUNK = 500
 
 def _elicitations(user_pk: Any):
     rows = Elicitation.objects.filter(user_id=user_pk).order_by("pk")
-    for row in rows.values(
+    for values in rows.values(
         "elicitation_id",
         "mode",
         "kind",
@@ -47,6 +47,7 @@ def _elicitations(user_pk: Any):
         "expires_at",
         "provider__slug",
     ).iterator(chunk_size=CHUNK):
+        row: dict[str, Any] = dict(values)
         row["provider"] = row.pop("provider__slug")
         if row["kind"] == Elicitation.Kind.SECRET:
             row["content"] = None  # the secure input page's value is a stored secret: never exported

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
@@ -54,7 +55,7 @@ class UserDataActions:
                 "title": _("Erase MCP data"),
                 "users": users,
                 "opts": opts,
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
             }
             return TemplateResponse(request, "admin/mcp_oauth/erase_user_data.html", context)
         for user in users:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -39,7 +39,7 @@ def _page(request: HttpRequest, status: int = 200, error: str = "") -> HttpRespo
 @never_cache
 @csrf_protect
 @require_http_methods(["GET", "HEAD", "POST"])
-def connected_apps(request: HttpRequest) -> HttpResponse:
+def connected_apps(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     """See the module docstring."""
     if not request.user.is_authenticated:
         return _secure(redirect_to_login(request.get_full_path(), login_url()))
