@@ -184,20 +184,20 @@ def test_a_deletion_that_locks_the_codes_first_makes_the_exchange_lose(
     tokens it had inserted roll back: nothing of the user is left."""
     if connection.vendor != "postgresql":
         pytest.skip("row locks: PostgreSQL")
-    from mcp_oauth.authorization_server import lifecycle
+    from mcp_oauth.authorization_server import erasure  # revoke_on_delete runs erase_user_data
 
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)
     pk = user.pk
     locked, release = threading.Event(), threading.Event()
-    original = lifecycle.revoke_user_grants
+    original = erasure.revoke_user_grants
 
     def held_revoke(instance, *args, **kwargs):
         locked.set()  # the codes are locked (revoke_on_delete locks them before this call)
         assert release.wait(timeout=30)
         return original(instance, *args, **kwargs)
 
-    monkeypatch.setattr(lifecycle, "revoke_user_grants", held_revoke)
+    monkeypatch.setattr(erasure, "revoke_user_grants", held_revoke)
 
     def delete():
         try:
