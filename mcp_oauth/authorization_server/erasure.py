@@ -50,6 +50,7 @@ from mcp_oauth.models import (
     RedeemedAuthorizationCode,
     RefreshGeneration,
 )
+from mcp_oauth.shared.batches import update_in_batches
 from mcp_oauth.signals import user_data_erase
 
 #: ``detail`` keys that name a person; dropped from the audit rows of an erased user.
@@ -65,39 +66,51 @@ def _delete(queryset) -> int:
     return per_model.get(queryset.model._meta.label, 0)
 
 
+def _rewrite(rows: list[Any], user_pk: Any) -> None:
+    """Drop the personal ``detail`` keys naming ``user_pk`` from ``rows`` (and, for their own rows, the
+    user link and the IP address); one ``UPDATE`` per row batch."""
+    text = str(user_pk)
+    for row in rows:
+        detail = dict(row.detail or {})
+        if row.user_id == user_pk:
+            detail = {key: value for key, value in detail.items() if key not in PERSONAL_DETAIL_KEYS}
+            row.user_id, row.ip_address = None, None
+        else:
+            for key in ("user_id", "expected_user"):
+                if str(detail.get(key)) == text:
+                    detail.pop(key)
+        if detail.get("by") == user_pk:
+            detail["by"] = None
+        row.detail = detail
+    AuditEvent.objects.bulk_update(rows, ["user_id", "ip_address", "detail"])
+
+
 def _anonymise_audit(user_pk: Any) -> int:
     """Clear the user link, the IP address and the personal ``detail`` keys of the audit rows that
-    concern ``user_pk``, in batches of :data:`AUDIT_BATCH`. :returns: rows rewritten."""
-    text = str(user_pk)
-    mentions = (
-        Q(user_id=user_pk)
-        | Q(detail__user_id=text)
-        | Q(detail__user_id=user_pk)
-        | Q(detail__expected_user=user_pk)
-        | Q(detail__by=user_pk)
+    concern ``user_pk``. :returns: rows rewritten.
+
+    Three passes, none holding more than :data:`AUDIT_BATCH` rows: their own rows whose ``detail``
+    has a personal key are rewritten row by row; other users' rows naming them lose that key; then
+    the rest of their own rows (most of them) lose user link and IP address in range-batched
+    ``UPDATE`` statements (:func:`~mcp_oauth.shared.batches.update_in_batches`), without being read."""
+    own = AuditEvent.objects.filter(user_id=user_pk)
+    by_them = Q(detail__by=user_pk)
+    naming = Q(detail__user_id=str(user_pk)) | Q(detail__user_id=user_pk) | Q(detail__expected_user=user_pk) | by_them
+    passes = (
+        own.filter(Q(detail__has_any_keys=sorted(PERSONAL_DETAIL_KEYS)) | by_them),
+        AuditEvent.objects.filter(naming).exclude(user_id=user_pk),
     )
     done = 0
-    last = 0
-    while True:
-        rows = list(AuditEvent.objects.filter(mentions, pk__gt=last).order_by("pk")[:AUDIT_BATCH])
-        if not rows:
-            return done
-        for row in rows:
-            own = row.user_id == user_pk
-            detail = dict(row.detail or {})
-            if own:
-                detail = {key: value for key, value in detail.items() if key not in PERSONAL_DETAIL_KEYS}
-                row.user_id, row.ip_address = None, None
-            else:
-                for key in ("user_id", "expected_user"):
-                    if str(detail.get(key)) == text:
-                        detail.pop(key)
-            if detail.get("by") == user_pk:
-                detail["by"] = None
-            row.detail = detail
-        AuditEvent.objects.bulk_update(rows, ["user_id", "ip_address", "detail"])
-        done += len(rows)
-        last = rows[-1].pk
+    for selection in passes:
+        last = 0
+        while True:
+            rows = list(selection.filter(pk__gt=last).order_by("pk")[:AUDIT_BATCH])
+            if not rows:
+                break
+            _rewrite(rows, user_pk)
+            done += len(rows)
+            last = rows[-1].pk
+    return done + update_in_batches(own, batch_size=AUDIT_BATCH, user_id=None, ip_address=None)
 
 
 def erase_user_data(user: Any, *, reason: str = "erased", actor: Any = None, request: Any = None) -> dict[str, int]:
@@ -154,6 +167,10 @@ def erase_user_data(user: Any, *, reason: str = "erased", actor: Any = None, req
         record(
             AuditEvent.Kind.USER_ERASED,
             request=None,
-            detail={"reason": reason, "by": getattr(actor, "pk", None), **counts},
+            detail={
+                "reason": reason,
+                "by": None if getattr(actor, "pk", None) == pk else getattr(actor, "pk", None),
+                **counts,
+            },
         )
     return counts
