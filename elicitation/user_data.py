@@ -19,9 +19,11 @@ import logging
 import threading
 from typing import Any
 
-from django.db import close_old_connections, transaction
+from celery import current_app
+from django.db import transaction
 
-from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection
+from elicitation import providers
+from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from elicitation.tasks import revoke_at_provider
 from mcp_oauth.shared.taskqueue import celery_configured
 
@@ -86,17 +88,22 @@ def export_sections(sender: Any, user: Any, export: Any, **kwargs: Any) -> None:
 
 
 def _revoke_all(pending: list[tuple[int, list[tuple[str, str]]]]) -> None:
-    if celery_configured():
+    """After the erasure's commit: a Celery worker revokes (the message carries ciphertext only);
+    without a broker (no Celery app, or eager tasks) a background thread does, with the providers
+    read here, so the request never waits for a provider."""
+    if celery_configured() and not current_app.conf.task_always_eager:
         for provider_pk, tokens in pending:
             revoke_at_provider.delay(provider_pk, tokens)
         return
+    found = ThirdPartyProvider.objects.in_bulk([provider_pk for provider_pk, _ in pending])
+    work = [(found[provider_pk], tokens) for provider_pk, tokens in pending if provider_pk in found]
 
     def run() -> None:
-        try:
-            for provider_pk, tokens in pending:
-                revoke_at_provider(provider_pk, tokens)
-        finally:
-            close_old_connections()
+        for provider, tokens in work:
+            try:
+                providers.revoke_at_provider(provider, tokens)
+            except Exception:  # best effort: never let one provider stop the others
+                log.exception("revocation at %s failed", provider.slug)
 
     threading.Thread(target=run, name="elicitation-revoke", daemon=True).start()
 

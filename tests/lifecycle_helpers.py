@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -39,7 +40,7 @@ from .oauth_helpers import get_code, token_request
 class RevocationEndpoint:
     """An RFC 7009 revocation endpoint on loopback that records the tokens it was sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         received: list[str] = []
         self.received = received
         self.arrived = threading.Event()
@@ -49,6 +50,7 @@ class RevocationEndpoint:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                time.sleep(delay)
                 received.append(body)
                 arrived.set()
                 self.send_response(200)
