@@ -124,10 +124,14 @@ def test_the_admin_can_delete_a_user_who_consented(client, user, resource, publi
     client.force_login(user)
     get_code(client, public_app)
     assert Consent.objects.filter(user=user).exists()
-    token_request(Client(), public_app, *get_code(client, public_app)[:2])
+    tokens = token_request(Client(), public_app, *get_code(client, public_app)[:2]).json()
     assert get_refresh_token_model().objects.filter(user=user).exists()
     confirm = admin_client.get(f"/admin/auth/user/{user.pk}/delete/")
     assert confirm.status_code == 200
+    # The confirmation lists what goes with the account, never a token's value.
+    assert b"AccessToken #" in confirm.content and b"RefreshToken #" in confirm.content
+    for value in (tokens["access_token"], tokens["refresh_token"]):
+        assert value.encode() not in confirm.content
     response = admin_client.post(f"/admin/auth/user/{user.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302, response.status_code
     assert not django_user_model.objects.filter(pk=user.pk).exists()
