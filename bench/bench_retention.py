@@ -11,6 +11,9 @@ with the row count (the rows are never loaded).
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_retention .venv/bin/python bench/bench_retention.py
     ... --rows 100000 --batch 5000
 
+Then (``--erase-rows``, default 100,000) it erases a user with that many audit events and prints
+the time, the statements and the peak RSS of :func:`mcp_oauth.authorization_server.erasure.erase_user_data`.
+
 The database named by DATABASE_URL is migrated and its audit table emptied: use a scratch one.
 """
 
@@ -36,6 +39,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--keep", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=5000)
+    parser.add_argument("--erase-rows", type=int, default=100_000, help="audit rows of the user then erased (0: skip)")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("Set DATABASE_URL to a scratch PostgreSQL database.")
@@ -90,6 +94,43 @@ def main() -> None:
     )
     if left_old or left != args.keep:
         sys.exit("FAILED: the prune left old rows or took recent ones")
+    if args.erase_rows:
+        _erase(args.erase_rows)
+
+
+def _erase(rows: int) -> None:
+    """Erase a user with ``rows`` audit events (one IP each): time, statements, peak RSS."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from mcp_oauth.authorization_server.erasure import erase_user_data
+    from mcp_oauth.models import AuditEvent
+
+    User = get_user_model()
+    User.objects.filter(username="bench-leaver").delete()
+    user = User.objects.create_user("bench-leaver")
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = 0")
+        cursor.execute(
+            f"INSERT INTO {AuditEvent._meta.db_table} (kind, created_at, client_id, ip_address, user_id, detail) "
+            "SELECT 'token.issued', now(), 'c', '203.0.113.7', %s, jsonb_build_object('n', n) FROM generate_series(1, %s) n",
+            [user.pk, rows],
+        )
+        cursor.execute("RESET statement_timeout")
+    rss_before = _rss_mib()
+    started = time.perf_counter()
+    with CaptureQueriesContext(connection) as queries:
+        counts = erase_user_data(user)
+    elapsed = time.perf_counter() - started
+    left = AuditEvent.objects.filter(user=user).count() + AuditEvent.objects.filter(ip_address="203.0.113.7").count()
+    print(
+        f"erased a user with {rows:,} audit rows in {elapsed:.1f} s ({counts['audit_anonymised']:,} anonymised, "
+        f"{len(queries.captured_queries)} statements); peak RSS {rss_before:.0f} MiB before, {_rss_mib():.0f} MiB after; "
+        f"left with their id or IP: {left}"
+    )
+    if left:
+        sys.exit("FAILED: rows still name the erased user")
 
 
 if __name__ == "__main__":

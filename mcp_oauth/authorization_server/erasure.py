@@ -110,7 +110,7 @@ def _anonymise_audit(user_pk: Any) -> int:
             _rewrite(rows, user_pk)
             done += len(rows)
             last = rows[-1].pk
-    return done + update_in_batches(own, batch_size=AUDIT_BATCH, user_id=None, ip_address=None)
+    return done + update_in_batches(own, user_id=None, ip_address=None)
 
 
 def erase_user_data(user: Any, *, reason: str = "erased", actor: Any = None, request: Any = None) -> dict[str, int]:
