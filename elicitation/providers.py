@@ -32,6 +32,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections, router, transaction
 from django.utils import timezone
 
+from elicitation import crypto
 from elicitation.crypto import DecryptionError
 from elicitation.models import ThirdPartyConnection, ThirdPartyProvider, validate_endpoint_url
 from elicitation.settings import elicitation_settings
@@ -438,25 +439,35 @@ def revoke_connection(
     Revocation at the provider is best effort: a failure there is logged, the local
     tokens are deleted anyway.
     """
-    provider = connection.provider
-    if provider.revocation_endpoint:
-        for token, hint in (
+    revoke_at_provider(
+        connection.provider,
+        [
             (connection.refresh_token_encrypted, "refresh_token"),
             (connection.access_token_encrypted, "access_token"),
-        ):
-            if not token:
-                continue
-            try:
-                body = {
-                    "token": connection.refresh_token if hint == "refresh_token" else connection.access_token,
-                    "token_type_hint": hint,
-                }
-                auth = _client_auth(provider, body)
-                fetch_json("POST", provider.revocation_endpoint, data=body, auth=auth)
-            except (ProviderError, DecryptionError) as exc:
-                logger.warning("revocation at %s failed: %r", provider.slug, getattr(exc, "error", type(exc).__name__))
+        ],
+    )
     with transaction.atomic():
         _drop(connection, reason=reason, request=request, actor=actor)
+
+
+def revoke_at_provider(provider: ThirdPartyProvider, tokens: list[tuple[str, str]]) -> int:
+    """Ask ``provider`` to revoke each ``(encrypted token, token_type_hint)`` (RFC 7009 §2.1), best
+    effort: a failure is logged, never raised. Nothing is sent when the provider has no revocation
+    endpoint. :returns: how many revocation requests the provider accepted."""
+    if not provider.revocation_endpoint:
+        return 0
+    accepted = 0
+    for encrypted, hint in tokens:
+        if not encrypted:
+            continue
+        try:
+            body = {"token": crypto.decrypt(encrypted), "token_type_hint": hint}
+            auth = _client_auth(provider, body)
+            fetch_json("POST", provider.revocation_endpoint, data=body, auth=auth)
+            accepted += 1
+        except (ProviderError, DecryptionError) as exc:
+            logger.warning("revocation at %s failed: %r", provider.slug, getattr(exc, "error", type(exc).__name__))
+    return accepted
 
 
 def discover(provider: ThirdPartyProvider, *, save: bool = True) -> dict[str, Any]:

@@ -35,10 +35,12 @@ from celery import shared_task
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from elicitation.models import Elicitation
+from elicitation import providers
+from elicitation.models import Elicitation, ThirdPartyProvider
 from elicitation.notifications import write_completion_notification
 from elicitation.settings import elicitation_settings
 from mcp_oauth.models import McpSession
+from mcp_oauth.shared.batches import delete_in_batches
 
 log = logging.getLogger(__name__)
 
@@ -123,14 +125,27 @@ def expire_elicitations() -> int:
     )
 
 
+@shared_task(name="elicitation.tasks.revoke_at_provider", ignore_result=True)
+def revoke_at_provider(provider_pk: int, tokens: list[tuple[str, str]]) -> int:
+    """Revoke an erased connection's tokens at its provider (RFC 7009), best effort.
+
+    :param tokens: ``[(encrypted token, token_type_hint), ...]``: the message carries ciphertext only.
+    :returns: how many revocations the provider accepted (0 when the provider is gone).
+    """
+    provider = ThirdPartyProvider.objects.filter(pk=provider_pk).first()
+    if provider is None:
+        return 0
+    return providers.revoke_at_provider(provider, [(token, hint) for token, hint in tokens])
+
+
 @shared_task(name="elicitation.tasks.cleanup", ignore_result=True)
 def cleanup() -> int:
-    """Delete elicitations finished more than ``ELICITATION["RETENTION_DAYS"]`` days ago. :returns: how many."""
+    """Delete elicitations finished more than ``ELICITATION["RETENTION_DAYS"]`` days ago, in bounded
+    batches (:func:`mcp_oauth.shared.batches.delete_in_batches`). :returns: how many."""
     days = elicitation_settings.RETENTION_DAYS
     if days is None:
         return 0
     cutoff = timezone.now() - timedelta(days=float(days))
     finished = Elicitation.objects.filter(status__in=FINISHED)
     old = finished.filter(completed_at__lt=cutoff) | finished.filter(completed_at__isnull=True, created_at__lt=cutoff)
-    deleted, _ = old.delete()
-    return deleted
+    return delete_in_batches(old)

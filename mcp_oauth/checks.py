@@ -299,7 +299,7 @@ def check_task_queue(app_configs, **kwargs):
             "notifications), and its periodic tasks (mcp_oauth.tasks.cleanup, mcp_oauth.tasks.prune_dynamic_clients, "
             "mcp_oauth.tasks.prune_refresh_generations, mcp_oauth.mcp_tasks.reconcile, "
             "elicitation.tasks.reconcile_completion_notifications, elicitation.tasks.expire_elicitations, "
-            "elicitation.tasks.cleanup) never run.",
+            "elicitation.tasks.cleanup) never run: nothing is pruned (the retention settings are not applied).",
             hint="Give the site a Celery app and beat schedule (see project/celery.py and CELERY_BEAT_SCHEDULE of "
             "django-mcp-authz), or call those tasks from your own scheduler.",
             id="mcp_oauth.W050",
@@ -381,6 +381,34 @@ def check_request_state_keys_set(app_configs, **kwargs):
             id="mcp_oauth.W060",
         )
     ]
+
+
+#: The retention settings (mcp_oauth.retention): None, or a number of at least 0.
+RETENTION_SETTINGS = (
+    "AUDIT_RETENTION_DAYS",
+    "AUDIT_IP_RETENTION_DAYS",
+    "TASK_RETENTION_DAYS",
+    "USED_ASSERTION_RETENTION_SECONDS",
+    "CIMD_CACHE_RETENTION_DAYS",
+)
+
+
+@register()
+def check_retention(app_configs, **kwargs):
+    """E120 a retention setting is neither ``None`` nor a number of at least 0 (the periodic cleanup
+    would fail on it, and the table would grow)."""
+    errors = []
+    for key in RETENTION_SETTINGS:
+        value = getattr(mcp_oauth_settings, key)
+        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0):
+            continue
+        errors.append(
+            Error(
+                f'MCP_OAUTH["{key}"] must be None (keep) or a number of at least 0 (got {value!r}).',
+                id="mcp_oauth.E120",
+            )
+        )
+    return errors
 
 
 @register()

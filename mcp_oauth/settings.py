@@ -89,6 +89,17 @@ DEFAULTS: dict[str, Any] = {
     "DCR_ALLOW_ANONYMOUS_CONFIDENTIAL": False,
     # How long a redeemed authorization code is remembered to detect its replay (seconds).
     "REDEEMED_CODE_RETENTION_SECONDS": 24 * 3600,
+    # --- retention (mcp_oauth.retention, applied by mcp_oauth.tasks.cleanup in bounded batches; None: keep) ---
+    # Audit events older than this are deleted (days).
+    "AUDIT_RETENTION_DAYS": 365,
+    # IP addresses of audit events older than this are cleared, the event kept (days).
+    "AUDIT_IP_RETENTION_DAYS": 30,
+    # Finished MCP tasks are deleted this long after they finished (days; a task's ttl may end it sooner).
+    "TASK_RETENTION_DAYS": 30,
+    # JWT assertion jti records are kept this long past the assertion's expiry (seconds).
+    "USED_ASSERTION_RETENTION_SECONDS": 0,
+    # Cached CIMD documents no client uses (no application, or never valid), untouched this long, are deleted (days).
+    "CIMD_CACHE_RETENTION_DAYS": 30,
     # Where signed-out users go to sign in before approving a client (a path, URL or URL name).
     # None: settings.LOGIN_URL when the site set it or routes Django's default /accounts/login/,
     # else the app's own page /oauth/login (see mcp_oauth.authorization_server.login).

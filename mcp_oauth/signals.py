@@ -18,6 +18,14 @@
   (:mod:`mcp_oauth.mcp_server.mcp_tasks`).
 * :data:`task_finished` — ``sender=McpTask, task=…`` when a task reached ``completed``, ``failed``
   or ``cancelled``.
+* :data:`user_data_export` — ``sender=<user model>, user=…, export=UserDataExport`` while a user's
+  data export is assembled (GDPR Art. 15/20): a receiver contributes a section with
+  ``export.add_section(name, rows)`` (``rows``: an iterable of JSON-able dicts, read lazily while
+  the document streams). The ``elicitation`` app adds its sections this way.
+* :data:`user_data_erase` — ``sender=<user model>, user=…, reason=…, counts={…}`` inside the
+  transaction that erases a user's data (account deletion, the erase action and command): a
+  receiver deletes the site's own rows of that user and may add ``counts[name] = n``. The
+  ``elicitation`` app erases its elicitations, connections and stored secrets this way.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ client_response_received = Signal()
 user_grants_revoked = Signal()
 task_created = Signal()
 task_finished = Signal()
+user_data_export = Signal()
+user_data_erase = Signal()
 
 
 def sync_default_resource(**kwargs) -> None:

@@ -35,24 +35,28 @@ from oauth2_provider.settings import oauth2_settings
 
 # The CIMD fetch/refresh tasks live in mcp_oauth.authorization_server.cimd.tasks and the Tasks-extension jobs in
 # mcp_oauth.mcp_server.mcp_tasks.jobs; importing them here registers them with workers that autodiscover this module.
-from mcp_oauth.authorization_server.assertions import prune_used_assertions
+from mcp_oauth import retention
 from mcp_oauth.authorization_server.cimd import tasks as cimd_tasks  # noqa: F401
 from mcp_oauth.authorization_server.rotation import prune_generations
 from mcp_oauth.dpop.bindings import prune_bindings
 from mcp_oauth.mcp_server.mcp_tasks import jobs as mcp_task_jobs  # noqa: F401  (mcp_oauth.mcp_tasks.run / .reconcile)
 from mcp_oauth.models import McpSession, RedeemedAuthorizationCode
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.batches import delete_in_batches
 
 log = logging.getLogger(__name__)
 
 
 @shared_task(name="mcp_oauth.tasks.cleanup", ignore_result=True)
 def cleanup() -> dict[str, int]:
-    """Delete dead sessions, old redeemed-code records, the ``jti`` records of expired JWT assertions
-    and the DPoP bindings of expired tokens (:func:`mcp_oauth.dpop.bindings.prune_bindings`).
+    """Delete dead sessions, old redeemed-code records, the DPoP bindings of expired tokens
+    (:func:`mcp_oauth.dpop.bindings.prune_bindings`), and apply the retention settings
+    (:func:`mcp_oauth.retention.prune`: audit events and their IP addresses, finished tasks, the
+    ``jti`` records of expired JWT assertions, unused CIMD documents), in bounded batches.
 
-    :returns: ``{"sessions": n, "redeemed_codes": m, "used_assertions": k, "dpop_bindings": b}`` — rows
-        deleted (outbox rows not counted).
+    :returns: ``{"sessions": n, "redeemed_codes": m, "used_assertions": k, "dpop_bindings": b,
+        "audit_events": a, "audit_ips_cleared": i, "tasks": t, "cimd_documents": c}`` — rows deleted
+        (or cleared; outbox rows not counted).
     """
     now = timezone.now()
     idle_cutoff = now - timedelta(seconds=mcp_oauth_settings.SESSION_IDLE_TIMEOUT_SECONDS)
@@ -60,11 +64,12 @@ def cleanup() -> dict[str, int]:
     sessions = dead.count()
     dead.delete()
     code_cutoff = now - timedelta(seconds=mcp_oauth_settings.REDEEMED_CODE_RETENTION_SECONDS)
-    codes, _ = RedeemedAuthorizationCode.objects.filter(redeemed_at__lt=code_cutoff).delete()
+    codes = delete_in_batches(RedeemedAuthorizationCode.objects.filter(redeemed_at__lt=code_cutoff))
+    retained = retention.prune(now)
     return {
+        **retained,
         "sessions": sessions,
         "redeemed_codes": codes,
-        "used_assertions": prune_used_assertions(),
         "dpop_bindings": prune_bindings(now),
     }
 

@@ -12,10 +12,11 @@ exchange, a refresh, a client_credentials grant) waits for that grant and delete
   ``transaction.atomic`` before ``pre_delete`` runs. On SQLite, a transaction that has read cannot
   wait for the write lock (SQLite answers SQLITE_BUSY at once instead of calling the busy handler,
   to avoid a deadlock), so ``take_write_lock()`` in ``pre_delete`` comes too late: the deletion
-  fails with "database is locked" (a 500 in the admin) instead of waiting. FAILS on SQLite
-  (marked xfail there: known, not fixed).
-  Fix: for SQLite use ``DATABASES[...]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"`` (Django >= 5.1),
-  so that every transaction takes the write lock at BEGIN, under the busy timeout.
+  fails with "database is locked" (a 500 in the admin) instead of waiting. Holds now that the
+  reference settings use ``transaction_mode = "IMMEDIATE"`` on SQLite (the write lock is taken at
+  BEGIN, under the busy timeout).
+* ``test_the_admin_can_delete_a_user_who_consented`` / ``test_a_staff_user_without_the_permissions_is_still_refused``:
+  issues 28 and 34 (the consent and DOT token screens no longer block their owner's cascade).
 * ``test_a_deletion_that_locks_the_codes_first_makes_the_exchange_lose``: the other order
   (the deletion holds the code's row before the exchange deletes it): the exchange answers
   ``invalid_grant`` and nothing it wrote survives (PostgreSQL). Holds.
@@ -85,12 +86,6 @@ def test_a_plain_delete_waits_for_a_code_exchange_in_flight(
     _nothing_left(django_user_model, pk)
 
 
-@pytest.mark.xfail(
-    condition=connection.vendor == "sqlite",
-    strict=True,
-    reason="known, not fixed: on SQLite the admin's deletion reads before pre_delete and cannot wait "
-    "for the write lock ('database is locked'); PostgreSQL waits (the production database)",
-)
 def test_the_admin_deletes_a_user_while_their_code_is_exchanged(
     client, user, resource, public_app, monkeypatch, django_user_model
 ):
@@ -100,9 +95,6 @@ def test_the_admin_deletes_a_user_while_their_code_is_exchanged(
     admin_client.force_login(admin)
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)
-    # The consent row would make the admin refuse the deletion outright (ConsentAdmin has no
-    # delete permission: see test_the_admin_can_delete_a_user_who_consented); drop it here.
-    Consent.objects.filter(user=user).delete()
     pk = user.pk
 
     def delete():
@@ -122,28 +114,69 @@ def test_the_admin_deletes_a_user_while_their_code_is_exchanged(
     _nothing_left(django_user_model, pk)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, not fixed (predates this change): ConsentAdmin refuses deletion, so the admin refuses "
-    "the cascade of an account with consents (403)",
-)
 def test_the_admin_can_delete_a_user_who_consented(client, user, resource, public_app, django_user_model):
-    """Not part of the change, found on the way: an account whose owner once approved a client
-    cannot be deleted in the admin at all. ConsentAdmin.has_delete_permission is False ("revoke
-    instead"), and the admin refuses to delete an object whose cascade includes rows the admin user
-    may not delete (403 PermissionDenied, also for a superuser). Expected: the deletion works
-    (the consent rows go with the account; mcp_oauth.authorization_server.lifecycle revokes the grants first).
-    Fix: ConsentAdmin.has_delete_permission(request, obj) True when obj is None... or rather leave
-    the per-object permission off but don't block cascades: e.g. override UserAdmin.get_deleted_objects
-    to drop Consent from perms_needed, or make has_delete_permission return True for the cascade."""
+    """An account whose owner once approved a client (a consent, a code, tokens) is deleted by a
+    superuser in the admin: the consent and DOT's token screens refuse a *direct* delete (revoke
+    instead), not the cascade of their owner (issues 28, 34; mcp_oauth.admin.cascade)."""
     admin = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
     admin_client = Client()
     admin_client.force_login(admin)
     client.force_login(user)
     get_code(client, public_app)
     assert Consent.objects.filter(user=user).exists()
+    tokens = token_request(Client(), public_app, *get_code(client, public_app)[:2]).json()
+    assert get_refresh_token_model().objects.filter(user=user).exists()
+    confirm = admin_client.get(f"/admin/auth/user/{user.pk}/delete/")
+    assert confirm.status_code == 200
+    # The confirmation lists what goes with the account, never a token's value.
+    assert b"AccessToken #" in confirm.content and b"RefreshToken #" in confirm.content
+    for value in (tokens["access_token"], tokens["refresh_token"]):
+        assert value.encode() not in confirm.content
     response = admin_client.post(f"/admin/auth/user/{user.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302, response.status_code
+    assert not django_user_model.objects.filter(pk=user.pk).exists()
+    assert not Consent.objects.filter(user_id=user.pk).exists()
+
+
+def test_a_staff_user_without_the_permissions_is_still_refused(client, user, resource, public_app, django_user_model):
+    """Staff with ``auth.delete_user`` only: the cascade includes consents and tokens they may not
+    delete, so the admin refuses (403), and the consent and tokens stay. Given the permissions, it works."""
+    from django.contrib.auth.models import Permission
+
+    staff = django_user_model.objects.create_user("staff", "staff@example.com", "pw", is_staff=True)
+    staff.user_permissions.add(
+        Permission.objects.get(codename="delete_user"), Permission.objects.get(codename="view_user")
+    )
+    staff_client = Client()
+    staff_client.force_login(staff)
+    client.force_login(user)
+    token_request(Client(), public_app, *get_code(client, public_app)[:2])
+    response = staff_client.post(f"/admin/auth/user/{user.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 403
+    assert django_user_model.objects.filter(pk=user.pk).exists()
+    assert Consent.objects.filter(user=user).exists()
+    assert get_access_token_model().objects.filter(user=user).exists()
+    # Direct deletion on the consent screen stays refused for a superuser too (revoke instead).
+    root = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
+    root_client = Client()
+    root_client.force_login(root)
+    consent = Consent.objects.get(user=user)
+    assert root_client.get(f"/admin/mcp_oauth/consent/{consent.pk}/delete/").status_code == 403
+    staff.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=[
+                "delete_consent",
+                "delete_accesstoken",
+                "delete_refreshtoken",
+                "delete_grant",
+                "delete_idtoken",
+            ]
+        )
+    )
+    staff = django_user_model.objects.get(pk=staff.pk)
+    staff_client.force_login(staff)
+    response = staff_client.post(f"/admin/auth/user/{user.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
     assert not django_user_model.objects.filter(pk=user.pk).exists()
 
 
@@ -155,20 +188,20 @@ def test_a_deletion_that_locks_the_codes_first_makes_the_exchange_lose(
     tokens it had inserted roll back: nothing of the user is left."""
     if connection.vendor != "postgresql":
         pytest.skip("row locks: PostgreSQL")
-    from mcp_oauth.authorization_server import lifecycle
+    from mcp_oauth.authorization_server import erasure  # revoke_on_delete runs erase_user_data
 
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)
     pk = user.pk
     locked, release = threading.Event(), threading.Event()
-    original = lifecycle.revoke_user_grants
+    original = erasure.revoke_user_grants
 
     def held_revoke(instance, *args, **kwargs):
         locked.set()  # the codes are locked (revoke_on_delete locks them before this call)
         assert release.wait(timeout=30)
         return original(instance, *args, **kwargs)
 
-    monkeypatch.setattr(lifecycle, "revoke_user_grants", held_revoke)
+    monkeypatch.setattr(erasure, "revoke_user_grants", held_revoke)
 
     def delete():
         try:

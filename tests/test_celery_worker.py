@@ -60,7 +60,16 @@ def test_cleanup_runs_on_a_real_worker(worker, resource, user, public_app):
         code_checksum="c" * 64, application=public_app, redeemed_at=timezone.now() - timedelta(days=3)
     )
     result = worker.tasks["mcp_oauth.tasks.cleanup"].apply_async(ignore_result=False)
-    assert result.get(timeout=30) == {"sessions": 1, "redeemed_codes": 1, "used_assertions": 0, "dpop_bindings": 0}
+    assert result.get(timeout=30) == {
+        "sessions": 1,
+        "redeemed_codes": 1,
+        "used_assertions": 0,
+        "dpop_bindings": 0,
+        "audit_events": 0,
+        "audit_ips_cleared": 0,
+        "tasks": 0,
+        "cimd_documents": 0,
+    }
     assert list(McpSession.objects.all()) == [live]
     assert not RedeemedAuthorizationCode.objects.exists()
 

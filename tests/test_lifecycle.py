@@ -79,12 +79,12 @@ def test_deactivation_revokes(logged_in, user, public_app):
 
 def test_deletion_revokes_and_is_audited(logged_in, user, public_app):
     tokens = connected(logged_in, public_app)
-    user_id = str(user.pk)
     user.delete()
     assert not bearer_works(logged_in, tokens["access_token"])
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.GRANTS_REVOKED)
-    assert event.detail == {"reason": "deleted", "user_id": user_id, "client_id": None, "tokens": 2, "consents": 1}
-    assert event.user is None  # the account is gone; the event stays
+    # The event stays, anonymised (issue 34): no user link, no user id in detail, no IP address.
+    assert event.detail == {"reason": "deleted", "client_id": None, "tokens": 2, "consents": 1}
+    assert event.user is None and event.ip_address is None
 
 
 def test_login_and_other_saves_revoke_nothing(logged_in, user, public_app):

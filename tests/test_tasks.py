@@ -31,7 +31,17 @@ def test_cleanup_deletes_dead_sessions_and_old_codes(settings, resource, user, p
 
     result = cleanup.delay().get()
 
-    assert result == {"sessions": 2, "redeemed_codes": 1, "used_assertions": 0, "dpop_bindings": 0}
+    assert result == {
+        "sessions": 2,
+        "redeemed_codes": 1,
+        "used_assertions": 0,
+        "dpop_bindings": 0,
+        # the retention rules (mcp_oauth.retention): nothing old enough here
+        "audit_events": 0,
+        "audit_ips_cleared": 0,
+        "tasks": 0,
+        "cimd_documents": 0,
+    }
     assert list(McpSession.objects.all()) == [live]
     assert not McpSessionEvent.objects.exists()
     assert list(RedeemedAuthorizationCode.objects.all()) == [fresh]

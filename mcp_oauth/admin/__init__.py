@@ -21,10 +21,18 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
-from oauth2_provider.models import get_access_token_model, get_application_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_id_token_model,
+    get_refresh_token_model,
+)
 from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.admin import enterprise as enterprise_admin
+from mcp_oauth.admin.cascade import CascadeDeletable, reregister_cascade_deletable
+from mcp_oauth.admin.user_data import add_user_data_actions
 from mcp_oauth.audit import record
 from mcp_oauth.authorization_server import trust  # enterprise_admin also registers the enterprise IdP screens
 from mcp_oauth.authorization_server.cimd import cache as cimd_cache
@@ -243,6 +251,13 @@ def block_rules_for(application) -> list[tuple[str, str]]:
         return [(TrustRule.Target.REDIRECT_HOST, host) for host in hosts]
     return [(TrustRule.Target.CLIENT, application.client_id)]
 
+
+# DOT's token screens refuse deletion (revoke instead); the rows still go with their user or client.
+for _token_model in (get_access_token_model(), get_refresh_token_model(), get_grant_model(), get_id_token_model()):
+    reregister_cascade_deletable(_token_model)
+
+# The export and erase actions on the site's user admin (mcp_oauth.admin.user_data).
+add_user_data_actions()
 
 Application = get_application_model()
 if admin.site.is_registered(Application):
@@ -504,7 +519,7 @@ class ConsentStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Consent)
-class ConsentAdmin(admin.ModelAdmin):
+class ConsentAdmin(CascadeDeletable, admin.ModelAdmin):
     """Who let which client act for them; "revoke" also revokes the client's tokens for that user."""
 
     list_display = ("user", "application", "scope", "granted_at", "last_granted_at", "revoked_at", "live_tokens")
@@ -531,8 +546,8 @@ class ConsentAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False  # consents come from the consent page
 
-    def has_delete_permission(self, request, obj=None):
-        return False  # revoke instead, so the tokens go too
+    def own_delete_permission(self, request, obj=None):
+        return False  # revoke instead, so the tokens go too; the rows go with their user (CascadeDeletable)
 
     @admin.display(description=_("live access tokens"))
     def live_tokens(self, obj):

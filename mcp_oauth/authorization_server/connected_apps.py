@@ -4,15 +4,16 @@ GET lists the user's active consents (:func:`mcp_oauth.authorization_server.gran
 client registered, the host of a CIMD ``client_id``, scopes, resource, last token issued.
 POST ``action=revoke&client_id=<id>`` revokes that client's tokens and consent
 (:func:`mcp_oauth.authorization_server.grants.revoke_user_grants`, audited) and comes back with a message (303);
-``action=revoke_all`` does it for every client. An unknown action or client answers 400 with
-the page and a message. Login required, CSRF-protected, not frameable, never cached.
+``action=revoke_all`` does it for every client; ``action=export`` downloads the user's own data
+as JSON (:mod:`mcp_oauth.authorization_server.user_export`, GDPR Art. 15/20; a POST, so the
+CSRF token guards it). An unknown action or client answers 400 with the page and a message. Login required, CSRF-protected, not frameable, never cached.
 """
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -22,6 +23,7 @@ from oauth2_provider.models import get_application_model
 
 from mcp_oauth.authorization_server.grants import revoke_user_grants, user_grants
 from mcp_oauth.authorization_server.login import login_url
+from mcp_oauth.authorization_server.user_export import export_response
 from mcp_oauth.models import Consent
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.ui_headers import secure_ui as _secure
@@ -37,7 +39,7 @@ def _page(request: HttpRequest, status: int = 200, error: str = "") -> HttpRespo
 @never_cache
 @csrf_protect
 @require_http_methods(["GET", "HEAD", "POST"])
-def connected_apps(request: HttpRequest) -> HttpResponse:
+def connected_apps(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     """See the module docstring."""
     if not request.user.is_authenticated:
         return _secure(redirect_to_login(request.get_full_path(), login_url()))
@@ -45,6 +47,8 @@ def connected_apps(request: HttpRequest) -> HttpResponse:
         return _page(request)
     action = request.POST.get("action")
     here = reverse("mcp-oauth-connected-apps")
+    if action == "export":
+        return _secure(export_response(request.user))
     if action == "revoke_all":
         names = [grant.name for grant in user_grants(request.user)]
         revoke_user_grants(request.user, None, reason=REASON)

@@ -7,8 +7,9 @@ Receivers on the user model (connected in :meth:`mcp_oauth.apps.MCPOAuthConfig.r
   reset) or ``is_active`` turned false revokes the user's tokens and consents
   (:func:`mcp_oauth.authorization_server.grants.revoke_user_grants`, reasons ``password_changed`` /
   ``deactivated``; RFC 9700 §4.14.2, OAuth 2.1 §4.3.3: "revoke on password change").
-* ``pre_delete`` revokes them before the user is deleted (reason ``deleted``), so the audit
-  log keeps the event (with ``detail.user_id``) and caches hear about the tokens.
+* ``pre_delete`` erases the user's data before the user is deleted (reason ``deleted``;
+  :mod:`mcp_oauth.authorization_server.erasure`): revoked first, so caches hear about the tokens;
+  the audit log keeps its events, anonymised.
 
 ``user_logged_in`` is not used: logging in changes neither. Saves with ``update_fields``
 that name neither field (``last_login``) cost no query.
@@ -24,6 +25,7 @@ from django.db import router, transaction
 from django.db.models.signals import post_save, pre_delete, pre_save
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 
+from mcp_oauth.authorization_server.erasure import erase_user_data
 from mcp_oauth.authorization_server.grants import revoke_user_grants
 from mcp_oauth.authorization_server.rotation import take_write_lock
 from mcp_oauth.models import RefreshGeneration
@@ -55,7 +57,8 @@ def revoke_on_credentials_change(sender, instance, created=False, raw=False, **k
 
 
 def revoke_on_delete(sender, instance, **kwargs) -> None:
-    """``pre_delete``: revoke the user's grants (audited) before the account goes.
+    """``pre_delete``: erase the user's data (:func:`~mcp_oauth.authorization_server.erasure.erase_user_data`,
+    reason ``deleted``) before the account goes.
 
     First the user's pending authorization codes are locked: a code exchange in flight holds its
     code's row until it commits, so the deletion waits for it (later exchanges find the code gone:
@@ -63,13 +66,11 @@ def revoke_on_delete(sender, instance, **kwargs) -> None:
     collected the rows to delete before sending ``pre_delete``, and an exchange or a refresh in
     flight (which :func:`revoke_user_grants` waited for) committed a new pair after that; left to
     the deletion, those rows would fail its foreign-key check at commit (the account deletion
-    would fail)."""
-    with transaction.atomic(using=router.db_for_write(type(instance))):
-        take_write_lock()
-        list(get_grant_model().objects.select_for_update().filter(user_id=instance.pk).values_list("pk"))
-        revoke_user_grants(instance, reason="deleted")
-        get_refresh_token_model().objects.filter(user_id=instance.pk).delete()
-        get_access_token_model().objects.filter(user_id=instance.pk).delete()
+    would fail). The rest (bookkeeping, sessions, tasks, the ``elicitation`` app's rows, the audit
+    rows' anonymisation) goes in the same transaction."""
+    if instance.pk is None:
+        return
+    erase_user_data(instance, reason="deleted")
 
 
 def settle_client_deletion(sender, instance, **kwargs) -> None:

@@ -39,6 +39,7 @@ class AuditEvent(models.Model):
         ASSERTION_REFUSED = "assertion.refused", _("JWT assertion refused")
         ASSERTION_REPLAYED = "assertion.replayed", _("JWT assertion replayed")
         ENTERPRISE_IDENTITY_LINKED = "enterprise.identity_linked", _("enterprise identity linked")
+        USER_ERASED = "user.erased", _("a user's data erased")
 
     kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices, db_index=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
@@ -53,6 +54,11 @@ class AuditEvent(models.Model):
         ordering = ["-created_at", "-id"]
         verbose_name = _("audit event")
         verbose_name_plural = _("audit events")
+        # The data-lifecycle actions on users (mcp_oauth.admin.user_data): GDPR Art. 15/20 export, Art. 17 erasure.
+        permissions = [
+            ("export_user_data", _("Can export a user's data")),
+            ("erase_user_data", _("Can erase a user's data")),
+        ]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} at {self.created_at:%Y-%m-%d %H:%M:%S}"
