@@ -2,7 +2,8 @@
 bench/recovery.py).
 
 :func:`run_cut` drives ``clients`` concurrent MCP clients calling ``tools/call`` (``echo``) back to
-back against a running site — half in 2025-11-25 sessions, half as 2026-07-28 stateless requests —
+back against a running site, each other request a read of the protected-resource metadata (a
+request that reads the database: a tool call on a cached token may not) — half in 2025-11-25 sessions, half as 2026-07-28 stateless requests —
 and a readiness probe every 100 ms, while a :class:`tests.tcp_forwarder.TcpForwarder` between the
 site and a dependency is stopped for ``cut_seconds`` and started again. Every answer is recorded
 with its time; :class:`CutFigures` sums them up relative to the moment the forwarder came back.
@@ -23,7 +24,7 @@ import httpx2
 
 from .tcp_forwarder import TcpForwarder
 
-__all__ = ["Answer", "CutFigures", "run_cut"]
+__all__ = ["Answer", "CutFigures", "idle_cut", "run_cut"]
 
 ACCEPT = "application/json, text/event-stream"
 MODERN_VERSION = "2026-07-28"
@@ -43,6 +44,7 @@ class Answer:
     status: int  # 0: no HTTP answer (connection refused, reset, timeout)
     retry_after: str | None
     detail: str = ""
+    sent: float = 0.0  # when the request was sent
 
 
 @dataclass
@@ -62,8 +64,14 @@ class CutFigures:
 
     @property
     def errors_during(self) -> list[Answer]:
-        """Failed calls answered from the cut until the forwarder came back."""
-        return [a for a in self.calls if not a.ok and self.cut_at <= a.at < self.back_at]
+        """Failed calls sent before the forwarder came back and answered after the cut (a request
+        that waited for the pool during the cut may be answered just after the return)."""
+        return [a for a in self.calls if not a.ok and a.at >= self.cut_at and a.sent < self.back_at]
+
+    @property
+    def errors_sent_after(self) -> list[Answer]:
+        """Failed calls sent after the forwarder came back."""
+        return [a for a in self.calls if not a.ok and a.sent >= self.back_at]
 
     @property
     def first_success_after(self) -> float | None:
@@ -98,8 +106,9 @@ class CutFigures:
             "errors_during_cut_without_retry_after": sum(
                 1 for a in during if a.status == 503 and a.retry_after is None
             ),
-            "errors_0_to_5s_after": len(self.errors(0, 5)),
-            "errors_after_5s": len(self.errors(5)),
+            "errors_sent_after_return": len(self.errors_sent_after),
+            "errors_answered_0_to_5s_after": len(self.errors(0, 5)),
+            "errors_answered_after_5s": len(self.errors(5)),
             "first_success_after_s": None
             if self.first_success_after is None
             else round(self.first_success_after, 3),
@@ -179,18 +188,37 @@ async def _client(base: str, token: str, modern: bool, stop: asyncio.Event, answ
         n = 0
         while not stop.is_set():
             n += 1
+            if n % 2 == 0:  # every other request: one that reads the database (resource metadata)
+                await _metadata(client, base, answers)
+                continue
+            sent = time.monotonic()
             try:
                 response = await client.post(url, headers=_headers(token, modern, session), json=_call(n, modern))
             except httpx2.HTTPError as exc:
-                answers.append(Answer(time.monotonic(), False, 0, None, f"{type(exc).__name__}: {exc}"))
+                answers.append(Answer(time.monotonic(), False, 0, None, f"{type(exc).__name__}: {exc}", sent))
                 await asyncio.sleep(0.1)
                 continue
             ok, detail = _judge(response, n)
-            answers.append(Answer(time.monotonic(), ok, response.status_code, response.headers.get("retry-after"), detail))
+            retry_after = response.headers.get("retry-after")
+            answers.append(Answer(time.monotonic(), ok, response.status_code, retry_after, detail, sent))
             if response.status_code == 404 and session is not None:  # the session is gone: a new one
                 session = await _open_session(client, url, token)
             if not ok:
                 await asyncio.sleep(0.1)  # as a client honouring a short Retry-After would, bounded
+
+
+async def _metadata(client: httpx2.AsyncClient, base: str, answers: list[Answer]) -> None:
+    sent = time.monotonic()
+    try:
+        response = await client.get(base + "/.well-known/oauth-protected-resource/mcp")
+    except httpx2.HTTPError as exc:
+        answers.append(Answer(time.monotonic(), False, 0, None, f"metadata: {type(exc).__name__}: {exc}", sent))
+        return
+    ok = response.status_code == 200 and "resource" in response.json()
+    retry_after = response.headers.get("retry-after")
+    answers.append(Answer(time.monotonic(), ok, response.status_code, retry_after, response.text[:200], sent))
+    if not ok:
+        await asyncio.sleep(0.1)
 
 
 async def _probe(base: str, stop: asyncio.Event, probes: list[Answer]) -> None:
@@ -232,6 +260,20 @@ async def _run(
         stop.set()
         await asyncio.gather(*tasks)
     return CutFigures(cut_at, back_at, calls, probes)
+
+
+def idle_cut(base: str, forwarder: TcpForwarder, cut_seconds: float = 5.0, settle: float = 5.0, n: int = 20) -> dict:
+    """The operator's case: no load, the forwarder stopped ``cut_seconds``, started again, then
+    after ``settle`` s ``n`` sequential reads of the protected-resource metadata and ``n`` readiness
+    probes (the pooled connections sat idle through the cut). :returns: their status codes."""
+    forwarder.stop()
+    time.sleep(cut_seconds)
+    forwarder.start()
+    time.sleep(settle)
+    with httpx2.Client(timeout=15) as client:
+        metadata = [client.get(base + "/.well-known/oauth-protected-resource/mcp").status_code for _ in range(n)]
+        readiness = [client.get(base + "/readyz").status_code for _ in range(n)]
+    return {"metadata": metadata, "readiness": readiness}
 
 
 def run_cut(

@@ -31,7 +31,7 @@ import pytest
 from mcp_oauth.signals import ensure_default_resource
 
 from .live import free_port
-from .recovery_load import CutFigures, run_cut
+from .recovery_load import CutFigures, idle_cut, run_cut
 from .tcp_forwarder import TcpForwarder
 from .topology import REDIS_URL, database_url, require_postgres_and_redis
 
@@ -48,9 +48,8 @@ def through(url: str, forwarder: TcpForwarder) -> str:
 
 
 @contextlib.contextmanager
-def served(tmp_path: Path, database: TcpForwarder, redis: TcpForwarder) -> Iterator[tuple[str, Path]]:
-    """``project.serve`` on the test database and Redis, both through forwarders; (base URL, log)."""
-    port = free_port()
+def served(port: int, tmp_path: Path, database: TcpForwarder, redis: TcpForwarder) -> Iterator[tuple[str, Path]]:
+    """``project.serve`` on ``port``, the test database and Redis, both through forwarders; (base URL, log)."""
     base = f"http://127.0.0.1:{port}"
     env = {
         **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "USER")},
@@ -104,23 +103,29 @@ def served(tmp_path: Path, database: TcpForwarder, redis: TcpForwarder) -> Itera
 
 
 @pytest.fixture
-def forwarders():
+def forwarders(settings):
+    """(port of the site, PostgreSQL forwarder, Redis forwarder); the default resource is the site's."""
     require_postgres_and_redis()
+    port = free_port()
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": f"http://127.0.0.1:{port}"}
     with (
         TcpForwarder(int(urlsplit(database_url()).port or 5432)) as database,
         TcpForwarder(int(urlsplit(REDIS_URL).port or 6379)) as redis,
     ):
-        yield database, redis
+        yield port, database, redis
 
 
 def assert_recovered(figures: CutFigures, log: Path) -> None:
     summary = figures.summary()
     print(summary)
+    for answer in [a for a in figures.calls if not a.ok][:40]:
+        print(round(answer.at - figures.back_at, 2), answer.status, answer.retry_after, answer.detail[:150])
     context = f"{summary}\n{log.read_text()[-4000:]}"
     during = figures.errors_during
     assert all(a.status == 503 and a.retry_after == "2" for a in during), [
         (a.status, a.retry_after, a.detail) for a in during if a.status != 503 or a.retry_after != "2"
     ][:5]
+    assert figures.errors_sent_after == [], context  # sent after the return: none fails
     late = figures.errors(5)
     assert late == [], ([(round(a.at - figures.back_at, 2), a.status, a.detail) for a in late][:5], context)
     # readiness: down during the cut, then 200 throughout once 5 s have passed
@@ -131,17 +136,20 @@ def assert_recovered(figures: CutFigures, log: Path) -> None:
 
 
 def test_postgresql_cut_for_5_s_under_20_clients(forwarders, tmp_path, user, public_app, mint_token):
-    database, redis = forwarders
+    port, database, redis = forwarders
     token = mint_token(user, public_app, "mcp", ensure_default_resource().uri)
-    with served(tmp_path, database, redis) as (base, log):
-        figures = run_cut(base, token, database, clients=20, cut_seconds=5, after_seconds=12)
+    with served(port, tmp_path, database, redis) as (base, log):
+        figures = run_cut(base, token, database, clients=20, cut_seconds=5, after_seconds=10)
+        # then the operator's case: idle pools through a cut, sequential requests 5 s after the return
+        idle = idle_cut(base, database, cut_seconds=5, settle=5)
     assert_recovered(figures, log)
     assert figures.errors_during, "the cut did not reach the clients"
+    assert idle == {"metadata": [200] * 20, "readiness": [200] * 20}, idle
 
 
 def test_redis_cut_for_5_s_under_20_clients(forwarders, tmp_path, user, public_app, mint_token):
-    database, redis = forwarders
+    port, database, redis = forwarders
     token = mint_token(user, public_app, "mcp", ensure_default_resource().uri)
-    with served(tmp_path, database, redis) as (base, log):
-        figures = run_cut(base, token, redis, clients=20, cut_seconds=5, after_seconds=12)
+    with served(port, tmp_path, database, redis) as (base, log):
+        figures = run_cut(base, token, redis, clients=20, cut_seconds=5, after_seconds=10)
     assert_recovered(figures, log)
