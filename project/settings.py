@@ -266,13 +266,24 @@ ELICITATION = {
     "ENCRYPTION_KEYS": _elicitation_keys(),
 }
 
+# Everything to stderr (logging.StreamHandler's default stream). django.request has a handler of
+# its own: Django's default one (its "console" handler) prints
+# only with DEBUG, so without it a 500 would leave no trace; an error record carries the traceback
+# (exc_info), which the formatter prints after the line.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "errors": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
     "loggers": {
         "mcp_oauth": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
         "elicitation": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
+        # 5xx with their tracebacks (4xx are warnings: left out); not propagated to "django"
+        # (whose DEBUG console would print them twice)
+        "django.request": {"handlers": ["errors"], "level": "ERROR", "propagate": False},
     },
 }
 
