@@ -25,6 +25,7 @@
 | DJANGO_HSTS_SECONDS | 31536000 without DEBUG (Strict-Transport-Security max-age) |
 | DJANGO_HSTS_INCLUDE_SUBDOMAINS, DJANGO_HSTS_PRELOAD | "1" without DEBUG |
 | DJANGO_SECURE_PROXY_SSL_HEADER | unset; behind a TLS proxy that sets X-Forwarded-Proto: HTTP_X_FORWARDED_PROTO |
+| (derived) CSRF_TRUSTED_ORIGINS | the origin of MCP_BASE_URL (a TLS proxy on a non-default port: docs/how-to/production.md) |
 | DJANGO_INSECURE_LOOPBACK_HTTP | unset; "1": without DEBUG over plain http, loopback only (no https redirect, no HSTS, cookies without Secure); ImproperlyConfigured when MCP_BASE_URL or DJANGO_ALLOWED_HOSTS is not loopback |
 
 Production: the variables docs/how-to/production.md marks required (DJANGO_DEBUG=0,
@@ -198,6 +199,11 @@ MCP_OAUTH = {
     # seconds a stopping worker keeps accepting (readiness 503) before it stops (mcp_oauth.mcp_server.drain)
     "DRAIN_DELAY_SECONDS": float(os.environ.get("MCP_DRAIN_DELAY_SECONDS", "0")),
 }
+
+# The origin clients use (MCP_BASE_URL) is trusted for CSRF: behind a TLS proxy that forwards
+# "Host: $host" (no port) the browser's Origin https://host:8443 would not match the Host Django
+# sees, and every form POST (login, consent) would answer 403.
+CSRF_TRUSTED_ORIGINS = ["{0.scheme}://{0.netloc}".format(urlsplit(MCP_OAUTH["BASE_URL"]))]
 
 OAUTH2_PROVIDER = {
     "SCOPES": {
