@@ -109,9 +109,7 @@ class CutFigures:
             "errors_sent_after_return": len(self.errors_sent_after),
             "errors_answered_0_to_5s_after": len(self.errors(0, 5)),
             "errors_answered_after_5s": len(self.errors(5)),
-            "first_success_after_s": None
-            if self.first_success_after is None
-            else round(self.first_success_after, 3),
+            "first_success_after_s": None if self.first_success_after is None else round(self.first_success_after, 3),
             "readiness_probes": len(self.probes),
             "readiness_flaps_after_return": self.readiness_flaps(),
             "readiness_steady_200_from_s": self.readiness_steady_from(),

@@ -38,7 +38,16 @@ def test_a_500_without_debug_logs_its_traceback_to_stderr(tmp_path):
     stderr = tmp_path / "stderr.log"
     with stderr.open("w") as errors:
         process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "project.asgi:application", "--port", str(port), "--log-level", "warning"],
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "project.asgi:application",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,

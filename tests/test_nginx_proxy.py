@@ -137,7 +137,11 @@ def test_a_user_signs_in_through_the_documented_nginx(behind_nginx):
         data={"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token, "next": "/"},
         headers={"Origin": public, "Referer": public + "/accounts/login/?next=/"},
     )
-    assert posted.status_code == 302, (posted.status_code, re.findall(r'(?s)class="error.*?</', posted.text), posted.text[posted.text.find("<form") :][:800])
+    assert posted.status_code == 302, (
+        posted.status_code,
+        re.findall(r'(?s)class="error.*?</', posted.text),
+        posted.text[posted.text.find("<form") :][:800],
+    )
     assert posted.headers["location"] == "/"
     assert "sessionid" in client.cookies
     assert client.get(public + "/").status_code == 200

@@ -122,7 +122,9 @@ def back_within(topology, role: str, killed: int, expected: int, timeout: float 
         if killed not in pids and len(pids) == expected:
             return time.monotonic() - started
         time.sleep(0.05)
-    raise AssertionError(f"{role} not back within {timeout} s: {roles(topology.process.pid)}\n{topology.output()[-3000:]}")
+    raise AssertionError(
+        f"{role} not back within {timeout} s: {roles(topology.process.pid)}\n{topology.output()[-3000:]}"
+    )
 
 
 @pytest.mark.e2e
