@@ -114,6 +114,7 @@ def main() -> None:
     parser.add_argument("--only", default="postgres,idle,redis")
     parser.add_argument("--cut", type=float, default=5.0)
     parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--settle", type=float, default=5.0, help="idle: seconds after the return before the requests")
     args = parser.parse_args()
     django_setup()
     token, _ = fixtures()["mint"]()
@@ -130,9 +131,9 @@ def main() -> None:
         try:
             for scenario in args.only.split(","):
                 if scenario == "idle":
-                    statuses = idle_cut(base, database, cut_seconds=args.cut, settle=5)
+                    statuses = idle_cut(base, database, cut_seconds=args.cut, settle=args.settle)
                     print(
-                        "idle: 5 s after the return, metadata",
+                        f"idle: {args.settle} s after the return, metadata",
                         {s: statuses["metadata"].count(s) for s in set(statuses["metadata"])},
                         "readiness",
                         {s: statuses["readiness"].count(s) for s in set(statuses["readiness"])},
