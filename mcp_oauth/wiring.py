@@ -35,6 +35,7 @@ from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import sessions, wakeup
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
 from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
+from mcp_oauth.shared import db_pool
 from mcp_oauth.signals import sync_default_resource
 
 __all__ = ["drop_cached_oauthlib_servers", "wire"]
@@ -48,6 +49,7 @@ def wire(app_config: AppConfig) -> None:
     connect_token_cache_receivers()
     connect_client_cache_receivers()
     wakeup.connect_receivers()
+    db_pool.connect_receivers()  # pooled PostgreSQL connections the server closed are never handed out
     sessions.connect_receivers()
     connect_user_lifecycle(get_user_model())
     connect_client_lifecycle(get_application_model())

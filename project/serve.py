@@ -1,6 +1,6 @@
 """``make serve``: the production topology on one machine, in the foreground.
 
-Starts and supervises, until Ctrl-C or SIGTERM (or one of them dies):
+Starts and supervises, until Ctrl-C or SIGTERM:
 
 * gunicorn with ``WORKERS`` uvicorn workers (``uvicorn_worker.UvicornWorker``) on HOST:PORT,
   each with a bounded PostgreSQL pool of ``DB_POOL_MAX_SIZE`` connections. Gunicorn rather than
@@ -8,6 +8,15 @@ Starts and supervises, until Ctrl-C or SIGTERM (or one of them dies):
   wait ~40 ms for a delayed ACK (measured: p50 6.4 ms vs 52 ms, bench/README in the main README);
 * a Celery worker (``CELERY_CONCURRENCY`` processes, pool ``DB_POOL_MAX_SIZE_CELERY`` each);
 * Celery beat (reconciler, expiry, cleanup; schedule file in .local/).
+
+Supervision (:class:`Supervisor`): a process that exits while serve runs (an out-of-memory kill
+of the Celery worker, beat, gunicorn's master) is started again after a backoff — 0.5 s, doubled
+after each exit that follows a run shorter than 30 s, capped at 30 s — with one log line per
+restart on stderr (JSON: ``{"event": "serve.restart", "process": …, "pid": …, "exit_status": …,
+"restarts": …, "backoff_seconds": …}``). The other processes keep running: the web tier keeps
+serving while the Celery worker is down. Gunicorn restarts its own workers (a killed uvicorn
+worker is replaced by the master). SIGTERM or Ctrl-C to serve sends SIGTERM to every process and
+waits for them to drain and stop (15 s, then SIGKILL).
 
 Before that (:func:`prepare`) it creates the PostgreSQL database when missing, migrates and
 collects the static files. Secrets for this machine (DJANGO_SECRET_KEY, ELICITATION_ENCRYPTION_KEYS,
@@ -35,6 +44,7 @@ finish. The listening socket stays open throughout, so no connection is refused.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shlex
@@ -42,7 +52,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.http.request import validate_host
@@ -261,16 +273,120 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
     ]
 
 
-def forward_restarts(web: subprocess.Popen) -> None:
+def forward_restarts(web: subprocess.Popen | Callable[[], subprocess.Popen | None]) -> None:
     """SIGHUP to this supervisor -> SIGHUP to gunicorn's master ``web``: a rolling restart
-    (gunicorn's "reload the configuration, start new workers, gracefully shut down old ones")."""
+    (gunicorn's "reload the configuration, start new workers, gracefully shut down old ones").
+    ``web``: the process, or a callable answering the current one (the supervisor restarts it)."""
+    current = web if callable(web) else lambda: web
 
     def restart(*_: object) -> None:
-        print(f"rolling restart: SIGHUP -> gunicorn master (pid {web.pid})", flush=True)
-        web.send_signal(signal.SIGHUP)
+        process = current()
+        if process is None or process.poll() is not None:
+            print("rolling restart: gunicorn's master is not running (being restarted)", flush=True)
+            return
+        print(f"rolling restart: SIGHUP -> gunicorn master (pid {process.pid})", flush=True)
+        process.send_signal(signal.SIGHUP)
 
     signal.signal(signal.SIGHUP, restart)
-    print(f"  Rolling restart: kill -HUP {os.getpid()}   (forwarded to gunicorn's master, pid {web.pid})\n")
+    first = current()
+    pid = first.pid if first is not None else "?"
+    print(f"  Rolling restart: kill -HUP {os.getpid()}   (forwarded to gunicorn's master, pid {pid})\n")
+
+
+#: Restart backoff of a supervised process: first delay, factor, cap (seconds), and how long a run
+#: must last for the next exit to start from the first delay again.
+BACKOFF_FIRST, BACKOFF_FACTOR, BACKOFF_MAX, STABLE_RUN = 0.5, 2.0, 30.0, 30.0
+
+
+class Supervised:
+    """One child process of :class:`Supervisor`, with its restart state."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+        self.name, self.argv, self.env = name, argv, env
+        self.process: subprocess.Popen | None = None
+        self.started_at = 0.0
+        self.restarts = 0
+        self.backoff = 0.0  # the delay used for the last restart (0: none yet)
+        self.restart_at: float | None = None
+
+    def start(self, now: float | None = None) -> None:
+        self.process = subprocess.Popen(self.argv, cwd=ROOT, env=self.env)
+        self.started_at = time.monotonic() if now is None else now
+        self.restart_at = None
+
+    def next_backoff(self, now: float) -> float:
+        """The delay before the next start: doubled after a short run, the first after a stable one."""
+        if not self.backoff or now - self.started_at >= STABLE_RUN:
+            self.backoff = BACKOFF_FIRST
+        else:
+            self.backoff = min(BACKOFF_MAX, self.backoff * BACKOFF_FACTOR)
+        return self.backoff
+
+
+class Supervisor:
+    """Starts the processes of :func:`commands`, restarts one that exits (see the module docstring),
+    stops them all on :meth:`stop`. ``log``: where the restart lines go (stderr)."""
+
+    def __init__(self, specs: list[tuple[str, list[str], dict[str, str]]], log: Any = None) -> None:
+        self.children = {name: Supervised(name, argv, env) for name, argv, env in specs}
+        self.log = log if log is not None else sys.stderr
+        self.stopping = False
+
+    def process(self, name: str) -> subprocess.Popen | None:
+        return self.children[name].process
+
+    def start(self) -> None:
+        for child in self.children.values():
+            child.start()
+
+    def poll(self, now: float | None = None) -> None:
+        """One round: note the exits, start again those whose backoff has passed."""
+        now = time.monotonic() if now is None else now
+        for child in self.children.values():
+            if self.stopping:
+                return
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    child.start(now)
+                continue
+            process = child.process
+            if process is None or process.poll() is None:
+                continue
+            child.restarts += 1
+            delay = child.next_backoff(now)
+            child.restart_at = now + delay
+            record = {
+                "event": "serve.restart",
+                "process": child.name,
+                "pid": process.pid,
+                "exit_status": process.returncode,
+                "ran_seconds": round(now - child.started_at, 1),
+                "restarts": child.restarts,
+                "backoff_seconds": delay,
+            }
+            print(json.dumps(record), file=self.log, flush=True)
+
+    def run(self, interval: float = 0.2) -> None:
+        """:meth:`poll` every ``interval`` seconds until :meth:`stop` is called."""
+        while not self.stopping:
+            self.poll()
+            time.sleep(interval)
+
+    def stop(self, *_: object) -> None:
+        self.stopping = True
+
+    def terminate(self, grace: float = 15) -> None:
+        """SIGTERM to every running process; those still running after ``grace`` s are killed."""
+        running = [c.process for c in self.children.values() if c.process is not None and c.process.poll() is None]
+        for process in running:
+            process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for process in running:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
 
 
 def main() -> int:
@@ -281,34 +397,16 @@ def main() -> int:
         return 2
     env = with_secrets(env)
     prepare(env)
-    processes = {name: subprocess.Popen(argv, cwd=ROOT, env=penv) for name, argv, penv in commands(env)}
+    supervisor = Supervisor(commands(env))
+    signal.signal(signal.SIGINT, supervisor.stop)
+    signal.signal(signal.SIGTERM, supervisor.stop)
+    supervisor.start()
     print(banner(env), flush=True)
-    forward_restarts(processes["web"])
-    stopping = False
-
-    def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    forward_restarts(lambda: supervisor.process("web"))
     try:
-        while not stopping:
-            for name, process in processes.items():
-                if process.poll() is not None:
-                    print(f"{name} exited with {process.returncode}; stopping the rest")
-                    stopping = True
-            time.sleep(0.5)
+        supervisor.run()
     finally:
-        for process in processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for process in processes.values():
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
+        supervisor.terminate()
     return 0
 
 

@@ -25,6 +25,7 @@
 | DJANGO_HSTS_SECONDS | 31536000 without DEBUG (Strict-Transport-Security max-age) |
 | DJANGO_HSTS_INCLUDE_SUBDOMAINS, DJANGO_HSTS_PRELOAD | "1" without DEBUG |
 | DJANGO_SECURE_PROXY_SSL_HEADER | unset; behind a TLS proxy that sets X-Forwarded-Proto: HTTP_X_FORWARDED_PROTO |
+| (derived) CSRF_TRUSTED_ORIGINS | the origin of MCP_BASE_URL (a TLS proxy on a non-default port: docs/how-to/production.md) |
 | DJANGO_INSECURE_LOOPBACK_HTTP | unset; "1": without DEBUG over plain http, loopback only (no https redirect, no HSTS, cookies without Secure); ImproperlyConfigured when MCP_BASE_URL or DJANGO_ALLOWED_HOSTS is not loopback |
 
 Production: the variables docs/how-to/production.md marks required (DJANGO_DEBUG=0,
@@ -199,6 +200,11 @@ MCP_OAUTH = {
     "DRAIN_DELAY_SECONDS": float(os.environ.get("MCP_DRAIN_DELAY_SECONDS", "0")),
 }
 
+# The origin clients use (MCP_BASE_URL) is trusted for CSRF: behind a TLS proxy that forwards
+# "Host: $host" (no port) the browser's Origin https://host:8443 would not match the Host Django
+# sees, and every form POST (login, consent) would answer 403.
+CSRF_TRUSTED_ORIGINS = ["{0.scheme}://{0.netloc}".format(urlsplit(MCP_OAUTH["BASE_URL"]))]
+
 OAUTH2_PROVIDER = {
     "SCOPES": {
         "mcp": "Use the demo MCP tools on your behalf",
@@ -266,13 +272,24 @@ ELICITATION = {
     "ENCRYPTION_KEYS": _elicitation_keys(),
 }
 
+# Everything to stderr (logging.StreamHandler's default stream). django.request has a handler of
+# its own: Django's default one (its "console" handler) prints
+# only with DEBUG, so without it a 500 would leave no trace; an error record carries the traceback
+# (exc_info), which the formatter prints after the line.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "errors": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
     "loggers": {
         "mcp_oauth": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
         "elicitation": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
+        # 5xx with their tracebacks (4xx are warnings: left out); not propagated to "django"
+        # (whose DEBUG console would print them twice)
+        "django.request": {"handlers": ["errors"], "level": "ERROR", "propagate": False},
     },
 }
 
