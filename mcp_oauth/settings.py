@@ -228,6 +228,16 @@ DEFAULTS: dict[str, Any] = {
     # unchanged entry is not decoded again. About 8 KB each (1,024: ~8 MB per worker). 0: decode
     # every time.
     "DECODED_TOKEN_ENTRIES": 1024,
+    # Whether TOKEN_CACHE is shared by every process of the site (Redis, Memcached, the database
+    # or file cache). None: decided from its backend (a LocMemCache, the embedded default, is
+    # not). A cache that is not shared is checked against the database's revocation stamp
+    # (mcp_oauth.resource_server.revocation), so that a change made by another process is honoured.
+    "TOKEN_CACHE_SHARED": None,
+    # With a TOKEN_CACHE that is not shared: how long a process trusts what it cached before it
+    # re-reads the revocation stamp (one query per process per interval; seconds). A revocation,
+    # deletion or deactivation made by another process is honoured within this bound. 0: on
+    # every request (one query and one thread hop each).
+    "REVOCATION_CHECK_SECONDS": 1.0,
     # How long a worker keeps the token endpoint's clients and trust rules in memory at most
     # (seconds), even when no change is announced through the cache (a change made while the
     # cache was unreachable, a bulk write without bump_clients_generation()). 0: no memory.

@@ -40,6 +40,7 @@ from mcp_oauth.resource_server.cache import (
     token_from_entry,
 )
 from mcp_oauth.resource_server.challenges import challenge_response
+from mcp_oauth.resource_server.revocation import is_local, watch
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.scopes import missing as scope_missing
 
@@ -256,7 +257,8 @@ async def authenticate_bearer_cached(
     (:func:`~.cache.aget_many`), and the token passes every check of :func:`authenticate_bearer`.
 
     :returns: None in every other case (no or malformed token, cache miss or tombstone, stale
-        registry, any refusal, an adapter that overrides ``authenticate_request`` or
+        registry, a revocation stamp due for a re-read (a token cache that is not shared,
+        :mod:`~mcp_oauth.resource_server.revocation`), any refusal, an adapter that overrides ``authenticate_request`` or
         ``user_for_token``): the caller then runs the adapter's ``authenticate_request`` in a
         thread, which reads the database and gives the exact answer. Never a wrong acceptance:
         the entries it trusts are the ones :func:`authenticate_bearer` trusts.
@@ -266,6 +268,8 @@ async def authenticate_bearer_cached(
     if not _default_authentication(mcp_oauth_settings.adapter) or (
         request.META.get("QUERY_STRING") and "access_token" in request.GET
     ):
+        return None
+    if is_local() and not watch.fresh():  # a cache of this process's own: the stamp is due (a query)
         return None
     header = request.headers.get("Authorization")
     try:
