@@ -38,6 +38,7 @@ from mcp_oauth.resource_server.cache import (
     resource_from_generation,
     token_checksum,
     token_from_entry,
+    tombstone,
 )
 from mcp_oauth.resource_server.challenges import challenge_response
 from mcp_oauth.resource_server.revocation import is_local, watch
@@ -242,6 +243,40 @@ def _principal(
         )
     return BearerPrincipal(
         user=user, application=application, access_token=access_token, scopes=granted, resource=resource
+    )
+
+
+class PrincipalGone(Exception):
+    """Raised where a row of the principal is not found because the token no longer stands
+    (:func:`principal_gone`): the MCP endpoint answers 401 ``invalid_token``."""
+
+
+def principal_gone(principal: BearerPrincipal) -> bool:
+    """Whether the token ``principal`` was authenticated with no longer stands: its row, user or
+    client was deleted (RFC 7009 revocation deletes the row; deleting a user or client cascades to
+    it), or its user was deactivated since. One query; run where a write keyed to the principal
+    failed (``IntegrityError`` on a foreign key) or a session bound to it is not found, so that the
+    answer is 401 ``invalid_token`` (RFC 6750 §3.1), never 500 or 404.
+
+    When gone, this process's cached lookup of the token is tombstoned too.
+    """
+    access_token = principal.access_token
+    if getattr(access_token, "pk", None) is None:
+        return False  # a token of a site's own adapter: nothing here to look up
+    row = type(access_token).objects.select_related("user", "application").filter(pk=access_token.pk).first()
+    gone = row is None or row.application is None or (row.user_id is not None and not row.user.is_active)
+    if gone:
+        tombstone([TOKEN_PREFIX + access_token.token_checksum])
+    return gone
+
+
+def invalid_token(resource: ProtectedResource) -> BearerChallenge:
+    """The 401 ``invalid_token`` challenge of a token that no longer stands (RFC 6750 §3.1)."""
+    return BearerChallenge(
+        resource,
+        error="invalid_token",
+        error_description="The access token is invalid.",
+        scopes=list(dict.fromkeys(resource.scope_list)),
     )
 
 
