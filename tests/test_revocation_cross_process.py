@@ -142,9 +142,7 @@ def site(settings):
     return port, base
 
 
-def test_embedded_shape_honours_a_revocation_from_another_process_within_the_bound(
-    site, django_user_model, mint_token
-):
+def test_embedded_shape_honours_a_revocation_from_another_process_within_the_bound(site, django_user_model, mint_token):
     port, base = site
     env = worker_env(base, "unused", DJANGO_INSECURE_LOOPBACK_HTTP="1")
     env.pop("REDIS_URL")  # make run: no Redis, the token cache is each process's LocMem

@@ -6,7 +6,8 @@ the check and the first write with any cache). :func:`stale_principal` reproduce
 in one process: the change is made, then this process's cache is put back as a process that has
 not heard of it yet would have it. Every path that then writes or reads a row keyed to the
 principal answers 401: initialize (the session's foreign key), session requests, the GET stream
-and DELETE (the session went with the user), task creation (the task's foreign key).
+and DELETE (the session went with the user), task creation (the task's foreign key), task polls (the
+task went with the user), and a tool that stores a URL elicitation (its foreign key).
 
 Run on SQLite and on PostgreSQL (``DATABASE_URL=postgres://…``).
 """
@@ -183,3 +184,18 @@ def test_a_principal_that_stands_keeps_its_404(token):
     assert response.status_code == 404
     assert response.json()["error"]["code"] == -32600
     assert TASK_CAPS  # the tasks extension is what the modern calls above declare
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("tool", ["set_api_key"])
+def test_an_elicitation_for_a_vanished_principal_is_401_not_500(token, user, public_app, change, tool, settings):
+    """A URL elicitation stores a row keyed to the user (elicitation.service): the tool that
+    asks for one with a token whose user or client is gone."""
+    from cryptography.fernet import Fernet
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_REGISTRY": "mcp_oauth.mcp_server.tools.registry"}
+    settings.ELICITATION = {"ENCRYPTION_KEYS": [Fernet.generate_key().decode()]}
+    caps = {"elicitation": {"form": {}, "url": {}}}
+    stale_principal(token, change(user, public_app))
+    response = modern_post(Client(), token, "tools/call", {"name": tool, "arguments": {}}, caps=caps)
+    assert_invalid_token(response)

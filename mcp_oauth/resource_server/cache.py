@@ -12,14 +12,18 @@ Two caches serve a ``tools/call`` (or any bearer-protected request) without a da
   ``mcp_oauth:token:<sha256 of the token>`` for at most ``TOKEN_CACHE_SECONDS`` and never
   past the token's expiry. The raw token is never a key or a value.
 
-Invalidation (signals, effective on every worker because the cache is shared):
+Invalidation (signals, effective on every worker when the cache is shared; with a cache of each
+process's own, such as the embedded default's ``LocMemCache``, the same receivers also bump the
+database's revocation stamp, which every process reads at most every
+``REVOCATION_CHECK_SECONDS``: :mod:`mcp_oauth.resource_server.revocation`):
 
 ==========================================  ==================================================
 event                                       effect
 ==========================================  ==================================================
 ``AccessToken`` saved or deleted            its entry is replaced by a tombstone
 (RFC 7009 revocation deletes the row)
-user saved (``is_active`` false, …)         every token entry of the user: tombstone
+user saved (``is_active`` false, …) or      every token entry of the user: tombstone
+deleted
 ``Application`` saved or deleted            every token entry of the client: tombstone
 ``ProtectedResource`` saved or deleted      the resource generation changes
 ==========================================  ==================================================
