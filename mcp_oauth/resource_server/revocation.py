@@ -75,7 +75,7 @@ STAMP_ATTRIBUTE = "_mcp_revocation_stamp"
 def _is_local(alias: str, shared: Any) -> bool:
     if shared is not None:
         return not shared
-    backend = settings.CACHES.get(alias, {}).get("BACKEND", "")
+    backend = str(settings.CACHES.get(alias, {}).get("BACKEND", ""))
     try:
         backend_class = import_string(backend)
     except ImportError:
@@ -181,7 +181,8 @@ def entry_is_current(entry: Any) -> bool:
     process's own, when it was loaded under the stamp this process knows now."""
     if not is_local():
         return True
-    return entry.__dict__.get(STAMP_ATTRIBUTE) == watch.version is not None
+    known = watch.version
+    return known is not None and entry.__dict__.get(STAMP_ATTRIBUTE) == known
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
