@@ -57,10 +57,10 @@ def stale_principal(token: str, change) -> None:
     checksum = token_checksum(token)
     cached = access_token_by_checksum(checksum)
     assert cached is not None
-    known = watch.version
+    known, config = watch.version, watch.config_version
     change()
     cache.set(TOKEN_PREFIX + checksum, cached, timeout=300)
-    watch.version, watch.checked_at = known, time.monotonic()
+    watch.version, watch.config_version, watch.checked_at = known, config, time.monotonic()
 
 
 def old_post(client, token, message, session=None):

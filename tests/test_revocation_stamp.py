@@ -34,12 +34,12 @@ def other_process_changes(change) -> None:
 
     kept = {key: value for key, value in cache._cache.items()}  # LocMem's own store
     expiry = dict(cache._expire_info)
-    known, checked_at = watch.version, watch.checked_at
+    known, config, checked_at = watch.version, watch.config_version, watch.checked_at
     change()
     cache._cache.clear()
     cache._cache.update(kept)
     cache._expire_info.update(expiry)
-    watch.version, watch.checked_at = known, checked_at  # this process did not re-read it
+    watch.version, watch.config_version, watch.checked_at = known, config, checked_at  # not re-read here
 
 
 def test_the_migration_creates_the_one_row():
@@ -130,7 +130,7 @@ def test_a_resource_disabled_by_another_process_is_dropped_once_the_stamp_is_rea
         ProtectedResource.objects.filter(pk=resource.pk).update(enabled=False)
         from mcp_oauth.resource_server.revocation import bump_stamp
 
-        bump_stamp()
+        bump_stamp(config=True)  # what bump_resource_generation() does
 
     other_process_changes(disable)
     assert resource_by_uri(resource.uri) == resource  # not due yet: the registry as loaded

@@ -206,7 +206,7 @@ def bump_clients_generation() -> None:
 
     bump()
     transaction.on_commit(bump)
-    bump_stamp()  # a cache of this process's own: the other processes learn it from the database
+    bump_stamp(config=True)  # a cache of this process's own: the other processes learn it from the database
 
 
 on_change(_registry.clear)

@@ -18,10 +18,13 @@ STAMP_PK = 1
 
 
 class RevocationStamp(models.Model):
-    """The one row (``pk`` 1) whose ``version`` grows by one with every revocation-like change."""
+    """The one row (``pk`` 1): ``version`` grows by one with every revocation-like change (a token,
+    user, client, resource or trust rule); ``config_version`` also with a change of a client,
+    resource or trust rule (what the in-process registries keep)."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=STAMP_PK, editable=False)
     version = models.BigIntegerField(_("version"), default=0)
+    config_version = models.BigIntegerField(_("configuration version"), default=0)
 
     class Meta:
         verbose_name = _("revocation stamp")

@@ -419,7 +419,7 @@ def bump_resource_generation() -> None:
 
     bump()
     transaction.on_commit(bump)
-    bump_stamp()
+    bump_stamp(config=True)
 
 
 on_change(_registry.clear)

@@ -20,9 +20,11 @@ is still the stamp this process knows (:func:`entry_is_current`). The hot path
 (:func:`~mcp_oauth.resource_server.authentication.authenticate_bearer_cached`) trusts the known
 stamp for ``REVOCATION_CHECK_SECONDS`` (:meth:`RevocationWatch.fresh`); past that, the request
 takes the thread path, which re-reads the stamp (one query) before the cache
-(:meth:`RevocationWatch.current`). A changed stamp drops this process's resource registry, its
-decoded entries and the token endpoint's client memory (:func:`on_change`), and makes every
-token entry tagged with an older stamp a miss (one query each, on next use).
+(:meth:`RevocationWatch.current`). A changed stamp makes every token entry tagged with an older
+one a miss (one query each, on next use); a changed ``config_version`` (a client, resource or
+trust rule) also drops this process's resource registry and the token endpoint's client memory
+(:func:`on_change`). A process's own bump is taken as known once it commits (``UPDATE …
+RETURNING``), without a read.
 
 **The bound.** A change committed by another process is honoured by a process under traffic
 within ``REVOCATION_CHECK_SECONDS`` (1 s by default) plus the time of one request; a process
@@ -45,7 +47,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.signals import setting_changed
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import F
 from django.utils.module_loading import import_string
 
@@ -89,38 +91,78 @@ def is_local() -> bool:
     return _is_local(mcp_oauth_settings.TOKEN_CACHE, mcp_oauth_settings.TOKEN_CACHE_SHARED)
 
 
-def read_stamp() -> int:
-    """The stamp in the database (one query); 0 when its row is missing."""
-    version = RevocationStamp.objects.filter(pk=STAMP_PK).values_list("version", flat=True).first()
-    return int(version or 0)
+def read_stamp() -> tuple[int, int]:
+    """``(version, config_version)`` in the database (one query); zeros when its row is missing."""
+    row = RevocationStamp.objects.filter(pk=STAMP_PK).values_list("version", "config_version").first()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
-def bump_stamp() -> None:
+def _increment(config: bool) -> tuple[int, int] | None:
+    """Increment the row; its new ``(version, config_version)`` when this statement could say
+    (``UPDATE … RETURNING``: PostgreSQL, SQLite), else None."""
+    table = connections[router.db_for_write(RevocationStamp)]
+    columns = "version = version + 1" + (", config_version = config_version + 1" if config else "")
+    name = table.ops.quote_name(RevocationStamp._meta.db_table)
+    if table.vendor in ("postgresql", "sqlite"):
+        with table.cursor() as cursor:
+            cursor.execute(f"UPDATE {name} SET {columns} WHERE id = %s RETURNING version, config_version", [STAMP_PK])
+            row = cursor.fetchone()
+        if row is not None:
+            return int(row[0]), int(row[1])
+        return _recreate(config)
+    changes = {"version": F("version") + 1, **({"config_version": F("config_version") + 1} if config else {})}
+    if not RevocationStamp.objects.filter(pk=STAMP_PK).update(**changes):
+        return _recreate(config)
+    return None
+
+
+def _recreate(config: bool) -> None:
+    """The row was removed (a flushed test database): start again above every known value."""
+    with transaction.atomic():
+        start = max(watch.version or 0, watch.config_version or 0) + 1
+        stamp, created = RevocationStamp.objects.get_or_create(
+            pk=STAMP_PK, defaults={"version": start, "config_version": start}
+        )
+        if not created:
+            RevocationStamp.objects.filter(pk=STAMP_PK).update(
+                version=F("version") + 1, config_version=F("config_version") + (1 if config else 0)
+            )
+    return None
+
+
+def bump_stamp(*, config: bool = False) -> None:
     """Increment the stamp in the current transaction (autocommit: at once), when the token cache
     is not shared; nothing otherwise.
 
+    :param config: a client, resource or trust rule changed (the in-process registries of every
+        process are dropped), not only a token or user.
+
     The row is locked until the transaction ends (PostgreSQL): concurrent revocations queue on it.
+    Once the transaction commits, this process takes the new stamp as its own without reading it
+    again when nothing else changed it meanwhile (else it reads it on its next request).
 
     :raises django.db.DatabaseError: the stamp could not be written (the change fails with it:
         better than a revocation no other process would honour).
     """
     if not is_local():
         return
-    if not RevocationStamp.objects.filter(pk=STAMP_PK).update(version=F("version") + 1):
-        with transaction.atomic():  # the row was removed (a flushed test database): start again
-            stamp, created = RevocationStamp.objects.get_or_create(pk=STAMP_PK, defaults={"version": 1})
-            if not created:
-                RevocationStamp.objects.filter(pk=STAMP_PK).update(version=F("version") + 1)
-    watch.expire()  # this process re-reads it on its next request, and again after the commit
-    transaction.on_commit(watch.expire)
+    known = (watch.version, watch.config_version)
+    new = _increment(config)
+
+    def adopt() -> None:
+        if new is None or known[0] is None or not watch.adopt(known, new):
+            watch.expire()
+
+    transaction.on_commit(adopt)
 
 
 _on_change: list[Callable[[], None]] = []
 
 
 def on_change(callback: Callable[[], None]) -> Callable[[], None]:
-    """Run ``callback`` (no arguments) in this process whenever the stamp it reads has changed:
-    drop what was kept for the old one. Usable as a decorator; returns ``callback``."""
+    """Run ``callback`` (no arguments) in this process whenever the ``config_version`` it reads
+    has changed (a client, resource or trust rule changed in another process): drop what was kept
+    for the old one. Usable as a decorator; returns ``callback``."""
     _on_change.append(callback)
     return callback
 
@@ -131,6 +173,7 @@ class RevocationWatch:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.version: int | None = None
+        self.config_version: int | None = None
         self.checked_at = float("-inf")
 
     def fresh(self) -> bool:
@@ -144,17 +187,26 @@ class RevocationWatch:
         if version is not None and self.fresh():
             return version
         started = time.monotonic()
-        read = read_stamp()
-        changed = False
+        read, config = read_stamp()
         with self._lock:
-            if read != self.version:
-                changed = self.version is not None
-                self.version = read
+            changed = self.config_version is not None and config != self.config_version
+            self.version, self.config_version = read, config
             self.checked_at = started  # from before the read: never trusted past the bound
         if changed:
             for callback in _on_change:
                 callback()
         return read
+
+    def adopt(self, known: tuple[int | None, int | None], new: tuple[int, int]) -> bool:
+        """Take ``new`` (this process's own bump, committed) as the known stamp when the known one
+        is still ``known`` and ``new`` holds no other change; False otherwise (read it again)."""
+        with self._lock:
+            if (self.version, self.config_version) != known or known[0] is None or known[1] is None:
+                return False
+            if new[0] != known[0] + 1 or new[1] - known[1] not in (0, 1):
+                return False
+            self.version, self.config_version = new
+            return True
 
     def expire(self) -> None:
         """Re-read the stamp on the next use (this process changed it)."""
@@ -163,7 +215,7 @@ class RevocationWatch:
     def reset(self) -> None:
         """Forget the known stamp (tests, a setting change)."""
         with self._lock:
-            self.version, self.checked_at = None, float("-inf")
+            self.version, self.config_version, self.checked_at = None, None, float("-inf")
 
 
 #: This process's watch.
