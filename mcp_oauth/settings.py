@@ -217,11 +217,13 @@ DEFAULTS: dict[str, Any] = {
     # SSE "retry:" (milliseconds) sent as the last field of a stream closed because its worker
     # drains: when the client should reconnect (to another worker).
     "DRAIN_RETRY_MILLISECONDS": 500,
-    # Django cache alias holding token principals and the resource-registry generation
-    # (a shared cache such as Redis with several processes; invalidation is a key delete).
+    # Django cache alias holding token principals and the resource-registry generation. Shared
+    # (Redis): a revocation reaches every process at once (tombstones). Each process's own
+    # (LocMemCache, the embedded default): through the revocation stamp, within
+    # REVOCATION_CHECK_SECONDS (mcp_oauth.resource_server.revocation; check mcp_oauth.W071).
     "TOKEN_CACHE": "default",
     # How long one token lookup stays cached at most (seconds; never past the token's expiry).
-    # Revocation, deletion, user deactivation and client changes delete the entry at once.
+    # Revocation, deletion, user deactivation and client changes invalidate it (see TOKEN_CACHE).
     "TOKEN_CACHE_SECONDS": 300,
     # How many token-cache entries each worker keeps decoded, next to the bytes they came from
     # (mcp_oauth.resource_server.decoded): the cache is still read on every request, but an
