@@ -109,10 +109,11 @@ def _increment(config: bool) -> tuple[int, int] | None:
             row = cursor.fetchone()
         if row is not None:
             return int(row[0]), int(row[1])
-        return _recreate(config)
+        _recreate(config)
+        return None
     changes = {"version": F("version") + 1, **({"config_version": F("config_version") + 1} if config else {})}
     if not RevocationStamp.objects.filter(pk=STAMP_PK).update(**changes):
-        return _recreate(config)
+        _recreate(config)
     return None
 
 
@@ -127,7 +128,6 @@ def _recreate(config: bool) -> None:
             RevocationStamp.objects.filter(pk=STAMP_PK).update(
                 version=F("version") + 1, config_version=F("config_version") + (1 if config else 0)
             )
-    return None
 
 
 def bump_stamp(*, config: bool = False) -> None:
