@@ -12,6 +12,10 @@ created when missing): a run's fixtures change its bench user, which invalidates
 token of that user, and would send a concurrent run's calls to the database.
 
     .venv/bin/python bench/count_call.py [--source /tmp/base] [--n1 160] [--n2 800] [--jobs 2] [--concurrency 16]
+
+``--embedded``: the embedded shape instead (``make run``: SQLite, no Redis; the token cache is
+each process's ``LocMemCache``); ``--settings JSON``: Django settings for this tree's runs (see
+``bench/profile_call.py``'s ``BENCH_SETTINGS``), e.g. ``'{"MCP_OAUTH": {"REVOCATION_CHECK_SECONDS": 0}}'``.
 """
 
 from __future__ import annotations
@@ -45,7 +49,21 @@ def job_database(n: int) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-def count(source: Path, modern: bool, calls: int, database_url: str = DATABASE_URL, concurrency: int = 16) -> int:
+def embedded_database(n: int) -> str:
+    """Job ``n``'s SQLite file (``--embedded``), fresh."""
+    path = Path(tempfile.gettempdir()) / f"count_call_embedded_{os.getpid()}_{n}.sqlite3"
+    path.unlink(missing_ok=True)
+    return f"sqlite:///{path}"
+
+
+def count(
+    source: Path,
+    modern: bool,
+    calls: int,
+    database_url: str = DATABASE_URL,
+    concurrency: int = 16,
+    extra_env: dict[str, str] | None = None,
+) -> int:
     """Instructions callgrind collected for one run of ``calls`` calls served by ``source``."""
     with tempfile.TemporaryDirectory() as folder:
         argv = [
@@ -69,6 +87,7 @@ def count(source: Path, modern: bool, calls: int, database_url: str = DATABASE_U
             "DATABASE_URL": database_url,
             # the job's cache keys apart from other jobs' (trees whose bench reads it)
             "BENCH_CACHE_KEY_PREFIX": "bench_" + urlsplit(database_url).path.lstrip("/"),
+            **(extra_env or {}),
         }
         run = subprocess.run(argv, env=env, cwd=source, capture_output=True, text=True, check=False)
         found = re.search(r"Collected : (\d+)", run.stderr)
@@ -84,17 +103,23 @@ def main() -> None:
     parser.add_argument("--n2", type=int, default=800)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16, help="concurrent calls on the event loop")
+    parser.add_argument(
+        "--embedded", action="store_true", help="the embedded shape: SQLite, no Redis (the token cache is LocMem)"
+    )
+    parser.add_argument("--settings", default="", help="BENCH_SETTINGS (JSON) for this tree's runs only")
     args = parser.parse_args()
     sources = [ROOT] + [Path(s).resolve() for s in args.source]
     cases = [(source, modern, n) for source in sources for modern in (False, True) for n in (args.n1, args.n2)]
     databases: queue.Queue[str] = queue.Queue()
     for n in range(args.jobs):
-        databases.put(job_database(n))
+        databases.put(embedded_database(n) if args.embedded else job_database(n))
+    shape_env = {"REDIS_URL": "", "CELERY_BROKER_URL": "", "MCP_WAKEUP_URL": ""} if args.embedded else {}
 
     def one(case: tuple[Path, bool, int]) -> int:
         database_url = databases.get()
+        extra = {**shape_env, **({"BENCH_SETTINGS": args.settings} if case[0] == ROOT and args.settings else {})}
         try:
-            return count(*case, database_url=database_url, concurrency=args.concurrency)
+            return count(*case, database_url=database_url, concurrency=args.concurrency, extra_env=extra)
         finally:
             databases.put(database_url)
 

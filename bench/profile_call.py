@@ -7,6 +7,8 @@ them, under cProfile; prints calls per second and the top functions by cumulativ
     .venv/bin/python bench/profile_call.py [--calls 2000] [--concurrency 16] [--top 40] [--no-profile] [--modern]
 
 ``--modern``: 2026-07-28 stateless calls (``_meta`` envelope, no session) instead of a 2025-11-25 session's.
+``BENCH_SETTINGS`` (environment, JSON): Django settings to override once set up (``MCP_OAUTH`` is
+merged into the site's), e.g. the revocation options of a token cache that is not shared.
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ def main() -> None:
         sys.path.insert(0, str(source))
         os.chdir(source)  # Celery's app loading puts the working directory first on sys.path
     django_setup()
+    overrides = json.loads(os.environ.get("BENCH_SETTINGS") or "{}")
+    if overrides:  # e.g. {"MCP_OAUTH": {"REVOCATION_CHECK_SECONDS": 0}} (merged), {"CACHES": {...}}
+        from django.conf import settings
+        from django.test.utils import override_settings
+
+        merged = {
+            name: {**getattr(settings, name), **value} if isinstance(value, dict) and name == "MCP_OAUTH" else value
+            for name, value in overrides.items()
+        }
+        override_settings(**merged).enable()
     fx = fixtures()
     token, _ = fx["mint"]()
     from project.asgi import application

@@ -233,17 +233,29 @@ DEFAULTS: dict[str, Any] = {
     # SSE "retry:" (milliseconds) sent as the last field of a stream closed because its worker
     # drains: when the client should reconnect (to another worker).
     "DRAIN_RETRY_MILLISECONDS": 500,
-    # Django cache alias holding token principals and the resource-registry generation
-    # (a shared cache such as Redis with several processes; invalidation is a key delete).
+    # Django cache alias holding token principals and the resource-registry generation. Shared
+    # (Redis): a revocation reaches every process at once (tombstones). Each process's own
+    # (LocMemCache, the embedded default): through the revocation stamp, within
+    # REVOCATION_CHECK_SECONDS (mcp_oauth.resource_server.revocation; check mcp_oauth.W071).
     "TOKEN_CACHE": "default",
     # How long one token lookup stays cached at most (seconds; never past the token's expiry).
-    # Revocation, deletion, user deactivation and client changes delete the entry at once.
+    # Revocation, deletion, user deactivation and client changes invalidate it (see TOKEN_CACHE).
     "TOKEN_CACHE_SECONDS": 300,
     # How many token-cache entries each worker keeps decoded, next to the bytes they came from
     # (mcp_oauth.resource_server.decoded): the cache is still read on every request, but an
     # unchanged entry is not decoded again. About 8 KB each (1,024: ~8 MB per worker). 0: decode
     # every time.
     "DECODED_TOKEN_ENTRIES": 1024,
+    # Whether TOKEN_CACHE is shared by every process of the site (Redis, Memcached, the database
+    # or file cache). None: decided from its backend (a LocMemCache, the embedded default, is
+    # not). A cache that is not shared is checked against the database's revocation stamp
+    # (mcp_oauth.resource_server.revocation), so that a change made by another process is honoured.
+    "TOKEN_CACHE_SHARED": None,
+    # With a TOKEN_CACHE that is not shared: how long a process trusts what it cached before it
+    # re-reads the revocation stamp (one query per process per interval; seconds). A revocation,
+    # deletion or deactivation made by another process is honoured within this bound. 0: on
+    # every request (one query and one thread hop each).
+    "REVOCATION_CHECK_SECONDS": 1.0,
     # How long a worker keeps the token endpoint's clients and trust rules in memory at most
     # (seconds), even when no change is announced through the cache (a change made while the
     # cache was unreachable, a bulk write without bump_clients_generation()). 0: no memory.

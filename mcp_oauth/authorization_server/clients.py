@@ -41,6 +41,7 @@ from oauth2_provider.models import get_application_model
 from mcp_oauth.authorization_server import trust
 from mcp_oauth.models import ClientProfile, TrustRule
 from mcp_oauth.resource_server.cache import CACHE_ERRORS, RESOURCE_GENERATION_KEY
+from mcp_oauth.resource_server.revocation import bump_stamp, is_local, on_change, watch
 from mcp_oauth.settings import mcp_oauth_settings
 
 __all__ = [
@@ -99,6 +100,8 @@ _resource_generation: ContextVar[Any] = ContextVar("mcp_oauth_resource_generatio
 
 def _read_generations() -> tuple[Any, Any]:
     """``(clients generation, resource generation)``; (None, None) when the cache cannot tell."""
+    if is_local():
+        watch.current()  # a cache of this process's own: a changed revocation stamp clears the registry
     cache = _cache()
     try:
         found = cache.get_many([CLIENTS_GENERATION_KEY, RESOURCE_GENERATION_KEY])
@@ -203,6 +206,10 @@ def bump_clients_generation() -> None:
 
     bump()
     transaction.on_commit(bump)
+    bump_stamp(config=True)  # a cache of this process's own: the other processes learn it from the database
+
+
+on_change(_registry.clear)
 
 
 def _changed(sender: Any, **kwargs: Any) -> None:

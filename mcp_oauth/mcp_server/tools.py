@@ -50,7 +50,8 @@ from typing import Any, get_type_hints
 import jsonschema
 import mcp_types as types
 import pydantic_core
-from asgiref.sync import iscoroutinefunction
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.db import IntegrityError
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -66,6 +67,7 @@ from mcp_oauth.mcp_server.registry.base import NAME_RE, NamedRegistry, call, con
 from mcp_oauth.mcp_server.transport.context import ToolContext
 from mcp_oauth.mcp_server.transport.input_required import InputRequest, InputRequired
 from mcp_oauth.mcp_server.transport.jsonrpc import McpError
+from mcp_oauth.resource_server.authentication import BearerPrincipal, PrincipalGone, principal_gone
 
 __all__ = [
     "InputRequest",
@@ -251,6 +253,8 @@ class Tool:
         """:meth:`invoke` and convert to a ``CallToolResult`` (MCP "Error Handling": tool errors in the result).
 
         :raises McpError: the tool raised one (answered as a JSON-RPC error).
+        :raises PrincipalGone: a write keyed to the token's user or client failed because they
+            are gone (the endpoint answers 401 ``invalid_token``).
         :raises InputRequired: (2026-07-28) a helper needs the user's input first
             (answered as ``resultType: "input_required"``).
         """
@@ -260,6 +264,14 @@ class Tool:
             raise
         except ToolError as exc:
             return error_result(str(exc) or f"Tool {self.name!r} failed.")
+        except IntegrityError:
+            # a row keyed to the user or client (an elicitation, a connection) after they were
+            # deleted elsewhere: 401 invalid_token for the request, not a tool error
+            principal = getattr(ctx, "principal", None)
+            if isinstance(principal, BearerPrincipal) and await sync_to_async(principal_gone)(principal):
+                raise PrincipalGone from None
+            logger.exception("tool %r raised", self.name)
+            return error_result(f"Tool {self.name!r} failed with an internal error.")
         except Exception:
             logger.exception("tool %r raised", self.name)
             return error_result(f"Tool {self.name!r} failed with an internal error.")

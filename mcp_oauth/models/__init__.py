@@ -15,6 +15,7 @@ from mcp_oauth.models.dpop import DPoPBinding
 from mcp_oauth.models.enterprise import EnterpriseIdentity, EnterpriseIdentityProvider, UsedAssertion
 from mcp_oauth.models.mcp_tasks import McpTask, new_task_id
 from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
+from mcp_oauth.models.revocation import RevocationStamp
 from mcp_oauth.models.subscriptions import ResourceSubscription
 from mcp_oauth.models.trust import TrustRule
 
@@ -34,6 +35,7 @@ __all__ = [
     "RefreshGeneration",
     "RefreshTokenGeneration",
     "ResourceSubscription",
+    "RevocationStamp",
     "TrustRule",
     "UsedAssertion",
     "new_session_id",

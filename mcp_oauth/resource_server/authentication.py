@@ -38,8 +38,10 @@ from mcp_oauth.resource_server.cache import (
     resource_from_generation,
     token_checksum,
     token_from_entry,
+    tombstone,
 )
 from mcp_oauth.resource_server.challenges import challenge_response
+from mcp_oauth.resource_server.revocation import is_local, watch
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.scopes import missing as scope_missing
 
@@ -244,6 +246,40 @@ def _principal(
     )
 
 
+class PrincipalGone(Exception):
+    """Raised where a row of the principal is not found because the token no longer stands
+    (:func:`principal_gone`): the MCP endpoint answers 401 ``invalid_token``."""
+
+
+def principal_gone(principal: BearerPrincipal) -> bool:
+    """Whether the token ``principal`` was authenticated with no longer stands: its row, user or
+    client was deleted (RFC 7009 revocation deletes the row; deleting a user or client cascades to
+    it), or its user was deactivated since. One query; run where a write keyed to the principal
+    failed (``IntegrityError`` on a foreign key) or a session bound to it is not found, so that the
+    answer is 401 ``invalid_token`` (RFC 6750 §3.1), never 500 or 404.
+
+    When gone, this process's cached lookup of the token is tombstoned too.
+    """
+    access_token = principal.access_token
+    if getattr(access_token, "pk", None) is None:
+        return False  # a token of a site's own adapter: nothing here to look up
+    row = type(access_token).objects.select_related("user", "application").filter(pk=access_token.pk).first()
+    gone = row is None or row.application is None or (row.user_id is not None and not row.user.is_active)
+    if gone:
+        tombstone([TOKEN_PREFIX + access_token.token_checksum])
+    return gone
+
+
+def invalid_token(resource: ProtectedResource) -> BearerChallenge:
+    """The 401 ``invalid_token`` challenge of a token that no longer stands (RFC 6750 §3.1)."""
+    return BearerChallenge(
+        resource,
+        error="invalid_token",
+        error_description="The access token is invalid.",
+        scopes=list(dict.fromkeys(resource.scope_list)),
+    )
+
+
 def _default_authentication(adapter: Any) -> bool:
     return adapter.keeps_default_token_checks()  # the class is looked up each time: a patch is honoured
 
@@ -256,7 +292,8 @@ async def authenticate_bearer_cached(
     (:func:`~.cache.aget_many`), and the token passes every check of :func:`authenticate_bearer`.
 
     :returns: None in every other case (no or malformed token, cache miss or tombstone, stale
-        registry, any refusal, an adapter that overrides ``authenticate_request`` or
+        registry, a revocation stamp due for a re-read (a token cache that is not shared,
+        :mod:`~mcp_oauth.resource_server.revocation`), any refusal, an adapter that overrides ``authenticate_request`` or
         ``user_for_token``): the caller then runs the adapter's ``authenticate_request`` in a
         thread, which reads the database and gives the exact answer. Never a wrong acceptance:
         the entries it trusts are the ones :func:`authenticate_bearer` trusts.
@@ -266,6 +303,8 @@ async def authenticate_bearer_cached(
     if not _default_authentication(mcp_oauth_settings.adapter) or (
         request.META.get("QUERY_STRING") and "access_token" in request.GET
     ):
+        return None
+    if is_local() and not watch.fresh():  # a cache of this process's own: the stamp is due (a query)
         return None
     header = request.headers.get("Authorization")
     try:

@@ -12,14 +12,18 @@ Two caches serve a ``tools/call`` (or any bearer-protected request) without a da
   ``mcp_oauth:token:<sha256 of the token>`` for at most ``TOKEN_CACHE_SECONDS`` and never
   past the token's expiry. The raw token is never a key or a value.
 
-Invalidation (signals, effective on every worker because the cache is shared):
+Invalidation (signals, effective on every worker when the cache is shared; with a cache of each
+process's own, such as the embedded default's ``LocMemCache``, the same receivers also bump the
+database's revocation stamp, which every process reads at most every
+``REVOCATION_CHECK_SECONDS``: :mod:`mcp_oauth.resource_server.revocation`):
 
 ==========================================  ==================================================
 event                                       effect
 ==========================================  ==================================================
 ``AccessToken`` saved or deleted            its entry is replaced by a tombstone
 (RFC 7009 revocation deletes the row)
-user saved (``is_active`` false, …)         every token entry of the user: tombstone
+user saved (``is_active`` false, …) or      every token entry of the user: tombstone
+deleted
 ``Application`` saved or deleted            every token entry of the client: tombstone
 ``ProtectedResource`` saved or deleted      the resource generation changes
 ==========================================  ==================================================
@@ -65,6 +69,7 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from mcp_oauth.dpop.bindings import JKT_ATTRIBUTE, binding_subquery
 from mcp_oauth.models import ProtectedResource
 from mcp_oauth.resource_server.decoded import TOMBSTONE, DecodedEntries
+from mcp_oauth.resource_server.revocation import bump_stamp, entry_is_current, is_local, on_change, tag, watch
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.overload import UNAVAILABLE_ERRORS
 from mcp_oauth.shared.resource_uris import canonicalize_resource
@@ -138,13 +143,19 @@ def access_token_by_checksum(checksum: str) -> Any:
     """
     cache = _cache()
     key = TOKEN_PREFIX + checksum
+    # A cache of this process's own: the revocation stamp first (read again at most every
+    # REVOCATION_CHECK_SECONDS), so that a row loaded below is tagged with a stamp read before it.
+    stamp = watch.current() if is_local() else None
     try:
         entry = cache.get(key)
     except _CACHE_ERRORS as exc:
         logger.warning("token cache unavailable, reading the database: %s", exc)
         return _load_token(checksum)
+    stale = False
     if entry is not None and entry != TOMBSTONE:
-        return entry
+        if entry_is_current(entry):
+            return entry
+        stale = True  # cached under an older stamp: something was revoked since
     token = _load_token(checksum)
     if token is None or entry == TOMBSTONE:
         return token
@@ -152,7 +163,10 @@ def access_token_by_checksum(checksum: str) -> Any:
     timeout = min(float(mcp_oauth_settings.TOKEN_CACHE_SECONDS), remaining)
     if timeout >= 1:
         try:
-            cache.add(key, token, timeout=int(timeout))
+            if stamp is None:
+                cache.add(key, token, timeout=int(timeout))
+            else:  # replaces a stale entry; a tombstone it replaces was written with a stamp bump
+                (cache.set if stale else cache.add)(key, tag(token, stamp), timeout=int(timeout))
         except _CACHE_ERRORS as exc:
             logger.warning("token cache unavailable, not caching: %s", exc)
     return token
@@ -219,8 +233,9 @@ def _decoded_values(cache: Any, keys: list[str], raws: list[bytes | None]) -> di
 
 
 def token_from_entry(entry: Any) -> Any:
-    """The cached ``AccessToken`` of a token-cache entry, or None (absent, revoked: ask the database)."""
-    if entry is None or entry == TOMBSTONE:
+    """The cached ``AccessToken`` of a token-cache entry, or None (absent, revoked, or cached by a
+    process-local cache under an older revocation stamp: ask the database)."""
+    if entry is None or entry == TOMBSTONE or not entry_is_current(entry):
         return None
     return entry
 
@@ -272,6 +287,7 @@ def tombstone(keys: list[str]) -> None:
 
 def _now_and_on_commit(checksums: list[str]) -> None:
     tombstone([TOKEN_PREFIX + checksum for checksum in checksums])
+    bump_stamp()  # a cache of this process's own: the other processes learn it from the database
 
 
 def forget_token(checksum: str) -> None:
@@ -306,6 +322,8 @@ class _ResourceRegistry:
         self._by_uri: dict[str, ProtectedResource] = {}
 
     def _current_generation(self) -> Any:
+        if is_local():
+            watch.current()  # a changed stamp clears this registry (on_change below)
         try:
             cache = _cache()
             generation = cache.get(RESOURCE_GENERATION_KEY)
@@ -401,6 +419,11 @@ def bump_resource_generation() -> None:
 
     bump()
     transaction.on_commit(bump)
+    bump_stamp(config=True)
+
+
+on_change(_registry.clear)
+on_change(_decoded.clear)
 
 
 # --- receivers -------------------------------------------------------------------------------
@@ -415,6 +438,10 @@ def _user_changed(sender: Any, instance: Any, created: bool = False, update_fiel
     if created or (update_fields is not None and set(update_fields) <= {"last_login"}):
         return  # a login changes nothing a token lookup uses
     forget_user_tokens(instance.pk)
+
+
+def _user_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
+    forget_user_tokens(instance.pk)  # its tokens went first (a cascade); the stamp says so again
 
 
 def _application_changed(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
@@ -437,3 +464,4 @@ def connect_receivers() -> None:
         signal.connect(_application_changed, sender=application_model, dispatch_uid=f"mcp_oauth.cache.app.{uid}")
         signal.connect(_resource_changed, sender=ProtectedResource, dispatch_uid=f"mcp_oauth.cache.resource.{uid}")
     post_save.connect(_user_changed, sender=user_model, dispatch_uid="mcp_oauth.cache.user.post_save")
+    post_delete.connect(_user_deleted, sender=user_model, dispatch_uid="mcp_oauth.cache.user.post_delete")

@@ -20,6 +20,7 @@ from mcp_oauth.mcp_server.mcp_tasks.policy import TaskPolicy
 from mcp_oauth.mcp_server.transport import wakeup
 from mcp_oauth.mcp_server.transport.jsonrpc import INVALID_PARAMS, McpError
 from mcp_oauth.models import McpTask
+from mcp_oauth.resource_server.authentication import BearerPrincipal, PrincipalGone, principal_gone
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.signals import task_created, task_finished
 
@@ -66,12 +67,15 @@ def find_task(task_id: Any, principal: Any, *, for_update: bool = False) -> McpT
 
     :raises McpError: -32602 "Task not found" (unknown, or another owner's: the same answer) or
         "Task has expired" (past its ``ttlMs``; SEP-2663 "Protocol Errors").
+    :raises PrincipalGone: not found because the token's user, client or row is gone (401).
     """
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise McpError(INVALID_PARAMS, NOT_FOUND)
     queryset = McpTask.objects.select_for_update() if for_update else McpTask.objects
     task = queryset.filter(task_id=task_id).first()
     if task is None:
+        if isinstance(principal, BearerPrincipal) and principal_gone(principal):
+            raise PrincipalGone  # the task went with the user or client: 401, not "not found"
         raise McpError(INVALID_PARAMS, NOT_FOUND)
     owner = _owner_filter(principal)
     if (task.user_id, task.application_id, task.resource_id) != (

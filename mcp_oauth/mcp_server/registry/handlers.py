@@ -43,6 +43,7 @@ from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
 from mcp_oauth.mcp_server.registry.resources import ResourceRegistry, active_resource_registry
 from mcp_oauth.mcp_server.transport.input_required import InputRequired
 from mcp_oauth.mcp_server.transport.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
+from mcp_oauth.resource_server.authentication import PrincipalGone
 from mcp_oauth.settings import mcp_oauth_settings
 
 __all__ = [
@@ -246,7 +247,7 @@ async def handle(method: str, ctx: RequestContext, params: dict[str, Any]) -> di
     handler = HANDLERS[method]
     try:
         return await handler(ctx, params)
-    except (McpError, InsufficientScope, InputRequired):
+    except (McpError, InsufficientScope, InputRequired, PrincipalGone):
         raise
     except Exception:
         logger.exception("%s failed", method)

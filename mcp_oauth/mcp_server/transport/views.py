@@ -69,6 +69,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
+from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
@@ -99,7 +100,14 @@ from mcp_oauth.mcp_server.transport.sse import OutboxCursor, ResponseChannel, ou
 from mcp_oauth.mcp_server.transport.table import Call, InsufficientScope, Method
 from mcp_oauth.mcp_server.transport.tool_methods import cancel_request, cancel_session_requests
 from mcp_oauth.models import McpSession, ProtectedResource
-from mcp_oauth.resource_server.authentication import BearerChallenge, BearerPrincipal, authenticate_bearer_cached
+from mcp_oauth.resource_server.authentication import (
+    BearerChallenge,
+    BearerPrincipal,
+    PrincipalGone,
+    authenticate_bearer_cached,
+    invalid_token,
+    principal_gone,
+)
 from mcp_oauth.resource_server.cache import resource_by_uri
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.cors import mcp_cors, origin_allowed
@@ -197,6 +205,11 @@ def read_body(request: HttpRequest) -> bytes:
     return body
 
 
+async def _gone(principal: BearerPrincipal) -> bool:
+    """:func:`~mcp_oauth.resource_server.authentication.principal_gone`, in a thread."""
+    return await sync_to_async(principal_gone)(principal)
+
+
 def _authorize(request: HttpRequest, origin_ok: bool) -> BearerPrincipal | HttpResponse:
     """Resolve the resource from the URL, check the Origin, authenticate (one thread hop)."""
     try:
@@ -272,7 +285,15 @@ class McpView:
                 return await self.post(request, principal, prefetched)
             return await (self.get if method == "GET" else self.delete)(request, principal)
         except JsonRpcError as exc:
+            if exc.http_status == 404 and await _gone(principal):  # its session went with its user
+                return invalid_token(principal.resource).response()
             return error_response(exc)
+        except IntegrityError:  # a row keyed to a user or client deleted since the token was checked
+            if await _gone(principal):
+                return invalid_token(principal.resource).response()
+            raise
+        except PrincipalGone:
+            return invalid_token(principal.resource).response()
 
     # --- POST ----------------------------------------------------------------------------
 
@@ -356,6 +377,10 @@ class McpView:
                 # notifications/cancelled before anything was sent: no response for the request
                 # (MCP "Cancellation"), so an event stream that ends without one.
                 return _sse_response(_no_events())
+            if isinstance(failure, PrincipalGone) or (
+                isinstance(failure, IntegrityError) and await _gone(call.principal)
+            ):
+                return invalid_token(call.principal.resource).response()
             if failure is not None:
                 logger.error("request %r failed", call.method, exc_info=failure)
                 return json_response(error_message(call.message_id, McpError(INTERNAL_ERROR, "Internal error")), 500)
