@@ -178,6 +178,9 @@ DEFAULTS: dict[str, Any] = {
     # secure input, connections; SEP-1036: servers MUST rate-limit them).
     "THROTTLE_RATES": {
         "register": "30/hour",
+        # identical registrations (same client software) from one address: see
+        # mcp_oauth.authorization_server.registration_limits
+        "register_identical": "10/hour",
         "authorize": "60/minute",
         "token": "120/minute",
         "elicitation": "60/minute",
