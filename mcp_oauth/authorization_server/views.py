@@ -116,6 +116,23 @@ def check_pkce(params, credentials: dict) -> None:
         raise _request_error("code_challenge_method must be S256.", credentials)
 
 
+def check_state(state: str | None, credentials: dict) -> None:
+    """Refuse a ``state`` longer than ``MCP_OAUTH["AUTHORIZATION_STATE_MAX_LENGTH"]`` characters
+    (default 2048). RFC 6749 §4.1.1 leaves ``state`` opaque and unbounded; the server echoes it in
+    the redirect (§4.1.2), so an unbounded one lets anyone make it store and send back arbitrary
+    amounts of data. Real clients send 16-64 random characters, or an encoded return URL of a few
+    hundred; 2048 leaves room for those and keeps the redirect URL under common 8 KB URL limits.
+
+    :raises OAuthToolkitError: ``invalid_request`` redirected to the validated redirect URI
+        (RFC 6749 §4.1.2.1), without the refused ``state``.
+    """
+    limit = mcp_oauth_settings.AUTHORIZATION_STATE_MAX_LENGTH
+    if limit is not None and state is not None and len(state) > limit:
+        raise _request_error(
+            f"state is longer than {limit} characters.", {**credentials, "state": None}
+        )
+
+
 @method_decorator(never_cache, name="dispatch")
 class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
     """RFC 6749 §4.1.1 authorization endpoint of the MCP profile (see the module docstring)."""
@@ -190,6 +207,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             verdict = self.check_trust(request, application=application) if application is not None else verdict
         self.mcp_trust = verdict
         # The client and redirect URI are validated now, so errors may be redirected.
+        check_state(request.GET.get("state"), credentials)
         check_pkce(request.GET, credentials)
         try:
             resource = select_resource(request.GET.getlist("resource"))
@@ -214,7 +232,8 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
                 raise OAuthToolkitError(error=oauth_errors.InvalidClientIdError())
             # The policy may have changed since the page was shown: even "Cancel" must not redirect.
             self.check_trust(self.request, application=application)
-            # The hidden fields can be tampered with: check PKCE and resource again.
+            # The hidden fields can be tampered with: check state, PKCE and resource again.
+            check_state(credentials["state"], credentials)
             data = form.data.copy()
             if form.cleaned_data.get("allow"):
                 check_pkce(data, credentials)
