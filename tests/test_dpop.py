@@ -486,7 +486,11 @@ def test_introspection_names_the_key(logged_in, key, dpop_pair, service, mint_to
     """RFC 9449 §6.2: an introspected DPoP-bound token says ``token_type: DPoP`` and ``cnf.jkt``."""
     from .oauth_helpers import basic
 
+    from mcp_oauth.models import ClientProfile
+
     app, secret = service
+    # RFC 7662 §4: only the resource server of the token's audience learns about it
+    ClientProfile.objects.create(application=app).resource_server_for.add(resource)
     auth = {"HTTP_AUTHORIZATION": basic(app.client_id, secret)}
     bound = logged_in.post("/oauth/introspect", {"token": dpop_pair["access_token"]}, **auth)
     assert bound.status_code == 200, bound.content

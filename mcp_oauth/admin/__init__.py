@@ -118,9 +118,11 @@ class ClientProfileInline(admin.StackedInline):
         "jwks_uri",
         "jwks",
         "dpop_bound_access_tokens",
+        "resource_server_for",
         "metadata",
     )
     readonly_fields = ("registration_source", "trust_verdict", "metadata", "last_used_at")
+    filter_horizontal = ("resource_server_for",)
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     @admin.display(description=_("registration source"))

@@ -151,6 +151,18 @@ class ClientProfile(models.Model):
         help_text=_("https URL of the client's JWK Set for private_key_jwt (fetched with the SSRF rules of CIMD)."),
     )
 
+    # RFC 7662 §4: who may introspect what (mcp_oauth.authorization_server.introspection_policy).
+    resource_server_for = models.ManyToManyField(
+        ProtectedResource,
+        blank=True,
+        related_name="resource_server_clients",
+        verbose_name=_("resource server for"),
+        help_text=_(
+            "Mark this client as the resource server of these resources: it may introspect (RFC 7662) "
+            "the tokens whose audience is one of them. Other clients learn nothing by introspection."
+        ),
+    )
+
     class Meta:
         verbose_name = _("client profile")
         verbose_name_plural = _("client profiles")
