@@ -201,6 +201,8 @@ DEFAULTS: dict[str, Any] = {
     # A dynamically registered client whose tokens have all been expired (and whose refresh
     # tokens are all revoked or expired) for this many days is deleted (None: never).
     "DCR_PRUNE_AFTER_DAYS": 30,
+    # Clients examined (and at most deleted) per batch of the prune, each batch its own transaction.
+    "DCR_PRUNE_BATCH_SIZE": 1000,
     # --- production shape (mcp_oauth.shared.overload, mcp_oauth.resource_server.cache, mcp_oauth.mcp_server.transport.wakeup) ---
     # Retry-After (seconds) of the 503 answered when the database pool is exhausted, the
     # database is slow past its statement_timeout, or the cache is unreachable.
