@@ -136,7 +136,7 @@ class ClientProfile(models.Model):
             "Also set by dpop_bound_access_tokens in its registered or CIMD metadata."
         ),
     )
-    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
+    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True, db_index=True)
     # private_key_jwt client authentication (RFC 7523 §2.2, RFC 7591 §2): the client's public keys.
     jwks = models.JSONField(
         _("JWKS"),
