@@ -44,6 +44,7 @@ from mcp_oauth.authorization_server.rotation import prune_generations
 from mcp_oauth.dpop.bindings import prune_bindings
 from mcp_oauth.mcp_server.mcp_tasks import jobs as mcp_task_jobs  # noqa: F401  (mcp_oauth.mcp_tasks.run / .reconcile)
 from mcp_oauth.models import McpSession, RedeemedAuthorizationCode
+from mcp_oauth.resource_server.cache import batched_invalidation
 from mcp_oauth.settings import mcp_oauth_settings
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ def prune_dynamic_clients() -> dict[str, int]:
     prunable ones in that primary-key range are locked (their pending codes, refresh-token
     generations and rows, as a single deletion does: :mod:`.authorization_server.lifecycle`),
     selected again (a client that obtained a token meanwhile survives), their tokens deleted and
-    they are deleted, with one clients-generation bump per batch. Memory stays that of one batch
+    they are deleted, with one clients-generation bump and one token-cache invalidation per batch. Memory stays that of one batch
     whatever the table's size; every batch of the table is visited in one run.
 
     :returns: ``{"clients": n}`` — applications deleted.
@@ -163,7 +164,7 @@ def prune_dynamic_clients() -> dict[str, int]:
             break
         last = chunk[-1]
         in_range = prunable_dynamic_clients(now).filter(pk__gte=chunk[0], pk__lte=last)
-        with transaction.atomic(), one_generation_bump():
+        with transaction.atomic(), one_generation_bump(), batched_invalidation():
             candidates = list(in_range.values_list("pk", flat=True))
             if not candidates:
                 continue

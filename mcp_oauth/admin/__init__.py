@@ -139,7 +139,7 @@ class ClientProfileInline(admin.StackedInline):
 
 
 #: The trust-verdict filter judges at most this many clients, the most recently registered.
-TRUST_FILTER_WINDOW = 10_000
+TRUST_FILTER_WINDOW = 5_000
 
 
 class TrustVerdictFilter(admin.SimpleListFilter):
