@@ -7,12 +7,14 @@ days ago) with ``INSERT … SELECT generate_series`` in a few statements; ``admi
 admin's application changelist (as a logged-in superuser, Django's test client, no network:
 the median of 5 after a warm-up) unfiltered, filtered, sorted and searched, and prints its
 query count; ``prune`` runs ``mcp_oauth.tasks.prune_dynamic_clients`` in a fresh process and
-prints its wall time and peak RSS; ``clean`` deletes what ``load`` inserted (rows whose
+prints its wall time, rate and peak RSS (sampled every 5 s; ``--max-seconds`` stops it early and
+extrapolates); ``clean`` deletes what ``load`` inserted (rows whose
 ``client_id`` starts with ``bench-``). ``all`` runs the four in order.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/h_registration .venv/bin/python bench/bench_dcr_admin.py all
     DATABASE_URL=... .venv/bin/python bench/bench_dcr_admin.py load --rows 1000000
     DATABASE_URL=... .venv/bin/python bench/bench_dcr_admin.py admin
+    DATABASE_URL=... .venv/bin/python bench/bench_dcr_admin.py prune --max-seconds 60
 
 The database named by DATABASE_URL is migrated and written to; use a scratch one.
 """
@@ -39,6 +41,7 @@ def setup() -> None:
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("DATABASE_URL must name a scratch PostgreSQL database")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "0")  # as in production: no query log kept in memory
     import django
 
     django.setup()
@@ -92,13 +95,12 @@ def load(rows: int) -> None:
 
 
 def admin() -> None:
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
     from oauth2_provider.models import get_application_model
-
-    from django.conf import settings
 
     settings.ALLOWED_HOSTS = ["testserver"]
     User = get_user_model()
@@ -152,9 +154,50 @@ def prune_in_process() -> None:
     )
 
 
-def prune() -> None:
-    """In a fresh process, so the peak RSS is the prune's alone."""
-    subprocess.run([sys.executable, __file__, "_prune"], check=True)
+def dynamic_count() -> int:
+    from oauth2_provider.models import get_application_model
+
+    return get_application_model().objects.filter(registration_source="dcr").count()
+
+
+def rss_kib(pid: int) -> dict[str, int]:
+    values = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                name, value, _unit = line.split()
+                values[name[:-1]] = int(value)
+    return values
+
+
+def prune(max_seconds: float) -> None:
+    """In a fresh process, so the peak RSS is the prune's alone; its RSS is sampled every 5 s. With
+    ``max_seconds`` > 0 it is stopped then (the batch in flight rolls back) and the rate is printed."""
+    before = dynamic_count()
+    started = time.perf_counter()
+    child = subprocess.Popen([sys.executable, __file__, "_prune"])
+    samples = []
+    while child.poll() is None:
+        time.sleep(5)
+        elapsed = time.perf_counter() - started
+        try:
+            memory = rss_kib(child.pid)
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        samples.append((elapsed, memory))
+        print(f"  {elapsed:6.0f} s  RSS {memory['VmRSS'] / 1024:5.0f} MiB  peak {memory['VmHWM'] / 1024:5.0f} MiB")
+        if max_seconds and elapsed >= max_seconds:
+            child.terminate()
+            child.wait()
+            break
+    elapsed = time.perf_counter() - started
+    deleted = before - dynamic_count()
+    peak = max((memory["VmHWM"] for _, memory in samples), default=0)
+    print(
+        f"prune: {deleted} of {before} never-used dynamic clients deleted in {elapsed:.0f} s "
+        f"({deleted / max(elapsed, 1e-9):.0f}/s; all {before} at that rate: {before / max(deleted, 1) * elapsed / 60:.1f} min); "
+        f"peak RSS {peak / 1024:.0f} MiB"
+    )
 
 
 def clean() -> None:
@@ -182,6 +225,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("step", choices=["load", "admin", "prune", "clean", "all", "_prune"])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--max-seconds", type=float, default=0, help="prune: stop after this long (0: run to the end)")
     args = parser.parse_args()
     setup()
     if args.step == "_prune":
@@ -192,7 +236,7 @@ def main() -> None:
     if args.step in ("admin", "all"):
         admin()
     if args.step in ("prune", "all"):
-        prune()
+        prune(args.max_seconds)
     if args.step in ("clean", "all"):
         clean()
 

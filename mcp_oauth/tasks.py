@@ -37,9 +37,9 @@ from oauth2_provider.settings import oauth2_settings
 # The CIMD fetch/refresh tasks live in mcp_oauth.authorization_server.cimd.tasks and the Tasks-extension jobs in
 # mcp_oauth.mcp_server.mcp_tasks.jobs; importing them here registers them with workers that autodiscover this module.
 from mcp_oauth.authorization_server.assertions import prune_used_assertions
+from mcp_oauth.authorization_server.cimd import tasks as cimd_tasks  # noqa: F401
 from mcp_oauth.authorization_server.clients import one_generation_bump
 from mcp_oauth.authorization_server.lifecycle import clients_settled, delete_client_tokens, lock_clients
-from mcp_oauth.authorization_server.cimd import tasks as cimd_tasks  # noqa: F401
 from mcp_oauth.authorization_server.rotation import prune_generations
 from mcp_oauth.dpop.bindings import prune_bindings
 from mcp_oauth.mcp_server.mcp_tasks import jobs as mcp_task_jobs  # noqa: F401  (mcp_oauth.mcp_tasks.run / .reconcile)

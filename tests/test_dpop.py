@@ -484,9 +484,9 @@ def test_settings_check(settings):
 
 def test_introspection_names_the_key(logged_in, key, dpop_pair, service, mint_token, user, public_app, resource):
     """RFC 9449 §6.2: an introspected DPoP-bound token says ``token_type: DPoP`` and ``cnf.jkt``."""
-    from .oauth_helpers import basic
-
     from mcp_oauth.models import ClientProfile
+
+    from .oauth_helpers import basic
 
     app, secret = service
     # RFC 7662 §4: only the resource server of the token's audience learns about it

@@ -34,7 +34,9 @@ def introspect(client, caller, token):
     return client.post("/oauth/introspect", {"token": token}, HTTP_AUTHORIZATION=basic(app.client_id, secret))
 
 
-def test_a_normal_client_learns_nothing_of_another_clients_token(client, service, user, public_app, mint_token, resource):
+def test_a_normal_client_learns_nothing_of_another_clients_token(
+    client, service, user, public_app, mint_token, resource
+):
     """The attack: any confidential client could read another's token (its user, scopes, expiry)."""
     token = mint_token(user, public_app, "mcp", resource.uri)
     response = introspect(client, service, token)

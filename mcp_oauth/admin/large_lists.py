@@ -32,7 +32,7 @@ class CappedCountPaginator(Paginator):
     capped = False
 
     @cached_property
-    def count(self) -> int:  # type: ignore[override]  # Django's is a cached_property too
+    def count(self) -> int:
         object_list: Any = self.object_list
         if not isinstance(object_list, QuerySet):
             return super().count

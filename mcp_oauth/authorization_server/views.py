@@ -130,9 +130,7 @@ def check_state(state: str | None, credentials: dict) -> None:
     """
     limit = mcp_oauth_settings.AUTHORIZATION_STATE_MAX_LENGTH
     if limit is not None and state is not None and len(state) > limit:
-        raise _request_error(
-            f"state is longer than {limit} characters.", {**credentials, "state": None}
-        )
+        raise _request_error(f"state is longer than {limit} characters.", {**credentials, "state": None})
 
 
 @method_decorator(never_cache, name="dispatch")
