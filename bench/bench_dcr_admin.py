@@ -103,6 +103,11 @@ def admin() -> None:
     from oauth2_provider.models import get_application_model
 
     settings.ALLOWED_HOSTS = ["testserver"]
+    # Production settings (DEBUG off) but no collectstatic here: plain static URLs.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
     User = get_user_model()
     superuser = User.objects.filter(username="bench-admin").first() or User.objects.create_superuser(
         "bench-admin", "bench@example.com", "x"
@@ -129,13 +134,13 @@ def admin() -> None:
         ("search: no match", "?q=no-such-client-anywhere"),
     ]
     for label, query in cases:
-        response = client.get(CHANGELIST + query)
+        response = client.get(CHANGELIST + query, secure=True)
         assert response.status_code == 200, (label, response.status_code, response.content[:300])
         times = []
         for _ in range(5):
             started = time.perf_counter()
             with CaptureQueriesContext(connection) as queries:
-                response = client.get(CHANGELIST + query)
+                response = client.get(CHANGELIST + query, secure=True)
             times.append((time.perf_counter() - started) * 1000)
         print(f"  {label:34} {statistics.median(times):7.1f} ms (max {max(times):7.1f})  {len(queries)} queries")
 

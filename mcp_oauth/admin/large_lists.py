@@ -21,7 +21,7 @@ from django.utils.functional import cached_property
 #: At most this many rows are counted for the list (and paged through).
 COUNT_CAP = 10_000
 #: A search that is not an exact ``client_id`` looks at this many most recent clients.
-SEARCH_WINDOW = 50_000
+SEARCH_WINDOW = 20_000
 
 
 class CappedCountPaginator(Paginator):
