@@ -116,3 +116,21 @@ from mcp_oauth.adapter import DefaultMCPAdapter  # noqa: E402
 class EveryoneMayIntrospect(DefaultMCPAdapter):
     def may_introspect(self, client, token) -> bool:
         return True
+
+
+def test_the_get_form_of_introspection_follows_the_same_rule(
+    client, service, resource_server, user, public_app, mint_token, resource
+):
+    """DOT also answers ``GET /oauth/introspect?token=…``: same rule."""
+    token = mint_token(user, public_app, "mcp", resource.uri)
+    for caller, active in ((service, False), (resource_server, True)):
+        app, secret = caller
+        response = client.get(f"/oauth/introspect?token={token}", HTTP_AUTHORIZATION=basic(app.client_id, secret))
+        assert response.status_code == 200 and response.json()["active"] is active
+
+
+def test_the_admin_marks_a_resource_server(admin_client, service, resource):
+    app, _ = service
+    ClientProfile.objects.create(application=app)
+    page = admin_client.get(f"/admin/oauth2_provider/application/{app.pk}/change/").content.decode()
+    assert 'name="mcp_profile-0-resource_server_for"' in page and f'value="{resource.pk}">{resource}<' in page
