@@ -178,3 +178,23 @@ def test_each_batch_reads_and_deletes_a_bounded_slice(settings, user):
     deletes = [sql for sql in sqls if sql.startswith(f'DELETE FROM "{table}"')]
     assert len(deletes) == 4
     assert all(len(re.search(r"IN \(([^)]*)\)", sql).group(1).split(",")) <= 3 for sql in deletes)
+
+
+def test_a_client_that_obtains_a_token_during_the_batch_survives(monkeypatch, user):
+    """Selected, then used before its batch is locked: selected again under the locks, it stays,
+    with its token."""
+    import mcp_oauth.tasks as tasks
+
+    racing, idle = app(age=2 * DAY), app(age=2 * DAY)
+    real_lock = tasks.lock_clients
+
+    def lock_after_a_grant(model, pks):
+        assert racing.pk in pks
+        access_token(racing, user)  # a token exchange that committed just before the locks
+        return real_lock(model, pks)
+
+    monkeypatch.setattr(tasks, "lock_clients", lock_after_a_grant)
+    assert prune_dynamic_clients.delay().get() == {"clients": 1}
+    assert list(Application.objects.values_list("pk", flat=True)) == [racing.pk]
+    assert AccessToken.objects.filter(application=racing).count() == 1
+    assert not Application.objects.filter(pk=idle.pk).exists()
