@@ -144,7 +144,7 @@ def test_pruning_takes_tokens_and_consents_with_it(user):
     }  # the other task is still there
 
 
-def test_pruning_goes_through_every_batch_of_primary_keys(settings, user, django_assert_max_num_queries):
+def test_pruning_goes_through_every_batch_of_primary_keys(settings, user):
     """Bounded batches (DCR_PRUNE_BATCH_SIZE primary keys at a time), all of them in one run; the
     clients that must stay, between them, stay; profiles go with their clients."""
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "DCR_PRUNE_BATCH_SIZE": 2}
