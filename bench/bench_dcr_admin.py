@@ -189,6 +189,8 @@ def prune(max_seconds: float) -> None:
             memory = rss_kib(child.pid)
         except (FileNotFoundError, ProcessLookupError):
             break
+        if "VmHWM" not in memory:  # exited, not yet reaped
+            break
         samples.append((elapsed, memory))
         print(f"  {elapsed:6.0f} s  RSS {memory['VmRSS'] / 1024:5.0f} MiB  peak {memory['VmHWM'] / 1024:5.0f} MiB")
         if max_seconds and elapsed >= max_seconds:
@@ -197,6 +199,7 @@ def prune(max_seconds: float) -> None:
             break
     elapsed = time.perf_counter() - started
     deleted = before - dynamic_count()
+    child.wait()
     peak = max((memory["VmHWM"] for _, memory in samples), default=0)
     print(
         f"prune: {deleted} of {before} never-used dynamic clients deleted in {elapsed:.0f} s "
