@@ -26,7 +26,8 @@ The decisions:
 * :meth:`~DefaultMCPAdapter.can_skip_consent` — whether an authorization request is approved
   without the consent page;
 * :meth:`~DefaultMCPAdapter.user_for_token` — the user an access token speaks for;
-* :meth:`~DefaultMCPAdapter.enterprise_user` — the user an enterprise IdP's ID-JAG speaks for.
+* :meth:`~DefaultMCPAdapter.enterprise_user` — the user an enterprise IdP's ID-JAG speaks for;
+* :meth:`~DefaultMCPAdapter.may_introspect` — whether a client may learn about a token by introspection.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from urllib.parse import urlsplit
 from django.core.checks import Error
 from django.http import HttpRequest
 
-from mcp_oauth.authorization_server import trust
+from mcp_oauth.authorization_server import introspection_policy, trust
 from mcp_oauth.authorization_server.enterprise_users import user_for_subject
 from mcp_oauth.resource_server.authentication import authenticate_bearer
 from mcp_oauth.settings import mcp_oauth_settings
@@ -124,6 +125,17 @@ class DefaultMCPAdapter:
         automatic approval is audited as ``consent.granted`` with ``detail.automatic``.
         """
         return bool(application.skip_authorization)
+
+    def may_introspect(self, client, token) -> bool:
+        """Whether the authenticated ``client`` (a DOT ``Application``, ``None`` when unknown) may learn
+        about the active ``token`` (a DOT ``AccessToken``) at the introspection endpoint (RFC 7662 §4).
+        False: the caller is answered ``{"active": false}`` (§2.2).
+
+        Default: :func:`mcp_oauth.authorization_server.introspection_policy.may_introspect` — the
+        client is marked as the resource server of one of the token's audiences
+        (``ClientProfile.resource_server_for``).
+        """
+        return introspection_policy.may_introspect(client, token)
 
     def keeps_default_token_checks(self) -> bool:
         """Whether :meth:`authenticate_request` and :meth:`user_for_token` are :class:`DefaultMCPAdapter`'s,

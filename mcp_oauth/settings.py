@@ -194,6 +194,9 @@ DEFAULTS: dict[str, Any] = {
     # secure input, connections; SEP-1036: servers MUST rate-limit them).
     "THROTTLE_RATES": {
         "register": "30/hour",
+        # identical registrations (same client software) from one address: see
+        # mcp_oauth.authorization_server.registration_limits
+        "register_identical": "10/hour",
         "authorize": "60/minute",
         "token": "120/minute",
         "elicitation": "60/minute",
@@ -204,6 +207,9 @@ DEFAULTS: dict[str, Any] = {
     # Dotted path of a callable (request, scope) -> str naming the caller; None: REMOTE_ADDR.
     # Behind a proxy, make REMOTE_ADDR the client's address (uvicorn --proxy-headers, …) or set this.
     "THROTTLE_KEY_FUNCTION": None,
+    # Longest accepted authorization-request state (characters; None: unbounded). Longer:
+    # invalid_request redirected to the client (mcp_oauth.authorization_server.views.check_state).
+    "AUTHORIZATION_STATE_MAX_LENGTH": 2048,
     # --- dynamic-registration hygiene (mcp_oauth.tasks.prune_dynamic_clients) ---
     # A dynamically registered client that never obtained a token is deleted this many days
     # after it registered (None: never).
@@ -211,6 +217,8 @@ DEFAULTS: dict[str, Any] = {
     # A dynamically registered client whose tokens have all been expired (and whose refresh
     # tokens are all revoked or expired) for this many days is deleted (None: never).
     "DCR_PRUNE_AFTER_DAYS": 30,
+    # Clients examined (and at most deleted) per batch of the prune, each batch its own transaction.
+    "DCR_PRUNE_BATCH_SIZE": 1000,
     # --- production shape (mcp_oauth.shared.overload, mcp_oauth.resource_server.cache, mcp_oauth.mcp_server.transport.wakeup) ---
     # Retry-After (seconds) of the 503 answered when the database pool is exhausted, the
     # database is slow past its statement_timeout, or the cache is unreachable.

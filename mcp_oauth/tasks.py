@@ -23,6 +23,7 @@ import logging
 from datetime import timedelta
 
 from celery import shared_task
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from oauth2_provider.models import (
@@ -37,10 +38,13 @@ from oauth2_provider.settings import oauth2_settings
 # mcp_oauth.mcp_server.mcp_tasks.jobs; importing them here registers them with workers that autodiscover this module.
 from mcp_oauth import retention
 from mcp_oauth.authorization_server.cimd import tasks as cimd_tasks  # noqa: F401
+from mcp_oauth.authorization_server.clients import one_generation_bump
+from mcp_oauth.authorization_server.lifecycle import clients_settled, delete_client_tokens, lock_clients
 from mcp_oauth.authorization_server.rotation import prune_generations
 from mcp_oauth.dpop.bindings import prune_bindings
 from mcp_oauth.mcp_server.mcp_tasks import jobs as mcp_task_jobs  # noqa: F401  (mcp_oauth.mcp_tasks.run / .reconcile)
 from mcp_oauth.models import McpSession, RedeemedAuthorizationCode
+from mcp_oauth.resource_server.cache import batched_invalidation
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.batches import delete_in_batches
 
@@ -140,18 +144,45 @@ def prunable_dynamic_clients(now=None):
 
 @shared_task(name="mcp_oauth.tasks.prune_dynamic_clients", ignore_result=True)
 def prune_dynamic_clients() -> dict[str, int]:
-    """Delete the applications :func:`prunable_dynamic_clients` selects, with their tokens and consents.
+    """Delete the applications :func:`prunable_dynamic_clients` selects, with their profiles, tokens,
+    consents and everything else that cascades from them.
+
+    In bounded batches: the next ``DCR_PRUNE_BATCH_SIZE`` primary keys of dynamically registered
+    clients (keyset order, never all rows at once), then, in one transaction per batch, the
+    prunable ones in that primary-key range are locked (their pending codes, refresh-token
+    generations and rows, as a single deletion does: :mod:`.authorization_server.lifecycle`),
+    selected again (a client that obtained a token meanwhile survives), their tokens deleted and
+    they are deleted, with one clients-generation bump and one token-cache invalidation per batch. Memory stays that of one batch
+    whatever the table's size; every batch of the table is visited in one run.
 
     :returns: ``{"clients": n}`` — applications deleted.
     """
     Application = get_application_model()
-    pks = list(prunable_dynamic_clients().values_list("pk", flat=True)[:10000])
-    if not pks:
-        return {"clients": 0}
-    # Selected again in the delete, so a client that got a token meanwhile survives.
-    _, per_model = prunable_dynamic_clients().filter(pk__in=pks).delete()
-    count = per_model.get(Application._meta.label, 0)
-    log.info("Pruned %d unused dynamically registered clients.", count)
+    batch = max(1, int(mcp_oauth_settings.DCR_PRUNE_BATCH_SIZE))
+    dynamic = Application.objects.filter(registration_source=Application.RegistrationSource.DCR).order_by("pk")
+    now = timezone.now()
+    count, last = 0, None
+    while True:
+        window = dynamic.filter(pk__gt=last) if last is not None else dynamic
+        chunk = list(window.values_list("pk", flat=True)[:batch])
+        if not chunk:
+            break
+        last = chunk[-1]
+        in_range = prunable_dynamic_clients(now).filter(pk__gte=chunk[0], pk__lte=last)
+        with transaction.atomic(), one_generation_bump(), batched_invalidation():
+            candidates = list(in_range.values_list("pk", flat=True))
+            if not candidates:
+                continue
+            lock_clients(Application, candidates)
+            pks = list(prunable_dynamic_clients(now).filter(pk__in=candidates).values_list("pk", flat=True))
+            if not pks:
+                continue
+            delete_client_tokens(pks)
+            with clients_settled(pks):
+                _, per_model = Application.objects.filter(pk__in=pks).delete()
+            count += per_model.get(Application._meta.label, 0)
+    if count:
+        log.info("Pruned %d unused dynamically registered clients.", count)
     return {"clients": count}
 
 

@@ -484,9 +484,13 @@ def test_settings_check(settings):
 
 def test_introspection_names_the_key(logged_in, key, dpop_pair, service, mint_token, user, public_app, resource):
     """RFC 9449 §6.2: an introspected DPoP-bound token says ``token_type: DPoP`` and ``cnf.jkt``."""
+    from mcp_oauth.models import ClientProfile
+
     from .oauth_helpers import basic
 
     app, secret = service
+    # RFC 7662 §4: only the resource server of the token's audience learns about it
+    ClientProfile.objects.create(application=app).resource_server_for.add(resource)
     auth = {"HTTP_AUTHORIZATION": basic(app.client_id, secret)}
     bound = logged_in.post("/oauth/introspect", {"token": dpop_pair["access_token"]}, **auth)
     assert bound.status_code == 200, bound.content

@@ -416,8 +416,10 @@ def test_system_check_refuses_forbidden_algorithms(settings):
 
 
 @pytest.mark.django_db
-def test_introspection_with_private_key_jwt(client, jwt_client, key):
+def test_introspection_with_private_key_jwt(client, jwt_client, key, resource):
     app, _ = jwt_client
+    # RFC 7662 §4: a client marked as the resource server of the token's audience (here its own token's)
+    app.mcp_profile.resource_server_for.add(resource)
     token = cc_request(client, key.sign(client_claims(app))).json()["access_token"]
     data = {"token": token, "client_assertion_type": ASSERTION_TYPE}
     answer = client.post("/oauth/introspect", {**data, "client_assertion": key.sign(client_claims(app))})

@@ -106,7 +106,7 @@ def test_bad_redirect_uris_are_refused_naming_the_field(client, resource, redire
         ("not json", "JSON"),
         ("[1, 2]", "JSON"),
         ({**PUBLIC, "token_endpoint_auth_method": "private_key_jwt"}, "token_endpoint_auth_method"),
-        ({**PUBLIC, "scope": "mcp admin"}, "scope"),
+        ({**PUBLIC, "scope": "admin root"}, "scope"),
         ({**PUBLIC, "client_name": 7}, "client_name"),
         ({**PUBLIC, "logo_uri": "http://example.com/x.png"}, "logo_uri"),
         ({**PUBLIC, "response_types": ["token"]}, "response_types"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import timedelta
 
@@ -145,3 +146,59 @@ def test_pruning_takes_tokens_and_consents_with_it(user):
         "tasks": 0,
         "cimd_documents": 0,
     }  # the other task is still there
+
+
+def test_pruning_goes_through_every_batch_of_primary_keys(settings, user):
+    """Bounded batches (DCR_PRUNE_BATCH_SIZE primary keys at a time), all of them in one run; the
+    clients that must stay, between them, stay; profiles go with their clients."""
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "DCR_PRUNE_BATCH_SIZE": 2}
+    doomed, kept = [], []
+    for index in range(7):
+        doomed.append(app(age=2 * DAY))
+        ClientProfile.objects.create(application=doomed[-1], metadata={"n": index})
+        kept.append(app(source="manual") if index % 2 else app(age=timedelta(hours=1)))
+    used = app(age=2 * DAY)
+    access_token(used, user)
+    assert prune_dynamic_clients.delay().get() == {"clients": 7}
+    assert set(Application.objects.values_list("pk", flat=True)) == {a.pk for a in [*kept, used]}
+    assert not ClientProfile.objects.filter(application_id__in=[a.pk for a in doomed]).exists()
+
+
+def test_each_batch_reads_and_deletes_a_bounded_slice(settings, user):
+    """Every statement that lists client keys is bounded by the batch size (LIMIT 3), and each
+    DELETE of clients names at most a batch of them."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "DCR_PRUNE_BATCH_SIZE": 3}
+    for _ in range(10):
+        app(age=2 * DAY)
+    with CaptureQueriesContext(connection) as queries:
+        assert prune_dynamic_clients.delay().get() == {"clients": 10}
+    table = Application._meta.db_table
+    sqls = [q["sql"] for q in queries.captured_queries]
+    limits = [int(n) for sql in sqls for n in re.findall(r"LIMIT (\d+)", sql)]
+    assert limits and max(limits) <= 3
+    deletes = [sql for sql in sqls if sql.startswith(f'DELETE FROM "{table}"')]
+    assert len(deletes) == 4
+    assert all(len(re.search(r"IN \(([^)]*)\)", sql).group(1).split(",")) <= 3 for sql in deletes)
+
+
+def test_a_client_that_obtains_a_token_during_the_batch_survives(monkeypatch, user):
+    """Selected, then used before its batch is locked: selected again under the locks, it stays,
+    with its token."""
+    import mcp_oauth.tasks as tasks
+
+    racing, idle = app(age=2 * DAY), app(age=2 * DAY)
+    real_lock = tasks.lock_clients
+
+    def lock_after_a_grant(model, pks):
+        assert racing.pk in pks
+        access_token(racing, user)  # a token exchange that committed just before the locks
+        return real_lock(model, pks)
+
+    monkeypatch.setattr(tasks, "lock_clients", lock_after_a_grant)
+    assert prune_dynamic_clients.delay().get() == {"clients": 1}
+    assert list(Application.objects.values_list("pk", flat=True)) == [racing.pk]
+    assert AccessToken.objects.filter(application=racing).count() == 1
+    assert not Application.objects.filter(pk=idle.pk).exists()

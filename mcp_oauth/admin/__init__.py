@@ -31,6 +31,7 @@ from oauth2_provider.models import (
 from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.admin import enterprise as enterprise_admin
+from mcp_oauth.admin import large_lists
 from mcp_oauth.admin.cascade import CascadeDeletable, reregister_cascade_deletable
 from mcp_oauth.admin.user_data import add_user_data_actions
 from mcp_oauth.audit import record
@@ -126,9 +127,11 @@ class ClientProfileInline(admin.StackedInline):
         "jwks_uri",
         "jwks",
         "dpop_bound_access_tokens",
+        "resource_server_for",
         "metadata",
     )
     readonly_fields = ("registration_source", "trust_verdict", "metadata", "last_used_at")
+    filter_horizontal = ("resource_server_for",)
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     @admin.display(description=_("registration source"))
@@ -143,8 +146,13 @@ class ClientProfileInline(admin.StackedInline):
         return f"{_verdict_label(verdict)} ({verdict.reason})"
 
 
+#: The trust-verdict filter judges at most this many clients, the most recently registered.
+TRUST_FILTER_WINDOW = 5_000
+
+
 class TrustVerdictFilter(admin.SimpleListFilter):
-    """Filter clients by their current trust verdict (evaluated in Python against one snapshot of the rules)."""
+    """Filter clients by their current trust verdict (evaluated in Python against one snapshot of the
+    rules), among the :data:`TRUST_FILTER_WINDOW` most recently registered clients."""
 
     title = _("trust verdict")
     parameter_name = "trust"
@@ -162,7 +170,9 @@ class TrustVerdictFilter(admin.SimpleListFilter):
         if wanted not in (trust.TRUSTED, trust.UNKNOWN, trust.REVIEW, trust.DENIED):
             return queryset
         rules = trust.load_rules()
-        rows = queryset.only("pk", "client_id", "redirect_uris", "registration_source")
+        # Bounded: the latest TRUST_FILTER_WINDOW clients are judged, never the whole table.
+        rows = queryset.order_by("-pk").only("pk", "client_id", "redirect_uris", "registration_source")
+        rows = rows[:TRUST_FILTER_WINDOW]
         keep = [app.pk for app in rows if trust.evaluate_application(app, rules=rules).decision == wanted]
         return queryset.filter(pk__in=keep)
 
@@ -218,7 +228,10 @@ class GrantTypeFilter(admin.SimpleListFilter):
         choices = [(value, labels.get(value, value)) for value in self.supported()]
         if mcp_oauth_settings.ENTERPRISE_MANAGED_AUTHORIZATION:
             choices.append((self.JWT_BEARER, _("JWT bearer (enterprise identity assertion)")))
-        if model_admin.get_queryset(request).exclude(authorization_grant_type__in=self.supported()).exists():
+        # The stored values that are not supported, looked up by the grant-type index (an exclude()
+        # would read every row of a large table).
+        unsupported = [value for value in labels if value and value not in self.supported()]
+        if model_admin.get_queryset(request).filter(authorization_grant_type__in=unsupported).exists():
             choices.append((self.UNSUPPORTED, _("Not supported by this server")))
         return choices
 
@@ -320,8 +333,20 @@ class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DO
         ("created", admin.DateFieldListFilter),
     )
     search_fields = ("name", "client_id", "redirect_uris", USER_SEARCH)
+    search_help_text = _(
+        "An exact client ID, or words found in the name, client ID, redirect URIs or owner of the "
+        "%(window)s most recently registered clients."
+    ) % {"window": f"{large_lists.SEARCH_WINDOW:,}"}
     actions = ("revoke_all_tokens", "block_host", "trust_clients")
     list_select_related = ("mcp_profile", "user")
+    # A million dynamic registrations (issue #28): no COUNT(*) over the table, a capped count.
+    show_full_result_count = False
+    paginator = large_lists.CappedCountPaginator
+
+    def get_search_results(self, request, queryset, search_term):
+        """:func:`~mcp_oauth.admin.large_lists.bounded_search`: an exact ``client_id`` anywhere, other
+        words among the most recent clients (never a scan of the whole table)."""
+        return large_lists.bounded_search(queryset, search_term, self.search_fields), False
 
     def get_exclude(self, request, obj=None):
         exclude = tuple(super().get_exclude(request, obj) or ())
@@ -340,7 +365,7 @@ class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DO
     def trust_verdict(self, obj):
         return _verdict_label(trust.evaluate_application(obj))
 
-    @admin.display(description=_("last used"), ordering="mcp_profile__last_used_at")
+    @admin.display(description=_("last used"))  # not sortable: a sort across the join reads every row
     def last_used(self, obj):
         profile = getattr(obj, "mcp_profile", None)
         return profile.last_used_at if profile is not None and profile.last_used_at else "-"

@@ -194,8 +194,30 @@ def generation_memo(name: str, load: Callable[[], T]) -> T:
     return value
 
 
+#: Set by :func:`one_generation_bump`: the bumps asked for meanwhile are counted, not made.
+_deferred_bumps: ContextVar[list[int] | None] = ContextVar("mcp_oauth_deferred_client_bumps", default=None)
+
+
+@contextmanager
+def one_generation_bump() -> Iterator[None]:
+    """Within the block, :func:`bump_clients_generation` is made at most once, at its end (for a
+    bulk change — deleting a batch of clients — that would otherwise bump once per row)."""
+    pending: list[int] = []
+    token = _deferred_bumps.set(pending)
+    try:
+        yield
+    finally:
+        _deferred_bumps.reset(token)
+        if pending:
+            bump_clients_generation()
+
+
 def bump_clients_generation() -> None:
     """Make every worker reload its clients and trust rules (now and after the transaction commits)."""
+    pending = _deferred_bumps.get()
+    if pending is not None:
+        pending.append(1)
+        return
 
     def bump() -> None:
         _registry.clear()

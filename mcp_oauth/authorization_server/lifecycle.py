@@ -21,6 +21,11 @@ deletion does not fail at commit on rows Django had not collected.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
 from django.db import router, transaction
 from django.db.models.signals import post_save, pre_delete, pre_save
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
@@ -73,6 +78,43 @@ def revoke_on_delete(sender, instance, **kwargs) -> None:
     erase_user_data(instance, reason="deleted")
 
 
+#: Primary keys of clients whose deletion :func:`lock_clients` and :func:`delete_client_tokens`
+#: already settled in bulk (:func:`clients_settled`): their ``pre_delete`` does nothing more.
+_settled: ContextVar[frozenset] = ContextVar("mcp_oauth_settled_clients", default=frozenset())
+
+
+@contextmanager
+def clients_settled(pks: Iterable[Any]) -> Iterator[None]:
+    """Within the block, deleting the clients ``pks`` skips :func:`settle_client_deletion`: the caller
+    already ran :func:`lock_clients` and :func:`delete_client_tokens` on them in this transaction."""
+    token = _settled.set(_settled.get() | frozenset(pks))
+    try:
+        yield
+    finally:
+        _settled.reset(token)
+
+
+def lock_clients(application_model, pks: list[Any]) -> None:
+    """Steps 1-3 of :func:`settle_client_deletion` for many clients at once (in the caller's transaction):
+    lock their pending codes, their refresh-token generations and their rows."""
+    take_write_lock()
+    list(get_grant_model().objects.select_for_update().filter(application_id__in=pks).order_by("pk").values_list("pk"))
+    families = get_refresh_token_model().objects.filter(application_id__in=pks, token_family__isnull=False)
+    list(
+        RefreshGeneration.objects.select_for_update()
+        .filter(token_family__in=families.values("token_family"))
+        .order_by("created_at", "pk")
+        .values_list("pk")
+    )
+    list(application_model.objects.select_for_update().filter(pk__in=pks).order_by("pk").values_list("pk"))
+
+
+def delete_client_tokens(pks: list[Any]) -> None:
+    """Step 4 of :func:`settle_client_deletion` for many clients: delete their refresh and access tokens."""
+    get_refresh_token_model().objects.filter(application_id__in=pks).delete()
+    get_access_token_model().objects.filter(application_id__in=pks).delete()
+
+
 def settle_client_deletion(sender, instance, **kwargs) -> None:
     """``pre_delete`` of a client: wait for its grants in flight, then delete the tokens they committed.
 
@@ -90,7 +132,7 @@ def settle_client_deletion(sender, instance, **kwargs) -> None:
        deletion at its foreign-key check, then fails: ``invalid_grant``);
     4. the client's refresh and access tokens that exist now are deleted.
     """
-    if instance.pk is None:
+    if instance.pk is None or instance.pk in _settled.get():
         return
     RefreshToken, AccessToken = get_refresh_token_model(), get_access_token_model()
     with transaction.atomic(using=router.db_for_write(type(instance))):

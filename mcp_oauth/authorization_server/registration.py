@@ -12,8 +12,12 @@
 * The trust policy applies (:class:`mcp_oauth.authorization_server.trust.TrustPolicyDCRPermission`, first of
   the default ``DCR_REGISTRATION_PERMISSION_CLASSES``): a denied registration gets
   403 ``access_denied``.
+* ``scope`` is narrowed to the scopes served here and the subset returned (RFC 7591 §3.2.1,
+  :func:`narrow_scope`); a public client may not register ``client_credentials`` alone.
 * Throttled under the ``register`` scope (429 ``slow_down`` with ``Retry-After``, see
-  :mod:`mcp_oauth.shared.throttling`); every accepted registration is audited (``client.registered``).
+  :mod:`mcp_oauth.shared.throttling`), and identical registrations from one address under
+  ``register_identical`` (:mod:`.registration_limits`); every accepted registration is audited
+  (``client.registered``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from oauth2_provider.views import DynamicClientRegistrationManagementView, Dynam
 from mcp_oauth.adapter import get_adapter
 from mcp_oauth.audit import record
 from mcp_oauth.authorization_server import trust
+from mcp_oauth.authorization_server.registration_limits import enforce_identical_budget
 from mcp_oauth.dpop.metadata import dpop_registration_metadata
 from mcp_oauth.errors import OAuthError, OAuthErrorMixin
 from mcp_oauth.models import AuditEvent, ClientProfile
@@ -183,9 +188,7 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, str) and len(value) > limit:
             raise RegistrationError("invalid_client_metadata", f"{name} is longer than {limit} characters.")
     if "scope" in accepted:
-        unknown = sorted(set(accepted["scope"].split()) - set(get_scopes_backend().get_all_scopes()))
-        if unknown:
-            raise RegistrationError("invalid_client_metadata", f"scope: unknown scope(s) {' '.join(unknown)}.")
+        accepted["scope"] = narrow_scope(accepted["scope"])
     if "contacts" in data:
         contacts = data["contacts"]
         if not isinstance(contacts, list) or not all(isinstance(c, str) for c in contacts):
@@ -208,6 +211,14 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
         raise RegistrationError(
             "invalid_client_metadata", "grant_types: register authorization_code or client_credentials, not both."
         )
+    if primary == ["client_credentials"] and method == "none":
+        # OAuth 2.1 §4.2: the client credentials grant is for confidential clients; a public one
+        # holds no credential, so anyone could use its client_id to obtain tokens.
+        raise RegistrationError(
+            "invalid_client_metadata",
+            "grant_types: client_credentials needs client authentication; a public client "
+            '(token_endpoint_auth_method "none") registers authorization_code.',
+        )
     accepted["grant_types"] = supported
     if "response_types" in data:
         response_types = data["response_types"]
@@ -222,6 +233,27 @@ def validate_metadata(data: dict[str, Any]) -> dict[str, Any]:
     check_software_statement(data)
     accepted.update(dpop_registration_metadata(data))  # RFC 9449 §5.2
     return accepted
+
+
+def narrow_scope(requested: str) -> str:
+    """The requested ``scope`` narrowed to the scopes this server serves, in the requested order,
+    each once (RFC 7591 §2, §3.2.1: the server may register a subset of the requested metadata and
+    returns what it registered). Real clients ask for ``openid``, ``offline_access`` or scopes of
+    other servers; they register with the rest. An empty ``scope`` stays empty.
+
+    :raises RegistrationError: ``invalid_client_metadata`` naming ``scope`` when scopes were
+        requested and none of them is served here.
+    """
+    asked = list(dict.fromkeys(requested.split()))
+    served = get_scopes_backend().get_all_scopes()
+    kept = [name for name in asked if name in served]
+    if asked and not kept:
+        raise RegistrationError(
+            "invalid_client_metadata",
+            f"scope: none of the requested scopes ({' '.join(asked)[:500]}) is served here; "
+            f"supported: {' '.join(sorted(served))}.",
+        )
+    return " ".join(kept)
 
 
 #: RFC 8252 §7.3 / OpenID Connect Registration ``application_type`` values.
@@ -342,6 +374,7 @@ class MCPRegistrationView(OAuthErrorMixin, DynamicClientRegistrationView):
                         "ask the site's administrators to allow it.",
                     )
                 raise ANONYMOUS_CONFIDENTIAL
+        enforce_identical_budget(request, {**data, **accepted})
         request._body = dot_document(data, accepted)
         with transaction.atomic():
             response = super().post(request, *args, **kwargs)

@@ -18,25 +18,27 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.response import TemplateResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.exceptions import FatalClientError, OAuthToolkitError
-from oauth2_provider.models import get_application_model
+from oauth2_provider.models import get_access_token_model, get_application_model
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.signals import app_authorized
 from oauth2_provider.views import AuthorizationView, IntrospectTokenView, RevokeTokenView, TokenView
 from oauth2_provider.views.mixins import OAuthLibMixin
+from oauthlib.common import Request as OauthlibRequest
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
 from mcp_oauth.adapter import get_adapter
@@ -116,6 +118,21 @@ def check_pkce(params, credentials: dict) -> None:
         raise _request_error("code_challenge_method must be S256.", credentials)
 
 
+def check_state(state: str | None, credentials: dict) -> None:
+    """Refuse a ``state`` longer than ``MCP_OAUTH["AUTHORIZATION_STATE_MAX_LENGTH"]`` characters
+    (default 2048). RFC 6749 §4.1.1 leaves ``state`` opaque and unbounded; the server echoes it in
+    the redirect (§4.1.2), so an unbounded one lets anyone make it store and send back arbitrary
+    amounts of data. Real clients send 16-64 random characters, or an encoded return URL of a few
+    hundred; 2048 leaves room for those and keeps the redirect URL under common 8 KB URL limits.
+
+    :raises OAuthToolkitError: ``invalid_request`` redirected to the validated redirect URI
+        (RFC 6749 §4.1.2.1), without the refused ``state``.
+    """
+    limit = mcp_oauth_settings.AUTHORIZATION_STATE_MAX_LENGTH
+    if limit is not None and state is not None and len(state) > limit:
+        raise _request_error(f"state is longer than {limit} characters.", {**credentials, "state": None})
+
+
 @method_decorator(never_cache, name="dispatch")
 class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
     """RFC 6749 §4.1.1 authorization endpoint of the MCP profile (see the module docstring)."""
@@ -190,6 +207,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             verdict = self.check_trust(request, application=application) if application is not None else verdict
         self.mcp_trust = verdict
         # The client and redirect URI are validated now, so errors may be redirected.
+        check_state(request.GET.get("state"), credentials)
         check_pkce(request.GET, credentials)
         try:
             resource = select_resource(request.GET.getlist("resource"))
@@ -214,7 +232,8 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
                 raise OAuthToolkitError(error=oauth_errors.InvalidClientIdError())
             # The policy may have changed since the page was shown: even "Cancel" must not redirect.
             self.check_trust(self.request, application=application)
-            # The hidden fields can be tampered with: check PKCE and resource again.
+            # The hidden fields can be tampered with: check state, PKCE and resource again.
+            check_state(credentials["state"], credentials)
             data = form.data.copy()
             if form.cleaned_data.get("allow"):
                 check_pkce(data, credentials)
@@ -447,15 +466,54 @@ class MCPRevokeTokenView(RevokeTokenView):
 
 class MCPIntrospectTokenView(IntrospectTokenView):
     """RFC 7662 introspection endpoint (for resource servers deployed apart from this AS); a
-    DPoP-bound token is described with its ``cnf.jkt`` (RFC 9449 §6.2)."""
+    DPoP-bound token is described with its ``cnf.jkt`` (RFC 9449 §6.2).
+
+    Only the resource servers of a token's audience learn about it (RFC 7662 §4,
+    :meth:`mcp_oauth.adapter.DefaultMCPAdapter.may_introspect`); any other caller, authenticated
+    as a client or with a bearer token of scope ``introspection``, gets ``{"active": false}``.
+    """
+
+    #: The authenticated caller (a DOT ``Application``), set by :meth:`authenticate_client` or
+    #: :meth:`verify_request`.
+    caller = None
 
     def authenticate_client(self, request: HttpRequest) -> bool:
-        """DOT's client authentication; a refused ``private_key_jwt`` assertion is a failed
-        authentication (DOT then tries a bearer token, else answers 403), never an error page."""
+        """DOT's client authentication, keeping the authenticated client; a refused
+        ``private_key_jwt`` assertion is a failed authentication (DOT then tries a bearer token,
+        else answers 401), never an error page."""
+        core = self.get_oauthlib_core()
+        uri, http_method, body, headers = core._extract_params(request)
+        oauthlib_request = OauthlibRequest(uri, http_method, body, headers)
         try:
-            return super().authenticate_client(request)
+            authenticated = bool(core.server.request_validator.authenticate_client(oauthlib_request))
         except oauth_errors.OAuth2Error:
             return False
+        if authenticated:
+            self.caller = getattr(oauthlib_request, "client", None)
+        return authenticated
+
+    def verify_request(self, request: HttpRequest):
+        """DOT's bearer-token check (scope ``introspection``), keeping the token's client as the caller."""
+        valid, oauthlib_request = super().verify_request(request)
+        if valid:
+            access_token = getattr(oauthlib_request, "access_token", None)
+            self.caller = getattr(access_token, "application", None) or getattr(oauthlib_request, "client", None)
+        return valid, oauthlib_request
+
+    def get(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        return self.answer(request.GET.get("token", None))
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        return self.answer(request.POST.get("token", None))
+
+    def answer(self, token_value: str | None) -> HttpResponse:
+        """DOT's answer for ``token_value`` when the caller may learn about it, else ``{"active": false}``."""
+        if token_value is not None:
+            checksum = hashlib.sha256(token_value.encode("utf-8", "surrogatepass")).hexdigest()
+            token = get_access_token_model().objects.filter(token_checksum=checksum).first()
+            if token is None or not get_adapter().may_introspect(self.caller, token):
+                return JsonResponse({"active": False})
+        return self.get_token_response(token_value)
 
     def unauthenticated_response(self, request: HttpRequest, oauthlib_request: Any = None) -> HttpResponse:
         """401 with the RFC 6749 §5.2 error in JSON (RFC 7662 §2.3), never DOT's bare 403: ``invalid_token``

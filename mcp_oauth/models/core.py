@@ -136,7 +136,7 @@ class ClientProfile(models.Model):
             "Also set by dpop_bound_access_tokens in its registered or CIMD metadata."
         ),
     )
-    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
+    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True, db_index=True)
     # private_key_jwt client authentication (RFC 7523 §2.2, RFC 7591 §2): the client's public keys.
     jwks = models.JSONField(
         _("JWKS"),
@@ -149,6 +149,18 @@ class ClientProfile(models.Model):
         max_length=500,
         blank=True,
         help_text=_("https URL of the client's JWK Set for private_key_jwt (fetched with the SSRF rules of CIMD)."),
+    )
+
+    # RFC 7662 §4: who may introspect what (mcp_oauth.authorization_server.introspection_policy).
+    resource_server_for = models.ManyToManyField(
+        ProtectedResource,
+        blank=True,
+        related_name="resource_server_clients",
+        verbose_name=_("resource server for"),
+        help_text=_(
+            "Mark this client as the resource server of these resources: it may introspect (RFC 7662) "
+            "the tokens whose audience is one of them. Other clients learn nothing by introspection."
+        ),
     )
 
     class Meta:

@@ -54,6 +54,9 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -285,6 +288,33 @@ def tombstone(keys: list[str]) -> None:
     transaction.on_commit(again)
 
 
+#: Set by :func:`batched_invalidation`: what to invalidate at the end of the block.
+_pending: ContextVar[dict[str, list] | None] = ContextVar("mcp_oauth_pending_token_invalidation", default=None)
+
+
+@contextmanager
+def batched_invalidation() -> Iterator[None]:
+    """Within the block, the token invalidations asked for (:func:`forget_token`,
+    :func:`forget_application_tokens`) are gathered and made once at its end, in one cache write
+    and at most one query (a bulk deletion — a batch of pruned clients — would otherwise cost a
+    query and a cache round trip per row). Leave the block inside the transaction, as the
+    invalidation is made again after the commit."""
+    pending: dict[str, list] = {"checksums": [], "applications": []}
+    token = _pending.set(pending)
+    try:
+        yield
+    finally:
+        _pending.reset(token)
+        checksums = pending["checksums"]
+        if pending["applications"]:
+            checksums += list(
+                get_access_token_model()
+                .objects.filter(application_id__in=pending["applications"])
+                .values_list("token_checksum", flat=True)
+            )
+        _now_and_on_commit(checksums)
+
+
 def _now_and_on_commit(checksums: list[str]) -> None:
     tombstone([TOKEN_PREFIX + checksum for checksum in checksums])
     bump_stamp()  # a cache of this process's own: the other processes learn it from the database
@@ -293,6 +323,10 @@ def _now_and_on_commit(checksums: list[str]) -> None:
 def forget_token(checksum: str) -> None:
     """Invalidate the cached lookup of one token (by its checksum), now and after commit."""
     if checksum:
+        pending = _pending.get()
+        if pending is not None:
+            pending["checksums"].append(checksum)
+            return
         _now_and_on_commit([checksum])
 
 
@@ -304,6 +338,10 @@ def forget_user_tokens(user_pk: Any) -> None:
 
 def forget_application_tokens(application_pk: Any) -> None:
     """Invalidate the cached lookups of every access token of the client ``application_pk``."""
+    pending = _pending.get()
+    if pending is not None:
+        pending["applications"].append(application_pk)
+        return
     checksums = list(
         get_access_token_model().objects.filter(application_id=application_pk).values_list("token_checksum", flat=True)
     )

@@ -104,10 +104,11 @@ def caller_key(request: HttpRequest, scope: str) -> str:
     return request.META.get("REMOTE_ADDR") or "unknown"
 
 
-def check(request: HttpRequest, scope: str) -> int | None:
+def check(request: HttpRequest, scope: str, discriminator: str = "") -> int | None:
     """Count this request against ``scope``; return ``None`` when allowed, else the seconds to wait.
 
-    The returned value (≥ 1) is what goes into ``Retry-After``.
+    The returned value (≥ 1) is what goes into ``Retry-After``. A ``discriminator`` splits the
+    caller's allowance further (e.g. per registered client software: one budget per caller and value).
     """
     rate = rate_for(scope)
     if rate is None:
@@ -115,7 +116,8 @@ def check(request: HttpRequest, scope: str) -> int | None:
     limit, period = rate
     now = time.time()
     window = int(now // period)
-    ident = hashlib.sha256(caller_key(request, scope).encode("utf-8", "replace")).hexdigest()[:32]
+    caller = caller_key(request, scope) + (f"\x00{discriminator}" if discriminator else "")
+    ident = hashlib.sha256(caller.encode("utf-8", "replace")).hexdigest()[:32]
     key = f"{CACHE_PREFIX}{scope}:{ident}:{window}"
     cache = caches[mcp_oauth_settings.THROTTLE_CACHE]
     timeout = period + 1

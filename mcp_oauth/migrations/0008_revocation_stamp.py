@@ -10,7 +10,7 @@ def create_stamp(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mcp_oauth", "0006_dpop_bindings_client_resource_opt_in"),
+        ("mcp_oauth", "0007_user_data_permissions"),
     ]
 
     operations = [
