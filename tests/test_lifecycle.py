@@ -70,6 +70,44 @@ def test_password_change_revokes_tokens_and_consents(logged_in, user, public_app
     assert received and received[0]["reason"] == "password_changed" and len(received[0]["access_token_ids"]) == 1
 
 
+def test_a_password_rehash_on_login_keeps_the_grants(logged_in, user, public_app, settings):
+    """Django upgrades a stored hash when the user signs in (a new preferred hasher, more
+    iterations): ``check_password`` saves the same password hashed again, with
+    ``update_fields=["password"]``. That is no password change: the user's grants stay."""
+    tokens = connected(logged_in, public_app)
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+    user.refresh_from_db()
+    assert user.password.startswith("md5$")  # the old hasher: check_password will upgrade it
+    assert user.check_password("correct horse battery")
+    user.refresh_from_db()
+    assert user.password.startswith("pbkdf2_sha256$")  # re-hashed and saved
+    assert bearer_works(logged_in, tokens["access_token"])
+    assert refresh_status(logged_in, public_app, tokens) == 200
+    assert Consent.objects.get(user=user, application=public_app).revoked_at is None
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED).exists()
+
+
+@pytest.mark.parametrize("update_fields", [None, ["password"]])
+def test_set_password_then_save_still_revokes(logged_in, user, public_app, update_fields):
+    """``set_password`` leaves the raw password on the instance until the save: a change, whatever
+    the save names."""
+    tokens = connected(logged_in, public_app)
+    user.set_password("another password")
+    user.save(update_fields=update_fields)
+    assert_revoked(logged_in, public_app, tokens, user, "password_changed")
+
+
+def test_a_hash_assigned_directly_and_saved_whole_still_revokes(logged_in, user, public_app):
+    """Only Django's own upgrade path (``_password`` unset and ``update_fields=["password"]``)
+    counts as a re-hash: a hash assigned by hand and saved whole is a password change."""
+    from django.contrib.auth.hashers import make_password
+
+    tokens = connected(logged_in, public_app)
+    user.password = make_password("another password")
+    user.save()
+    assert_revoked(logged_in, public_app, tokens, user, "password_changed")
+
+
 def test_deactivation_revokes(logged_in, user, public_app):
     tokens = connected(logged_in, public_app)
     user.is_active = False

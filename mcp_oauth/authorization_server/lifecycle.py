@@ -6,7 +6,9 @@ Receivers on the user model (connected in :meth:`mcp_oauth.apps.MCPOAuthConfig.r
   a changed password (``set_password`` + ``save``, the admin, ``changepassword``, password
   reset) or ``is_active`` turned false revokes the user's tokens and consents
   (:func:`mcp_oauth.authorization_server.grants.revoke_user_grants`, reasons ``password_changed`` /
-  ``deactivated``; RFC 9700 §4.14.2, OAuth 2.1 §4.3.3: "revoke on password change").
+  ``deactivated``; RFC 9700 §4.14.2, OAuth 2.1 §4.3.3: "revoke on password change"). Django's
+  re-hash of the same password when the user signs in (a new hasher or more iterations) is not a
+  change (:func:`is_password_rehash`).
 * ``pre_delete`` erases the user's data before the user is deleted (reason ``deleted``;
   :mod:`mcp_oauth.authorization_server.erasure`): revoked first, so caches hear about the tokens;
   the audit log keeps its events, anonymised.
@@ -48,8 +50,25 @@ def remember_credentials(sender, instance, raw=False, update_fields=None, **kwar
     )
 
 
-def revoke_on_credentials_change(sender, instance, created=False, raw=False, **kwargs) -> None:
-    """``post_save``: revoke the user's grants when the password changed or the account was deactivated."""
+def is_password_rehash(instance: Any, update_fields: Iterable[str] | None) -> bool:
+    """Whether this save is Django's re-hash of the same password on sign-in.
+
+    ``AbstractBaseUser.check_password`` upgrades a stored hash (a new preferred hasher, more
+    iterations) through a setter that calls ``set_password``, clears ``_password`` ("Password hash
+    upgrades shouldn't be considered password changes") and saves with
+    ``update_fields=["password"]``. A real change through ``set_password`` still carries the raw
+    password in ``_password`` until the save ends; a hash assigned by hand and saved whole names no
+    ``update_fields``. Both of those revoke."""
+    return (
+        update_fields is not None
+        and frozenset(update_fields) == frozenset({"password"})
+        and getattr(instance, "_password", None) is None
+    )
+
+
+def revoke_on_credentials_change(sender, instance, created=False, raw=False, update_fields=None, **kwargs) -> None:
+    """``post_save``: revoke the user's grants when the password changed or the account was deactivated
+    (Django's re-hash of the same password on sign-in is no change: :func:`is_password_rehash`)."""
     stored = getattr(instance, "_mcp_stored_credentials", None)
     instance._mcp_stored_credentials = None
     if raw or created or stored is None:
@@ -57,7 +76,7 @@ def revoke_on_credentials_change(sender, instance, created=False, raw=False, **k
     password, was_active = stored
     if getattr(instance, "is_active", True) is False and was_active:
         revoke_user_grants(instance, reason="deactivated")
-    elif getattr(instance, "password", password) != password:
+    elif getattr(instance, "password", password) != password and not is_password_rehash(instance, update_fields):
         revoke_user_grants(instance, reason="password_changed")
 
 
