@@ -32,7 +32,13 @@ def test_site_value_wins_and_check_warns(settings):
 
 
 def test_clean_configuration_passes_checks(settings):
-    settings.MCP_OAUTH = {"BASE_URL": "https://mcp.example.com", "REQUEST_STATE_KEYS": ["k" * 48]}
+    # The token cache is declared shared: on PostgreSQL (a multi-process site) the tests' per-process
+    # cache would otherwise be W071's trade-off (tests/test_revocation_stamp.py).
+    settings.MCP_OAUTH = {
+        "BASE_URL": "https://mcp.example.com",
+        "REQUEST_STATE_KEYS": ["k" * 48],
+        "TOKEN_CACHE_SHARED": True,
+    }
     ids = check_ids()
     assert not {i for i in ids if i and i.startswith("mcp_oauth.")}
 
