@@ -37,7 +37,7 @@ _PLAIN = {
 def provider_error(code: object) -> str:
     """The ``error`` value stored for the provider's OAuth error ``code``: ``"provider: <code>"``, or
     ``"provider: invalid error code"`` for a code that is not a plain token (letters, digits, ``_.-``)."""
-    return PREFIX + (code if isinstance(code, str) and _CODE_RE.match(code) else "invalid error code")
+    return PREFIX + (code if isinstance(code, str) and _CODE_RE.fullmatch(code) else "invalid error code")
 
 
 def describe(provider_name: str, error: str) -> str:

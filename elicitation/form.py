@@ -244,7 +244,7 @@ _format_checker = jsonschema.FormatChecker(formats=())
 
 @_format_checker.checks("email")
 def _email(value: object) -> bool:
-    return not isinstance(value, str) or bool(_EMAIL_RE.match(value))
+    return not isinstance(value, str) or bool(_EMAIL_RE.fullmatch(value))
 
 
 @_format_checker.checks("uri", raises=ValueError)
@@ -254,21 +254,21 @@ def _uri(value: object) -> bool:
     if any(c.isspace() for c in value):
         return False
     parts = urlsplit(value)
-    return bool(_SCHEME_RE.match(parts.scheme)) and bool(parts.netloc or parts.path)
+    return bool(_SCHEME_RE.fullmatch(parts.scheme)) and bool(parts.netloc or parts.path)
 
 
 @_format_checker.checks("date", raises=ValueError)
 def _date(value: object) -> bool:
     if not isinstance(value, str):
         return True
-    return bool(_DATE_RE.match(value)) and datetime.date.fromisoformat(value) is not None
+    return bool(_DATE_RE.fullmatch(value)) and datetime.date.fromisoformat(value) is not None
 
 
 @_format_checker.checks("date-time", raises=ValueError)
 def _date_time(value: object) -> bool:
     if not isinstance(value, str):
         return True
-    if not _DATE_TIME_RE.match(value):
+    if not _DATE_TIME_RE.fullmatch(value):
         return False
     datetime.datetime.fromisoformat(value.upper())  # Python >= 3.11 reads "Z"
     return True

@@ -132,7 +132,7 @@ _ERROR_CODE_RE = re.compile(r"^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$")
 
 def _error_code(value: Any) -> str:
     """The provider's ``error`` when it is a well-formed code, else ``server_error`` (never its free text)."""
-    return value if isinstance(value, str) and _ERROR_CODE_RE.match(value) else "server_error"
+    return value if isinstance(value, str) and _ERROR_CODE_RE.fullmatch(value) else "server_error"
 
 
 def _interrupt(response: requests.Response) -> None:

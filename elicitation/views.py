@@ -137,7 +137,7 @@ def _mismatch(request: HttpRequest, where: str, elicitation: Elicitation | None 
 
 def _pending(elicitation_id: str) -> Elicitation | None:
     """The pending, unexpired URL elicitation ``elicitation_id`` (expired ones are marked so)."""
-    if not isinstance(elicitation_id, str) or not ELICITATION_ID_RE.match(elicitation_id):
+    if not isinstance(elicitation_id, str) or not ELICITATION_ID_RE.fullmatch(elicitation_id):
         return None
     row = (
         Elicitation.objects.select_related("provider", "application", "session", "session__application")
@@ -419,7 +419,7 @@ def connections(request: HttpRequest) -> HttpResponse:
         if unconfigured is not None:
             return unconfigured
         slug = request.POST.get("provider", "")
-        valid_slug = bool(SLUG_RE.match(slug))
+        valid_slug = bool(SLUG_RE.fullmatch(slug))
         provider = ThirdPartyProvider.objects.filter(slug=slug, enabled=True).first() if valid_slug else None
         action = request.POST.get("action")
         if action == "forget":

@@ -188,9 +188,23 @@ def prepare(env: dict[str, str]) -> None:
 def database_assignment(url: str) -> str:
     """``DATABASE_URL=…`` for a command the operator copies from the banner (without it,
     ``manage.py`` would use the embedded SQLite database). A URL with a password is not printed."""
+    return _assignment("DATABASE_URL", url)
+
+
+def _assignment(name: str, url: str) -> str:
     if urlsplit(url).password:
-        return "DATABASE_URL=<the DATABASE_URL of make serve>"
-    return f"DATABASE_URL={shlex.quote(url)}"
+        return f"{name}=<the {name} of make serve>"
+    return f"{name}={shlex.quote(url)}"
+
+
+def manage_py_environment(env: dict[str, str]) -> str:
+    """The variables a ``manage.py`` command copied from the banner needs to run as the site does:
+    the database and the Redis cache (without ``REDIS_URL``, ``manage.py`` gets a cache of its own
+    and its system checks warn ``mcp_oauth.W071``). URLs with a password are not printed."""
+    parts = [database_assignment(env["DATABASE_URL"])]
+    if env.get("REDIS_URL"):
+        parts.append(_assignment("REDIS_URL", env["REDIS_URL"]))
+    return " ".join(parts)
 
 
 def banner(env: dict[str, str]) -> str:
@@ -200,7 +214,7 @@ def banner(env: dict[str, str]) -> str:
     else:
         admin = (
             f"admin: {env['MCP_BASE_URL']}/admin/; create an administrator in this database with\n"
-            f"    {database_assignment(env['DATABASE_URL'])} {sys.executable} manage.py createsuperuser   "
+            f"    {manage_py_environment(env)} {sys.executable} manage.py createsuperuser   "
             "(or DJANGO_SUPERUSER_USERNAME, DJANGO_SUPERUSER_EMAIL, DJANGO_SUPERUSER_PASSWORD with createsuperuser --noinput)"
         )
     return (

@@ -188,6 +188,10 @@ def test_valid_content_is_returned():
         ({"password": "hunter2"}, "password"),
         ({"name": "Ada\x00"}, "name"),
         ({"email": "a\ud800@example.com"}, "email"),
+        # Attack: ``$`` in a ``re.match`` pattern matches before a final newline.
+        ({"email": "ada@example.com\n"}, "email"),
+        ({"born": "1815-12-10\n"}, "born"),
+        ({"seen": "2025-11-25T10:00:00Z\n"}, "seen"),
     ],
 )
 def test_invalid_content_names_the_field(change, field):

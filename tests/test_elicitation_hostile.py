@@ -606,6 +606,22 @@ def test_callback_does_not_reflect_error_or_error_description(user, evil, sessio
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("code", ["server_error\n", "access_denied\n"])
+def test_callback_error_code_with_a_trailing_newline_is_not_a_code(user, evil, session, code):
+    """Attack: ``$`` in a ``re.match`` pattern also matches before a final newline, so
+    ``error=server_error%0A`` was stored (and shown, and sent to the MCP client) as the code
+    ``"server_error\n"``. A code is a plain token or it is not one."""
+    row = connect_request(user, session, provider="evil")
+    client = browser(user)
+    state = start_authorization(client, row)
+    response = client.get(callback_path("evil", state=state, error=code))
+    assert response.status_code == 200
+    row = refresh(row)
+    assert (row.status, row.error) == ("failed", "provider: invalid error code")
+    assert "\n" not in row.error
+
+
+@pytest.mark.django_db
 def test_callback_error_with_nul_is_not_a_500(user, evil, session, postgres_text_rules):
     row = connect_request(user, session, provider="evil")
     client = browser(user)

@@ -461,6 +461,24 @@ def test_a_non_object_answer_in_tasks_update_is_32602_and_records_nothing(client
     assert done["status"] == "completed" and done["result"]["content"] == [{"type": "text", "text": "yes"}]
 
 
+@pytest.mark.parametrize("text", ["\x00", "\ud800", "ok\x00"])
+def test_an_answer_with_unstorable_text_in_tasks_update_is_32602_not_a_500(client, token, text):
+    """Attack: an ``InputResponse`` object holding a NUL or an unpaired surrogate (valid JSON
+    escapes) reached the task's JSON column; PostgreSQL's jsonb refuses both (a 500). It is an
+    invalid answer: -32602, nothing recorded, the task still waits."""
+    task_id = start(client, token, "confirm", {"filename": "x.txt"})["taskId"]
+    poll(client, token, task_id, until=("input_required",))
+    for answer in (
+        {"action": "accept", "content": {"confirm": True, "note": text}},
+        {"action": "accept", "content": {"confirm": True, text: 1}},
+    ):
+        refused = post(client, token, "tasks/update", {"taskId": task_id, "inputResponses": {"a": answer}})
+        assert refused.status_code == 400, refused.content[:300]
+        assert error(refused)["code"] == -32602
+    still = result(post(client, token, "tasks/get", {"taskId": task_id}))
+    assert still["status"] == "input_required" and set(still["inputRequests"]) == {"a", "b"}
+
+
 def test_a_task_cancelled_before_it_started_never_starts(client, token, resource, user, public_app):
     task = McpTask.objects.create(
         tool_name="compute",

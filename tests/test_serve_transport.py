@@ -279,3 +279,14 @@ def test_the_banner_names_the_database_an_administrator_is_created_in():
     secret = serve.banner({**env, "DATABASE_URL": "postgres://app:s3cret@db.internal:5432/mcp"})
     assert "s3cret" not in secret
     assert "DATABASE_URL=<the DATABASE_URL of make serve>" in secret
+
+
+def test_the_banner_command_runs_manage_py_with_the_sites_redis():
+    """Without REDIS_URL the copied createsuperuser ran with a cache of its own and warned W071."""
+    env = {"MCP_BASE_URL": "http://127.0.0.1:8000", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}
+    database = "postgres://postgres@127.0.0.1:5432/mcp_authz"
+    shown = serve.banner({**env, "DATABASE_URL": database, "REDIS_URL": "redis://127.0.0.1:6379/10"})
+    assert f"DATABASE_URL={database} REDIS_URL=redis://127.0.0.1:6379/10 " in shown
+    secret = serve.banner({**env, "DATABASE_URL": database, "REDIS_URL": "redis://:pw1234@cache.internal:6379/0"})
+    assert "pw1234" not in secret
+    assert "REDIS_URL=<the REDIS_URL of make serve>" in secret

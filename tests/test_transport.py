@@ -293,8 +293,25 @@ def test_body_over_the_limit_is_413(client, token, settings):
         b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": 1e400}}',
         b"[" * 100_000,
         b"1" * 5000,
+        # Attack: repeated member names (RFC 8259 §4). The last one used to win silently, so a
+        # gateway or policy engine reading the first saw another method or tool than the one run.
+        b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "method": "tools/list"}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a", "name": "b"}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a", "arguments": {"x": 1, "x": 2}}}',
     ],
-    ids=["truncated", "single-quotes", "not-utf8", "nan", "infinity", "overflow", "deep-nesting", "too-many-digits"],
+    ids=[
+        "truncated",
+        "single-quotes",
+        "not-utf8",
+        "nan",
+        "infinity",
+        "overflow",
+        "deep-nesting",
+        "too-many-digits",
+        "duplicate-method",
+        "duplicate-tool-name",
+        "duplicate-argument",
+    ],
 )
 def test_not_json_is_400_parse_error(client, token, body):
     response = post(client, body, token, raw=True)
@@ -307,6 +324,7 @@ def test_not_json_is_400_parse_error(client, token, body):
         "Parse error: the body is not valid JSON",
         "Parse error: the body is not UTF-8",
         "Parse error: the JSON is nested too deeply",
+        "Parse error: a member name is repeated",
     )
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import tracemalloc
+import warnings
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
 from elicitation.models import StoredSecret, ThirdPartyConnection
-from mcp_oauth.authorization_server.user_export import export_user_data
+from mcp_oauth.authorization_server.user_export import UserDataExport, export_response, export_user_data
 from mcp_oauth.models import AuditEvent, McpTask
 from mcp_oauth.signals import user_data_export
 
@@ -144,6 +146,43 @@ def test_ten_thousand_audit_rows_stream_as_valid_json_in_bounded_memory(user):
     # And it parses.
     document = json.loads("".join(export_user_data(user).stream()))
     assert len(document["sections"]["audit_events"]) == 10_000
+
+
+def test_the_download_streams_chunk_by_chunk_under_asgi(user, monkeypatch):
+    """Under ASGI (make run, make serve) Django read a synchronous streaming body whole into a list
+    before sending a byte (and warned): the export sat in memory at once. Now each chunk is sent
+    as soon as it is read, with no warning."""
+    now = timezone.now()
+    AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(kind="token.issued", user=user, created_at=now, client_id=f"c{i}", detail={"pad": "x" * 200})
+            for i in range(2_000)
+        ]
+    )
+    read: list[int] = []
+    stream = UserDataExport.stream
+
+    def counted(self):
+        for chunk in stream(self):
+            read.append(len(chunk))
+            yield chunk
+
+    monkeypatch.setattr(UserDataExport, "stream", counted)
+    response = export_response(user)
+
+    async def receive():
+        chunks_read_when_sent, body = [], []
+        async for part in response:  # what Django's ASGI handler does
+            chunks_read_when_sent.append(len(read))
+            body.append(part)
+        return chunks_read_when_sent, b"".join(body)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sent, body = async_to_sync(receive)()
+    assert len(sent) >= 4
+    assert sent == list(range(1, len(sent) + 1))  # one chunk read, one sent, never ahead
+    assert len(json.loads(body)["sections"]["audit_events"]) == 2_000
 
 
 def test_a_site_adds_its_own_section(user):

@@ -147,18 +147,35 @@ def is_valid_id(value: Any) -> bool:
     return isinstance(value, str) and len(value) <= MAX_STR_ID and storable(value)
 
 
+class _RepeatedMember(ValueError):
+    """A JSON object of the body names a member twice."""
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: refuse a repeated member name (RFC 8259 §4) instead of keeping the last."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _RepeatedMember
+    return result
+
+
 def parse_message(body: bytes) -> Incoming:
     """Parse a POST body into one :class:`Incoming` message.
 
     :raises JsonRpcError: -32700 (HTTP 400) for a body that is not JSON (bad UTF-8,
-        syntax, ``NaN``/``Infinity`` or a number overflowing to infinity
+        syntax, a member name repeated in one object (RFC 8259 §4: the last one would win here and
+        the first in another parser, e.g. a gateway's), ``NaN``/``Infinity`` or a number overflowing to infinity
         (:mod:`mcp_oauth.shared.strict_json`'s hooks, RFC 8259 §6), numbers beyond Python's digit limit, nesting too deep);
         -32600 (HTTP 400) for anything that is not one JSON-RPC 2.0 message object
         (batches, wrong ``jsonrpc``, bad ``id``/``method``/``params`` types).
     """
     try:
         text = body.decode("utf-8")
-        data = json.loads(text, parse_constant=reject_constant, parse_float=finite_float)
+        data = json.loads(
+            text, object_pairs_hook=_unique_members, parse_constant=reject_constant, parse_float=finite_float
+        )
+    except _RepeatedMember:
+        raise JsonRpcError(PARSE_ERROR, "Parse error: a member name is repeated", http_status=400) from None
     except UnicodeDecodeError:
         raise JsonRpcError(PARSE_ERROR, "Parse error: the body is not UTF-8", http_status=400) from None
     except RecursionError:
