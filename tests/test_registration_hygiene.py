@@ -58,6 +58,29 @@ def test_supported_scopes_keep_their_order(client, resource):
     assert response.json()["scope"] == "profile mcp"
 
 
+@pytest.mark.parametrize(
+    ("scope", "registered"),
+    [
+        ("mcp\tprofile offline_access", "offline_access"),  # a tab is no separator: one token, not served
+        ("mcp\u00a0profile mcp", "mcp"),  # nor is a no-break space
+        ("mcp  profile", "mcp profile"),  # runs of spaces separate like one
+    ],
+)
+def test_scopes_are_separated_by_spaces_only(client, resource, scope, registered):
+    """RFC 6749 §3.3: ``scope = scope-token *( SP scope-token )``, a scope-token of NQCHAR (no
+    control character, no space of another kind)."""
+    response = register(client, {**BODY, "scope": scope})
+    assert response.status_code == 201, response.content
+    assert response.json()["scope"] == registered
+
+
+def test_scopes_joined_by_other_whitespace_alone_are_refused(client, resource):
+    response = register(client, {**BODY, "scope": "mcp\tprofile"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_client_metadata"
+    assert response.json()["error_description"].startswith("scope: none of the requested scopes")
+
+
 def test_only_unsupported_scopes_are_refused_naming_scope(client, resource):
     response = register(client, {**BODY, "scope": "openid email openid"})
     assert response.status_code == 400

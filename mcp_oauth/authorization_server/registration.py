@@ -239,12 +239,14 @@ def narrow_scope(requested: str) -> str:
     """The requested ``scope`` narrowed to the scopes this server serves, in the requested order,
     each once (RFC 7591 §2, §3.2.1: the server may register a subset of the requested metadata and
     returns what it registered). Real clients ask for ``openid``, ``offline_access`` or scopes of
-    other servers; they register with the rest. An empty ``scope`` stays empty.
+    other servers; they register with the rest. An empty ``scope`` stays empty. Scopes are
+    separated by spaces (RFC 6749 §3.3, ``scope-token *( SP scope-token )``): a tab or another
+    kind of space makes one token, which no scope here matches.
 
     :raises RegistrationError: ``invalid_client_metadata`` naming ``scope`` when scopes were
         requested and none of them is served here.
     """
-    asked = list(dict.fromkeys(requested.split()))
+    asked = list(dict.fromkeys(name for name in requested.split(" ") if name))  # RFC 6749 §3.3: SP only
     served = get_scopes_backend().get_all_scopes()
     kept = [name for name in asked if name in served]
     if asked and not kept:
