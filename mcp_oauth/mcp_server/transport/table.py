@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -26,6 +27,7 @@ from mcp_types import methods as mcp_methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
+from mcp_oauth.mcp_server.transport import observers
 from mcp_oauth.mcp_server.transport.jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -427,6 +429,20 @@ class MethodTable:
 
         :raises InsufficientScope: from the handler (the front end answers 403).
         """
+        watchers = observers.installed()
+        if not watchers:
+            return await self._serve(entry, call)
+        started_at, began = time.time(), time.perf_counter()
+        tokens = [_start(observer, call) for observer in watchers]
+        try:
+            message, status = await self._serve(entry, call)
+        except InsufficientScope:
+            _finish(watchers, tokens, entry, call, began, started_at, None, 403)
+            raise
+        _finish(watchers, tokens, entry, call, began, started_at, message, status)
+        return message, status
+
+    async def _serve(self, entry: Method, call: Call) -> tuple[dict[str, Any], int]:
         location = unstorable_field(call.params)
         if location is not None:
             exc = _unstorable_params(call.method, location)
@@ -441,3 +457,56 @@ class MethodTable:
             logger.exception("handler of %r returned an invalid result", call.method)
             error = McpError(INTERNAL_ERROR, "The server produced an invalid result")
             return error_message(call.message_id, error), 200
+
+
+def _start(observer: observers.Observer, call: Call) -> Any:
+    try:
+        return observer.start(call)
+    except Exception:
+        logger.exception("MCP observer %r failed to start", observer)
+        return None
+
+
+def _finish(
+    watchers: tuple[observers.Observer, ...],
+    tokens: list[Any],
+    entry: Method,
+    call: Call,
+    began: float,
+    started_at: float,
+    message: dict[str, Any] | None,
+    status: int,
+) -> None:
+    outcome: observers.Outcome
+    error_code = None
+    if message is None:
+        outcome = "denied"
+    elif "error" in message:
+        outcome = "error"
+        code = (message["error"] or {}).get("code") if isinstance(message["error"], dict) else None
+        error_code = code if isinstance(code, int) else None
+    else:
+        result = message.get("result")
+        result = result if isinstance(result, dict) else {}
+        if result.get("isError") is True:
+            outcome = "tool_error"
+        elif result.get("resultType") == "input_required":
+            outcome = "input_required"
+        else:
+            outcome = "ok"
+    target = call.params.get(entry.name_param) if entry.name_param else None
+    event = observers.McpRequestEvent(
+        call=call,
+        target=target if isinstance(target, str) else None,
+        outcome=outcome,
+        error_code=error_code,
+        duration=time.perf_counter() - began,
+        started_at=started_at,
+        message=message,
+        status=status,
+    )
+    for observer, token in zip(watchers, tokens, strict=True):
+        try:
+            observer.finish(token, event)
+        except Exception:
+            logger.exception("MCP observer %r failed to finish", observer)
