@@ -26,6 +26,11 @@
   transaction that erases a user's data (account deletion, the erase action and command): a
   receiver deletes the site's own rows of that user and may add ``counts[name] = n``. The
   ``elicitation`` app erases its elicitations, connections and stored secrets this way.
+* :data:`request_shed` — ``sender=None, reason=…, client_id=… or None, path=…`` when a request
+  was refused for load (``reason``: ``"in_flight"``, a worker's bound on requests in flight,
+  answered 503; ``"rate_limit"``, a client's rate limit, answered 429; ``"throttled"``, an
+  OAuth endpoint's throttle, answered 429). Sent synchronously on the refusing path: a
+  receiver must be cheap (count it, don't write).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ task_created = Signal()
 task_finished = Signal()
 user_data_export = Signal()
 user_data_erase = Signal()
+request_shed = Signal()
 
 
 def sync_default_resource(**kwargs) -> None:
