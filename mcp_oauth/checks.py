@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from importlib.util import find_spec
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -158,26 +157,6 @@ def check_tool_registry(app_configs, **kwargs):
     if not isinstance(registry, ToolRegistry):
         return [Error(f'MCP_OAUTH["TOOL_REGISTRY"] {path!r} is not a ToolRegistry.', id="mcp_oauth.E020")]
     return []
-
-
-@register()
-def check_tool_modules(app_configs, **kwargs):
-    """W021 a module named in ``TOOL_MODULES`` does not exist (its tools are not served)."""
-    messages: list[CheckMessage] = []
-    for module in mcp_oauth_settings.TOOL_MODULES:
-        try:
-            found = find_spec(module) is not None
-        except ModuleNotFoundError:
-            found = False
-        if not found:
-            messages.append(
-                Warning(
-                    f'MCP_OAUTH["TOOL_MODULES"] names {module!r}, which does not exist: its tools are not served.',
-                    hint="Create the module, or fix its dotted name.",
-                    id="mcp_oauth.W021",
-                )
-            )
-    return messages
 
 
 @register(Tags.urls, Tags.templates)

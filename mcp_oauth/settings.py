@@ -104,9 +104,12 @@ DEFAULTS: dict[str, Any] = {
     # None: settings.LOGIN_URL when the site set it or routes Django's default /accounts/login/,
     # else the app's own page /oauth/login (see mcp_oauth.authorization_server.login).
     "LOGIN_URL": None,
-    # Modules imported at start-up besides every installed app's TOOLS_MODULE, e.g.
-    # ["mysite.mcp_tools"]: tools can live in a project package that is not an installed app.
+    # Modules imported at start-up besides every installed app's TOOLS_MODULE / RESOURCES_MODULE /
+    # PROMPTS_MODULE, e.g. ["mysite.mcp_tools"]: tools, resources and prompts can live in a project
+    # package that is not an installed app (mcp_oauth.site_modules; manage.py check: W021, W022).
     "TOOL_MODULES": [],
+    "RESOURCE_MODULES": [],  # e.g. ["mysite.mcp_resources"]
+    "PROMPT_MODULES": [],  # e.g. ["mysite.mcp_prompts"]
     # Refresh-token rotation (mcp_oauth.authorization_server.rotation): a refresh token that was
     # just rotated out may be presented again for this many seconds (concurrent refreshes of
     # one client) and gets a working sibling pair instead of a family revocation. 0 switches

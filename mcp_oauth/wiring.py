@@ -10,19 +10,18 @@ inside the method and every import below sits at the top. :func:`wire`:
   user and client lifecycle, the default resource after ``migrate``, and the drop of DOT's cached
   oauthlib servers when a setting they were built from changes;
 * assembles the MCP method table and the authorization extensions;
-* imports the modules where installed apps and the site register tools, resources and prompts.
+* imports the modules where installed apps and the site register tools, resources and prompts
+  (:mod:`mcp_oauth.site_modules`, whose checks register on this import).
 """
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import Any
 
 from django.apps import AppConfig
 from django.contrib.auth import get_user_model
 from django.core.signals import setting_changed
 from django.db.models.signals import post_migrate
-from django.utils.module_loading import autodiscover_modules
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views.mixins import OAuthLibMixin
 
@@ -37,6 +36,7 @@ from mcp_oauth.resource_server.cache import connect_receivers as connect_token_c
 from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
 from mcp_oauth.shared import db_pool
 from mcp_oauth.signals import sync_default_resource
+from mcp_oauth.site_modules import import_site_modules
 
 __all__ = ["drop_cached_oauthlib_servers", "wire"]
 
@@ -57,16 +57,7 @@ def wire(app_config: AppConfig) -> None:
     # The MCP method table: the transport core's methods plus the features' (mcp_oauth.mcp_server.features).
     features.install()
     register_auth_extensions()
-    autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
-    autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)
-    autodiscover_modules(mcp_oauth_settings.PROMPTS_MODULE)
-    for module in mcp_oauth_settings.TOOL_MODULES:
-        try:
-            import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise  # the module exists; something it imports does not
-            # reported by manage.py check (mcp_oauth.W021)
+    import_site_modules()  # every installed app's mcp_tools / mcp_resources / mcp_prompts, and the named modules
 
 
 def drop_cached_oauthlib_servers() -> None:

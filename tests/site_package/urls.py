@@ -1,0 +1,5 @@
+"""The fixture project package's URLconf (``ROOT_URLCONF = "tests.site_package.urls"``)."""
+
+from django.urls import include, path
+
+urlpatterns = [path("", include("mcp_oauth.urls"))]
