@@ -2,9 +2,13 @@
 
 The site is built in a temporary folder: ``INSTALLED_APPS``, one settings dict, one
 ``include()``, ``migrate``; plus the tutorial's tools module (the site's own code) and a user.
-It runs under uvicorn as its own process (its own SQLite database), and the official MCP
-Python SDK client registers itself, sends the user through the app's own login page and the
-consent page (a headless browser, httpx), and calls the site's tool.
+Then, as "Write your own resources and prompts" says for a project package, the settings dict
+names ``mysite.mcp_resources`` and ``mysite.mcp_prompts``, which hold that page's static
+resource and prompt, verbatim. It runs under uvicorn as its own process (its own SQLite
+database), and the official MCP Python SDK client registers itself, sends the user through the
+app's own login page and the consent page (a headless browser, httpx), then, in both protocol
+eras (2025-11-25 with ``initialize``, 2026-07-28 stateless), lists and calls the tool, lists and
+reads the resource, lists and gets the prompt.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The tutorial (docs/tutorial.md) and the how-to for an existing site give the same steps.
 TUTORIAL = (ROOT / "docs" / "tutorial.md").read_text()
 EXISTING_SITE = (ROOT / "docs" / "how-to" / "existing-site.md").read_text()
+RESOURCES_AND_PROMPTS = (ROOT / "docs" / "how-to" / "resources-and-prompts.md").read_text()
 BIN = Path(sys.executable).parent
 USERNAME, PASSWORD = "alice", "fresh-site-password"
 DOCUMENTED_BASE_URL = "http://127.0.0.1:8000"
@@ -60,6 +65,35 @@ def whoami(ctx: ToolContext) -> str:
     return ctx.user.get_username()'''
 COMMAND_SERVE = "uvicorn mysite.asgi:application"
 
+# "Write your own resources and prompts": the project package's modules named in the settings
+# dict, and the page's static resource and prompt as mysite/mcp_resources.py and mcp_prompts.py.
+EDIT_SETTINGS_DICT_WITH_RESOURCES_AND_PROMPTS = """MCP_OAUTH = {
+    "BASE_URL": "http://127.0.0.1:8000",  # the site's public origin, no trailing slash (https://… in production)
+    "TOOL_MODULES": ["mysite.mcp_tools"],  # your tools
+    "RESOURCE_MODULES": ["mysite.mcp_resources"],  # your resources: mysite/mcp_resources.py
+    "PROMPT_MODULES": ["mysite.mcp_prompts"],  # your prompts: mysite/mcp_prompts.py
+}"""
+RESOURCES_MODULE = '''from mcp_oauth.mcp_server.registry import RequestContext, resource
+
+
+@resource("docs://hello", name="hello", title="Hello", mime_type="text/markdown")
+def hello(ctx: RequestContext) -> str:
+    """A greeting for the signed-in user."""
+    return f"# Hello, {ctx.user.get_username()}"'''
+PROMPTS_MODULE = '''from mcp_oauth.mcp_server.registry import RequestContext, prompt
+
+
+def languages(ctx: RequestContext, value: str) -> list[str]:
+    return [language for language in ("python", "rust", "go") if language.startswith(value)]
+
+
+@prompt(title="Code review", arguments={"code": "The code to review"}, completers={"language": languages})
+def code_review(ctx: RequestContext, code: str, language: str = "python") -> str:
+    """Ask for a review of some code."""
+    return f"Review this {language} code:\\n{code}"'''
+#: The protocol eras the SDK client speaks to the site: its ``mode`` and the version it negotiates.
+ERAS = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
+
 
 def page_has(page: str, snippet: str) -> bool:
     indented = "\n".join(("   " + line) if line else "" for line in snippet.splitlines())
@@ -74,6 +108,19 @@ def test_the_steps_are_the_documented_ones(page):
     section = steps_part[steps_part.index("`mysite` ") :]
     steps = re.findall(r"^(\d+)\. ", section, flags=re.MULTILINE)
     assert steps == ["1", "2", "3", "4"]
+
+
+def test_the_resource_and_prompt_steps_are_the_documented_ones():
+    for snippet in (EDIT_SETTINGS_DICT_WITH_RESOURCES_AND_PROMPTS, RESOURCES_MODULE, PROMPTS_MODULE):
+        assert page_has(RESOURCES_AND_PROMPTS, snippet), snippet
+    # the how-to's dict is the tutorial's, with the two modules named
+    tutorial_lines = EDIT_SETTINGS_DICT.splitlines()
+    assert [line.split("  #")[0] for line in EDIT_SETTINGS_DICT_WITH_RESOURCES_AND_PROMPTS.splitlines()] == [
+        *(line.split("  #")[0] for line in tutorial_lines[:-1]),
+        '    "RESOURCE_MODULES": ["mysite.mcp_resources"],',
+        '    "PROMPT_MODULES": ["mysite.mcp_prompts"],',
+        "}",
+    ]
 
 
 # MCP_AUTHZ_TEST_INSTALLED=1 (the nox "release" session, which installed the built wheel): the
@@ -126,6 +173,16 @@ def build_site(folder: Path, base_url: str) -> Path:
     urls_py.write_text(urls_py.read_text() + "\n" + EDIT_URLS + "\n")  # edit 3
     run(folder, "migrate", "--noinput", "-v0")  # edit 4
     (folder / "mysite" / "mcp_tools.py").write_text(TOOLS_MODULE + "\n")  # the site's own code
+    # "Write your own resources and prompts": the settings dict names the two modules, which hold
+    # the page's resource and prompt.
+    settings_py.write_text(
+        settings_py.read_text().replace(
+            EDIT_SETTINGS_DICT.replace(DOCUMENTED_BASE_URL, base_url),
+            EDIT_SETTINGS_DICT_WITH_RESOURCES_AND_PROMPTS.replace(DOCUMENTED_BASE_URL, base_url),
+        )
+    )
+    (folder / "mysite" / "mcp_resources.py").write_text(RESOURCES_MODULE + "\n")
+    (folder / "mysite" / "mcp_prompts.py").write_text(PROMPTS_MODULE + "\n")
     run(
         folder,
         "createsuperuser",
@@ -176,18 +233,19 @@ def serve(site: Path, port: int) -> subprocess.Popen:
     raise AssertionError("uvicorn did not start")
 
 
-async def call_tool_with_sdk(base_url: str) -> tuple[object, list[str], list[str]]:
+async def call_tool_with_sdk(base_url: str) -> tuple[dict[str, dict], list[str]]:
     browser = HeadlessBrowser(base_url=base_url, username=USERNAME, password=PASSWORD)
     try:
-        result, tools = await sdk_call(base_url, browser, f"http://127.0.0.1:{free_port()}/callback")
+        seen = await sdk_call(base_url, browser, f"http://127.0.0.1:{free_port()}/callback")
     finally:
         await browser.aclose()
-    return result, tools, browser.visited
+    return seen, browser.visited
 
 
-async def sdk_call(base_url: str, user, redirect_uri: str) -> tuple[object, list[str]]:
-    """The SDK client registers (DCR), ``user.authorize(url)`` plays the user's part, then
-    ``tools/list`` and ``whoami``."""
+async def sdk_call(base_url: str, user, redirect_uri: str) -> dict[str, dict]:
+    """The SDK client registers (DCR), ``user.authorize(url)`` plays the user's part (once: the
+    token serves both eras), then in each era of ``ERAS``: ``tools/list`` and ``whoami``,
+    ``resources/list`` and ``docs://hello``, ``prompts/list`` and ``code_review``. ``{mode: what it saw}``."""
     pending: dict[str, str] = {}
 
     class Storage:
@@ -226,11 +284,41 @@ async def sdk_call(base_url: str, user, redirect_uri: str) -> tuple[object, list
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
     )
+    seen: dict[str, dict] = {}
     async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
-        async with Client(streamable_http_client(base_url + "/mcp", http_client=http)) as client:
-            tools = [item.name for item in (await client.list_tools()).tools]
-            result = await client.call_tool("whoami", {})
-    return result, tools
+        for mode in ERAS:
+            async with Client(streamable_http_client(base_url + "/mcp", http_client=http), mode=mode) as client:
+                seen[mode] = {
+                    "protocol_version": client.protocol_version,
+                    "tools": [item.name for item in (await client.list_tools()).tools],
+                    "whoami": await client.call_tool("whoami", {}),
+                    "resources": [(str(item.uri), item.name) for item in (await client.list_resources()).resources],
+                    "hello": await client.read_resource("docs://hello"),
+                    "prompts": [(item.name, item.title) for item in (await client.list_prompts()).prompts],
+                    "code_review": await client.get_prompt("code_review", {"code": "x = 1"}),
+                }
+    return seen
+
+
+def assert_sdk_saw_the_sites_tool_resource_and_prompt(seen: dict[str, dict]) -> None:
+    """Both eras: the tutorial's tool, the how-to's resource and prompt, listed and answered."""
+    assert list(seen) == list(ERAS)
+    for mode, version in ERAS.items():
+        era = seen[mode]
+        assert era["protocol_version"] == version
+        assert era["tools"] == ["whoami"]
+        assert not era["whoami"].is_error, era["whoami"]
+        assert [block.text for block in era["whoami"].content] == [USERNAME]
+        assert era["resources"] == [("docs://hello", "hello")]
+        (content,) = era["hello"].contents
+        assert (str(content.uri), content.mime_type, content.text) == (
+            "docs://hello",
+            "text/markdown",
+            f"# Hello, {USERNAME}",
+        )
+        assert era["prompts"] == [("code_review", "Code review")]
+        (message,) = era["code_review"].messages
+        assert (message.role, message.content.text) == ("user", "Review this python code:\nx = 1")
 
 
 def test_the_site_imports_the_package_under_test(fresh_site):
@@ -270,15 +358,13 @@ def test_a_fresh_startproject_site_serves_the_sdk_client_after_four_edits(fresh_
 
     server = serve(site, port)
     try:
-        result, tools, visited = asyncio.run(call_tool_with_sdk(base_url))
+        seen, visited = asyncio.run(call_tool_with_sdk(base_url))
         login_page = httpx2.get(base_url + "/oauth/login?next=/oauth/authorize", timeout=10)
     finally:
         server.terminate()
         server.wait(timeout=10)
 
-    assert tools == ["whoami"]
-    assert not result.is_error, result
-    assert result.content[0].text == USERNAME
+    assert_sdk_saw_the_sites_tool_resource_and_prompt(seen)
     # Signed out, the user went to the app's own login page (the site has none), then to consent.
     paths = [httpx2.URL(url).path for url in visited]
     assert "/oauth/login" in paths
@@ -308,17 +394,17 @@ def test_the_apps_login_and_consent_pages_work_in_chromium_on_a_fresh_site(
         async with open_chromium(chromium_executable, request.node.name) as chromium:
             page = await chromium.new_page()
             user = ChromiumUser(page, USERNAME, PASSWORD, loopback, screenshots="fresh-site")
-            result, tools = await sdk_call(base_url, user, loopback.redirect_uri)
-            return chromium, user, result, tools
+            seen = await sdk_call(base_url, user, loopback.redirect_uri)
+            return chromium, user, seen
 
     server = serve(site, port)
     try:
-        chromium, user, result, tools = asyncio.run(scenario())
+        chromium, user, seen = asyncio.run(scenario())
     finally:
         server.terminate()
         server.wait(timeout=10)
 
-    assert tools == ["whoami"] and not result.is_error and result.content[0].text == USERNAME
+    assert_sdk_saw_the_sites_tool_resource_and_prompt(seen)
     (login_page,) = user.login_pages
     assert user.login_paths == ["/oauth/login"]
     assert 'id="login-client">Fresh-site test client<' in login_page
@@ -355,3 +441,27 @@ def test_mcp_oauth_without_oauth2_provider_says_what_is_missing(site_copy):
         'mcp_oauth needs django-oauth-toolkit listed before it: INSTALLED_APPS += ["oauth2_provider", "mcp_oauth"]'
         in (result.stderr)
     )
+
+
+def test_project_package_modules_no_setting_names_fail_check_with_w022(site_copy):
+    """The resource and prompt modules written, the settings dict left as the tutorial's: they
+    would never load, and ``manage.py check`` says so with the line to add."""
+    site = site_copy
+    settings_py = site / "mysite" / "settings.py"
+    text = settings_py.read_text()
+    for line in ('    "RESOURCE_MODULES": ["mysite.mcp_resources"],', '    "PROMPT_MODULES": ["mysite.mcp_prompts"],'):
+        assert line in text
+        text = text.replace(line + "  # your resources: mysite/mcp_resources.py", "").replace(
+            line + "  # your prompts: mysite/mcp_prompts.py", ""
+        )
+    settings_py.write_text(text)
+    result = run(site, "check", check=False)
+    assert result.returncode == 0, result.stderr  # warnings only
+    warnings = sorted(line.strip() for line in result.stderr.splitlines() if "mcp_oauth.W022" in line)
+    assert warnings == [
+        "?: (mcp_oauth.W022) 'mysite.mcp_prompts' is never imported: 'mysite' is not an installed app and"
+        ' MCP_OAUTH["PROMPT_MODULES"] does not name it, so its prompts are not served.',
+        "?: (mcp_oauth.W022) 'mysite.mcp_resources' is never imported: 'mysite' is not an installed app and"
+        ' MCP_OAUTH["RESOURCE_MODULES"] does not name it, so its resources are not served.',
+    ]
+    assert 'HINT: Name it in the settings: MCP_OAUTH["RESOURCE_MODULES"] = ["mysite.mcp_resources"].' in result.stderr
