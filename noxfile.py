@@ -8,7 +8,8 @@ whole suite; these sessions add, in venvs of their own installed from the packag
   end to end), one real-browser OAuth flow, ``tests/test_modern.py`` and the settings, deploy
   check and migrations tests.
 - ``release``: builds the sdist and the wheel (``python -m build``), checks their metadata
-  (``twine check --strict``) and the wheel's files, installs the wheel (not editable) with
+  (``twine check --strict``; the license expression, ``LICENSE`` in the dist-info, the project
+  URLs) and the wheel's files, installs the wheel (not editable) with
   Django 6.1 into a fresh venv on Python 3.13, and runs ``tests/test_fresh_site.py`` from a copy
   of the tests outside the source tree with ``MCP_AUTHZ_TEST_INSTALLED=1`` (the site must import
   the installed package).
@@ -241,10 +242,26 @@ def _check_wheel(session: nox.Session, wheel: Path) -> None:
         session.error(f"the wheel's Requires-Python is {metadata['Requires-Python']!r}")
     if set(metadata.get_all("Classifier") or []) != set(pyproject["classifiers"]):
         session.error("the wheel's classifiers differ from pyproject.toml's")
+    # PEP 639: the license expression, and the license text itself in the dist-info.
+    if metadata["License-Expression"] != pyproject["license"] or metadata.get_all("License-File") != ["LICENSE"]:
+        session.error(
+            f"the wheel's License-Expression {metadata['License-Expression']!r} /"
+            f" License-File {metadata.get_all('License-File')!r} differ from pyproject.toml's"
+        )
+    (license_name,) = [name for name in names if re.fullmatch(r"[^/]+\.dist-info/licenses/LICENSE", name)] or [None]
+    if license_name is None:
+        session.error("the wheel's dist-info has no licenses/LICENSE")
+    with zipfile.ZipFile(wheel) as archive:
+        if archive.read(license_name).decode() != (ROOT / "LICENSE").read_text():
+            session.error(f"the wheel's {license_name} differs from LICENSE")
+    urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL") or [])
+    if urls != pyproject["urls"]:
+        session.error(f"the wheel's Project-URLs {urls} differ from pyproject.toml's {pyproject['urls']}")
     static = sorted(name for name in names if "/static/" in name)
     session.log(
         f"{wheel.name}: {len(names)} files; every tracked package file present"
-        f" ({len(static)} static files); Requires-Dist and classifiers as in pyproject.toml"
+        f" ({len(static)} static files); Requires-Dist, classifiers, license (and {license_name}) and"
+        " Project-URLs as in pyproject.toml"
     )
 
 
@@ -252,8 +269,10 @@ def _check_sdist(session: nox.Session, sdist: Path) -> None:
     with tarfile.open(sdist) as archive:
         top = archive.getnames()[0].split("/", 1)[0]
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    required = {"PKG-INFO", "pyproject.toml", "README.md"} | _tracked_package_files()
+    required = {"PKG-INFO", "pyproject.toml", "README.md", "LICENSE"} | _tracked_package_files()
     missing = sorted(required - names)
     if missing:
         session.error(f"the sdist lacks {missing[:20]}")
-    session.log(f"{sdist.name} ({top}/): {len(names)} files; the packages, pyproject.toml and README.md present")
+    session.log(
+        f"{sdist.name} ({top}/): {len(names)} files; the packages, pyproject.toml, README.md and LICENSE present"
+    )

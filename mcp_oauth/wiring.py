@@ -33,7 +33,7 @@ from mcp_oauth.authorization_server.lifecycle import connect_client as connect_c
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import sessions, wakeup
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
-from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
+from mcp_oauth.settings import apply_dot_defaults
 from mcp_oauth.shared import db_pool
 from mcp_oauth.signals import sync_default_resource
 from mcp_oauth.site_modules import import_site_modules
