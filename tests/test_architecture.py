@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 APPS = ("mcp_oauth", "elicitation")
 ARCHITECTURE_PAGE = ROOT / "docs" / "explanation" / "architecture.md"
 
