@@ -16,7 +16,6 @@ import pytest
 from asgiref.sync import async_to_sync
 from cryptography.fernet import Fernet
 from django.test import AsyncClient, Client
-from oauth2_provider.models import get_application_model
 
 from elicitation.api import elicit_form, require_connection, require_secret
 from elicitation.form import ElicitationSchema
@@ -24,9 +23,7 @@ from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, 
 from elicitation.service import complete_elicitation
 from mcp_oauth.mcp_server import drain
 from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
-from mcp_oauth.mcp_server.transport import request_state
 from mcp_oauth.mcp_server.transport.methods import methods
-from mcp_oauth.mcp_server.transport.subscriptions import publish_list_changed
 from mcp_oauth.mcp_server.transport.table import MODERN
 from mcp_oauth.models import McpSession
 
@@ -310,39 +307,6 @@ def test_step_up_is_403_insufficient_scope(client, token):
 # --- results ---------------------------------------------------------------------------------
 
 
-def test_server_discover(client, token, settings):
-    settings.MCP_OAUTH = {
-        **settings.MCP_OAUTH,
-        "SERVER_NAME": "acme",
-        "SERVER_VERSION": "7.1",
-        "INSTRUCTIONS": "Be nice.",
-    }
-    result = result_of(post(client, token, body("server/discover")))
-    assert result == {
-        "supportedVersions": ALL_VERSIONS,
-        "capabilities": {
-            "tools": {"listChanged": True},
-            "logging": {},
-            # the demo project's resources and prompts (mcp_oauth.mcp_server.registry)
-            "prompts": {"listChanged": True},
-            "resources": {"listChanged": True, "subscribe": True},
-            "completions": {},
-            # the Tasks extension (mcp_oauth.mcp_server.mcp_tasks)
-            "extensions": {
-                "io.modelcontextprotocol/tasks": {},
-                "io.modelcontextprotocol/oauth-client-credentials": {},
-                "io.modelcontextprotocol/enterprise-managed-authorization": {},
-            },
-        },
-        "instructions": "Be nice.",
-        "resultType": "complete",
-        "ttlMs": 60000,
-        "cacheScope": "public",
-        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "acme", "version": "7.1"}},
-    }
-    assert not McpSession.objects.exists()
-
-
 def test_tools_list_is_private_and_cacheable(client, token, settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "RESULT_TTL_MS": 5000}
     result = result_of(post(client, token, body("tools/list")))
@@ -459,76 +423,6 @@ def test_a_client_without_form_elicitation_gets_the_tool_error(client, token, ca
     assert not Elicitation.objects.exists()
 
 
-# --- requestState attacks ---------------------------------------------------------------------
-
-
-def assert_refused(response):
-    assert response.status_code == 400, response.content
-    error = error_of(response)
-    assert error["code"] == -32602
-    assert "requestState" in error["message"]
-
-
-GOOD = {"input-1": {"action": "accept", "content": {"name": "Eve"}}}
-
-
-@pytest.mark.parametrize("state", ["", "garbage", "v1.deadbeef.AAAA", "v2.x.y", 42, {"a": 1}, "v1." + "A" * 70000])
-def test_forged_state_is_refused(client, token, state):
-    assert_refused(retry(client, token, "ask", state, GOOD))
-
-
-def test_tampered_state_is_refused(client, token):
-    state = first_round(client, token)["requestState"]
-    head, tail = state.rsplit(".", 1)
-    flipped = tail[:10] + ("A" if tail[10] != "A" else "B") + tail[11:]
-    assert_refused(retry(client, token, "ask", f"{head}.{flipped}", GOOD))
-
-
-def test_replayed_state_is_refused(client, token):
-    state = first_round(client, token)["requestState"]
-    assert result_of(retry(client, token, "ask", state, GOOD))["resultType"] == "complete"
-    assert_refused(retry(client, token, "ask", state, GOOD, id=3))
-
-
-def test_expired_state_is_refused(client, token, monkeypatch):
-    state = first_round(client, token)["requestState"]
-    now = request_state.time.time()
-    monkeypatch.setattr(request_state.time, "time", lambda: now + 601)
-    assert_refused(retry(client, token, "ask", state, GOOD))
-
-
-def test_state_of_another_user_or_client_is_refused(client, token, resource, other_user, user, mint_token):
-    state = first_round(client, token)["requestState"]
-    other = get_application_model().objects.create(
-        name="Other",
-        client_type="public",
-        authorization_grant_type="authorization-code",
-        redirect_uris="http://127.0.0.1/cb",
-    )
-    intruder = mint_token(other_user, get_application_model().objects.get(name="Test client"), resource=resource.uri)
-    other_client = mint_token(user, other, resource=resource.uri)
-    assert_refused(retry(client, intruder, "ask", state, GOOD))
-    assert_refused(retry(client, other_client, "ask", state, GOOD))
-
-
-def test_state_for_other_tool_or_arguments_is_refused(client, token):
-    state = first_round(client, token, arguments={"greeting": "Hi"})["requestState"]
-    assert_refused(retry(client, token, "ask", state, GOOD, arguments={"greeting": "Yo"}))
-    state = first_round(client, token, arguments={"greeting": "Hi"})["requestState"]
-    assert_refused(retry(client, token, "ask_twice", state, GOOD))
-
-
-def test_key_rotation(client, token, settings):
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": ["old-key-" + "x" * 32]}
-    state = first_round(client, token)["requestState"]
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": ["new-key-" + "y" * 32, "old-key-" + "x" * 32]}
-    assert result_of(retry(client, token, "ask", state, GOOD))["resultType"] == "complete"
-    state = first_round(client, token)["requestState"]
-    assert state.split(".")[1] == request_state.state_keys()[0][0]
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": ["new-key-" + "z" * 32]}
-    assert_refused(retry(client, token, "ask", state, GOOD, id=3))
-
-
 # --- input_required: URL mode ------------------------------------------------------------------
 
 
@@ -629,83 +523,11 @@ def test_progress_and_log_messages_stream_only_as_asked(token):
     assert messages[0]["result"]["content"][0]["text"] == "done"
 
 
-def test_subscriptions_listen_acknowledges_then_relays_what_was_asked(token):
-    async def go():
-        aclient = AsyncClient()
-        message = body(
-            "subscriptions/listen",
-            {"notifications": {"toolsListChanged": True, "promptsListChanged": True}},
-            id="listen-1",
-        )
-        response = await aclient.post(
-            "/mcp", json.dumps(message), content_type="application/json", headers=headers(token, "subscriptions/listen")
-        )
-        assert response["Content-Type"] == "text/event-stream"
-        stream = response.streaming_content.__aiter__()
-        buffer = b""
-        while not parse_sse(buffer):
-            buffer += await stream.__anext__()
-        publish_list_changed("resources")  # not asked for: never delivered
-        publish_list_changed("tools")
-        while len(parse_sse(buffer)) < 2:
-            buffer += await asyncio.wait_for(stream.__anext__(), 5)
-        await stream.aclose()
-        return parse_sse(buffer)
-
-    ack, changed = async_to_sync(go)()
-    assert ack == {
-        "jsonrpc": "2.0",
-        "method": "notifications/subscriptions/acknowledged",
-        "params": {
-            "notifications": {"toolsListChanged": True, "promptsListChanged": True},
-            "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"},
-        },
-    }
-    assert changed == {
-        "jsonrpc": "2.0",
-        "method": "notifications/tools/list_changed",
-        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}},
-    }
-
-
-def test_subscriptions_listen_needs_a_streaming_server(client, token):
-    response = post(client, token, body("subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
-    assert response.status_code == 400
-    assert error_of(response)["code"] == -32600
-
-
 def test_an_answer_that_is_not_an_elicit_result_is_400_invalid_params(client, token):
     first = first_round(client, token)
     response = retry(client, token, "ask", first["requestState"], {"input-1": {"action": "maybe"}})
     assert response.status_code == 400
     assert error_of(response)["code"] == -32602
-
-
-def test_replay_on_a_worker_with_its_own_cache_is_refused(client, token):
-    """The cache that records used states may be per process; the form row a state names leaves
-    "pending" once in the database, so another worker refuses the replay as well."""
-    from django.core.cache import caches
-
-    state = first_round(client, token)["requestState"]
-    assert result_of(retry(client, token, "ask", state, GOOD))["resultType"] == "complete"
-    for cache in caches.all():
-        cache.clear()
-    assert_refused(retry(client, token, "ask", state, GOOD, id=3))
-    assert Elicitation.objects.get().content == {"name": "Eve"}
-
-
-@pytest.mark.parametrize(
-    ("keys", "expected"),
-    [(None, {"mcp_oauth.W060"}), (["short"], {"mcp_oauth.E060"}), ("x" * 40, {"mcp_oauth.E060"}), (["k" * 32], set())],
-)
-def test_request_state_keys_check(settings, keys, expected):
-    from django.core.checks import run_checks
-
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": keys}
-    found = {m.id for m in run_checks(include_deployment_checks=True) if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")}
-    assert found == expected
-    # W060 is for production only (one development process may use the SECRET_KEY-derived key).
-    assert {m.id for m in run_checks() if m.id in ("mcp_oauth.W060", "mcp_oauth.E060")} == expected - {"mcp_oauth.W060"}
 
 
 def test_a_retry_is_held_open_with_keepalives_until_the_flow_completes(token, user, provider, settings):
