@@ -9,8 +9,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.test import Client
 
 from mcp_oauth.authorization_server.erasure import erase_user_data
@@ -84,15 +82,6 @@ def test_the_tokens_stop_working_at_once(user, other_user, resource, public_app,
     assert bearer_works(Client(), token)
     erase_user_data(user)
     assert not bearer_works(Client(), token)
-
-
-def test_erase_command(user, other_user, resource, public_app, revocation, django_capture_on_commit_callbacks):
-    state = populate(user, other_user, public_app, resource, revocation.url)
-    with django_capture_on_commit_callbacks(execute=True):
-        call_command("erase_user_data", "alice", "--yes")
-    assert leftovers(user.pk, state) == {}
-    with pytest.raises(CommandError, match="No user"):
-        call_command("erase_user_data", "nobody", "--yes")
 
 
 def test_a_bulk_queryset_delete_erases_each_user(

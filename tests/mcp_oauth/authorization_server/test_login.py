@@ -177,29 +177,3 @@ def test_a_missing_tool_module_is_reported(settings):
     assert [message.msg for message in messages] == [
         "MCP_OAUTH[\"TOOL_MODULES\"] names 'project.no_such_tools', which does not exist: its tools are not served."
     ]
-
-
-# --- tasks without a Celery app -----------------------------------------------------------------
-
-
-def test_tasks_run_in_process_without_a_celery_app():
-    """Celery's implicit default app would send to amqp://localhost, whatever listens there
-    (a RabbitMQ of someone else's): without an app of the site's own, the task runs here."""
-    from celery import Celery, _state, shared_task
-
-    from mcp_oauth.shared.taskqueue import celery_configured, send_or_run
-
-    ran: list[tuple] = []
-
-    @shared_task(name="tests.record_call")
-    def record_call(*args):
-        ran.append(args)
-
-    current = _state.get_current_app()
-    Celery("default", fixups=[], set_as_current=False).set_current()
-    try:
-        assert celery_configured() is False
-        send_or_run(record_call, 1, "two")
-        assert ran == [(1, "two")]
-    finally:
-        current.set_current()
