@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# The official MCP TypeScript SDK client for tests/test_ts_sdk_elicitation.py (pinned by the lockfile).
+# The official MCP TypeScript SDK client for tests/e2e/test_ts_sdk_elicitation.py (pinned by the lockfile).
 # Without npm the step is skipped (and retried next time); that test then skips itself.
 JS_DIR := tests/js
 $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json $(JS_DIR)/package-lock.json

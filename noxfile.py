@@ -4,13 +4,13 @@ The primary pair (Python 3.11 + Django 5.2, the ``.venv`` that ``make test`` bui
 whole suite; these sessions add, in venvs of their own installed from the package registries:
 
 - ``matrix``: every other supported pair runs the migrations check (no migration churn), the
-  system checks, ``tests/test_fresh_site.py`` (a new ``startproject`` site and the official client
-  end to end), one real-browser OAuth flow, ``tests/test_modern.py`` and the settings, deploy
-  check and migrations tests.
+  system checks, ``tests/e2e/test_fresh_site.py`` (a new ``startproject`` site and the official
+  client end to end), one real-browser OAuth flow, ``tests/mcp_oauth/mcp_server/transport/test_modern.py``
+  and the settings, deploy check and migrations tests.
 - ``release``: builds the sdist and the wheel (``python -m build``), checks their metadata
   (``twine check --strict``; the license expression, ``LICENSE`` in the dist-info, the project
   URLs) and the wheel's files, installs the wheel (not editable) with
-  Django 6.1 into a fresh venv on Python 3.13, and runs ``tests/test_fresh_site.py`` from a copy
+  Django 6.1 into a fresh venv on Python 3.13, and runs ``tests/e2e/test_fresh_site.py`` from a copy
   of the tests outside the source tree with ``MCP_AUTHZ_TEST_INSTALLED=1`` (the site must import
   the installed package).
 
@@ -40,12 +40,12 @@ PACKAGES = ("mcp_oauth", "elicitation")
 PAIRS = [("3.12", "5.2"), ("3.12", "6.0"), ("3.13", "6.1")]
 RELEASE = ("3.13", "6.1")
 SUBSET = [
-    "tests/test_fresh_site.py",
-    "tests/test_modern.py",
-    "tests/test_settings_checks.py",
-    "tests/test_deploy_check.py",
+    "tests/e2e/test_fresh_site.py",
+    "tests/mcp_oauth/mcp_server/transport/test_modern.py",
+    "tests/mcp_oauth/test_settings.py",
+    "tests/mcp_oauth/test_checks.py",
     "tests/test_migrations.py",
-    "tests/test_browser_oauth.py::test_dcr_client_login_and_consent_in_chromium",
+    "tests/browser/test_oauth.py::test_dcr_client_login_and_consent_in_chromium",
 ]
 # What the release session copies to run the fresh-site test away from the source packages.
 SUITE_FILES = ("tests", "project", "templates", "manage.py", "README.md", "docs", "pyproject.toml")
@@ -143,7 +143,7 @@ def release(session: nox.Session) -> None:
             "-p",
             "no:cacheprovider",
             "-q",
-            "tests/test_fresh_site.py",
+            "tests/e2e/test_fresh_site.py",
             *session.posargs,
             env={"MCP_AUTHZ_TEST_INSTALLED": "1", "PYTHONPATH": "", **_own_database(session)},
             external=True,

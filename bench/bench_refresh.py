@@ -70,7 +70,7 @@ def main() -> None:
 
     from mcp_oauth.models import RefreshGeneration, RefreshTokenGeneration
     from mcp_oauth.signals import ensure_default_resource
-    from tests.oauth_helpers import get_code, token_request
+    from tests.support.oauth_helpers import get_code, token_request
 
     ensure_default_resource()
     user, _ = get_user_model().objects.get_or_create(username="bench-refresh")

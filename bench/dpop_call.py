@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import asgi_post  # noqa: E402
 from bench.prod_topology import BASE, django_setup, fixtures, modern_call_body, modern_headers  # noqa: E402
-from tests.dpop_helpers import DPoPKey  # noqa: E402
+from tests.support.dpop_helpers import DPoPKey  # noqa: E402
 
 MCP_URL = BASE + "/mcp"
 

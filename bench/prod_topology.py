@@ -791,7 +791,7 @@ def scenario_redeem(args, fx) -> None:
 def redeem_once(args, fx, label: str, cwd: Path) -> None:
     from django.test import Client
 
-    from tests.oauth_helpers import REDIRECT_URI, get_code
+    from tests.support.oauth_helpers import REDIRECT_URI, get_code
 
     port = free_port()
     server = gunicorn(f"{label}-redeem", 2, port, cwd=cwd).wait_ready()

@@ -1,12 +1,12 @@
 """Recovery after a dependency cut, on the production topology: figures to quote. Not a test
-(tests/test_recovery_cut.py asserts on the same runs).
+(tests/topology/test_recovery_cut.py asserts on the same runs).
 
 ``python -m project.serve`` (gunicorn with 2 uvicorn workers, a Celery worker, beat) runs with
-PostgreSQL and Redis each behind a TCP forwarder (``tests/tcp_forwarder.py``). For each scenario
+PostgreSQL and Redis each behind a TCP forwarder (``tests/support/tcp_forwarder.py``). For each scenario
 20 clients call ``tools/call`` (half 2025-11-25 sessions, half 2026-07-28 stateless; every other
 request reads the protected-resource metadata, which reads the database) and a readiness probe
 runs every 100 ms, while one forwarder is stopped for ``--cut`` seconds (every open connection
-closed, new ones refused) and started again (``tests/recovery_load.py``):
+closed, new ones refused) and started again (``tests/support/recovery_load.py``):
 
 ``postgres``  PostgreSQL cut under load;
 ``idle``      PostgreSQL cut with no load (the pools idle through it), then 20 sequential metadata
@@ -47,8 +47,8 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/2")
 import httpx2  # noqa: E402
 
 from bench.prod_topology import BASE, django_setup, fixtures, free_port  # noqa: E402
-from tests.recovery_load import idle_cut, run_cut  # noqa: E402
-from tests.tcp_forwarder import TcpForwarder  # noqa: E402
+from tests.support.recovery_load import idle_cut, run_cut  # noqa: E402
+from tests.support.tcp_forwarder import TcpForwarder  # noqa: E402
 
 
 def through(url: str, forwarder: TcpForwarder) -> str:

@@ -26,7 +26,7 @@ Usage::
         .venv/bin/python bench/revocation.py [--trials 100] [--embedded-trials 25] [--only embedded]
 
 ``DATABASE_URL`` and ``REDIS_URL`` are the production shape's (the embedded one uses a fresh
-SQLite file). Not a test: nothing is asserted (``tests/test_revocation_cross_process.py`` is).
+SQLite file). Not a test: nothing is asserted (``tests/topology/test_revocation_cross_process.py`` is).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.loadgen import percentile  # noqa: E402
 from bench.prod_topology import FERNET, Server, free_port  # noqa: E402
-from tests.pinned_workers import Worker  # noqa: E402
+from tests.support.pinned_workers import Worker  # noqa: E402
 
 CHANGES = ("user_deleted", "token_revoked", "grant_revoked", "client_deleted")
 ACCEPT = "application/json, text/event-stream"

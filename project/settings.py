@@ -31,7 +31,7 @@
 Production: the variables docs/how-to/production.md marks required (DJANGO_DEBUG=0,
 DJANGO_SECRET_KEY, MCP_BASE_URL=https://…, DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER,
 DATABASE_URL, REDIS_URL, CELERY_BROKER_URL, ELICITATION_ENCRYPTION_KEYS, MCP_REQUEST_STATE_KEYS);
-`manage.py check --deploy` is then clean (tests/test_deploy_check.py reads that table).
+`manage.py check --deploy` is then clean (tests/mcp_oauth/test_checks.py reads that table).
 """
 
 import json

@@ -12,8 +12,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
 from mcp_oauth.shared import throttling
-
-from .browser import pytest_collection_modifyitems, pytest_terminal_summary  # noqa: F401 - hooks: no Chromium, one line
+from tests.support.browser import pytest_collection_modifyitems, pytest_terminal_summary  # noqa: F401 - hooks: no Chromium, one line
 
 BASE_URL = "http://testserver"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 APPS = ("mcp_oauth", "elicitation")
 ARCHITECTURE_PAGE = ROOT / "docs" / "explanation" / "architecture.md"
 
@@ -253,3 +253,74 @@ def test_the_architecture_page_names_every_package_and_module(graph):
         elif last != "__init__" and f"{last}.py" not in text:
             missing.append(name)
     assert missing == []
+
+
+# --- tests shaped like the package (issue 29) ----------------------------------------------------
+# Self-contained: the modules of both apps and the test file each one is found by, by name.
+
+#: Share of the apps' modules that have a test file at their mirrored path (issue 29).
+MIN_MODULES_WITH_A_TEST_FILE = 0.80
+
+
+def _only_re_exports(path: Path) -> bool:
+    """An ``__init__.py`` that holds nothing but a docstring, imports and ``__all__``: no code to test."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if targets and all(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            continue
+        return False
+    return True
+
+
+def mirrored_test_file(module: Path) -> Path:
+    """Where the tests of ``module`` (a file of an app) are: ``tests/<its folder>/test_<name>.py``;
+    for a package's ``__init__.py`` with code, ``tests/<the package>/test_<package name>.py``.
+
+    ``mcp_oauth/authorization_server/rotation.py`` -> ``tests/mcp_oauth/authorization_server/test_rotation.py``;
+    ``mcp_oauth/admin/__init__.py`` -> ``tests/mcp_oauth/admin/test_admin.py``.
+    """
+    parts = module.relative_to(ROOT).parts
+    name = parts[-2] if module.name == "__init__.py" else module.stem
+    return ROOT.joinpath("tests", *parts[:-1], f"test_{name}.py")
+
+
+def modules_to_test() -> list[Path]:
+    """Every module of both apps, except migrations and ``__init__.py`` files that are empty or only
+    re-export names (:func:`_only_re_exports`)."""
+    found = []
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "migrations" in path.relative_to(ROOT).parts:
+                continue
+            if path.name == "__init__.py" and _only_re_exports(path):
+                continue
+            found.append(path)
+    return found
+
+
+def test_most_modules_have_a_test_file_named_after_them():
+    modules = modules_to_test()
+    without = [str(path.relative_to(ROOT)) for path in modules if not mirrored_test_file(path).is_file()]
+    share = 1 - len(without) / len(modules)
+    assert share >= MIN_MODULES_WITH_A_TEST_FILE, (
+        f"{share:.0%} of {len(modules)} modules have a test file at their mirrored path "
+        f"(tests/<folder>/test_<module>.py); without one:\n" + "\n".join(without)
+    )
+
+
+def test_every_test_folder_is_a_package():
+    """tests/ is a package, and so is each folder in it: a ``tests/mcp_oauth`` without an
+    ``__init__.py`` could shadow the real ``mcp_oauth`` on ``sys.path``."""
+    skip = {"js", "node_modules", "__pycache__", "artifacts"}
+    folders = [ROOT / "tests"] + [
+        path
+        for path in (ROOT / "tests").rglob("*")
+        if path.is_dir() and not skip & set(path.relative_to(ROOT / "tests").parts) and any(path.glob("*.py"))
+    ]
+    assert [str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file()] == []

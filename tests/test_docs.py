@@ -33,10 +33,9 @@ from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
 from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
 from mcp_oauth.settings import DEFAULTS as MCP_OAUTH_DEFAULTS
 from mcp_oauth.settings import DOT_SECURE_DEFAULTS
+from tests.mcp_oauth.mcp_server.transport.test_modern import body, call_tool, post, result_of
 
-from .test_modern import body, call_tool, post, result_of
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SETTINGS_PAGE = DOCS / "reference" / "settings.md"
 CHECKS_PAGE = DOCS / "reference" / "checks.md"

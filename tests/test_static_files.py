@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from .live import free_port
+from tests.support.live import free_port
 
-REPO_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 // The official MCP TypeScript SDK client (@modelcontextprotocol/sdk, pinned in package.json)
-// against the live server; driven by tests/test_ts_sdk_elicitation.py.
+// against the live server; driven by tests/e2e/test_ts_sdk_elicitation.py.
 //
 //   node elicitation_client.mjs <mcp_url> <bearer_token> <elicitation-capability-json|none> [tools] [url-action]
 //

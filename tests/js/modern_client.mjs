@@ -1,5 +1,5 @@
 // The official MCP TypeScript SDK 2.x client (@modelcontextprotocol/client, pinned in package.json),
-// pinned to protocol revision 2026-07-28, against the live server; driven by tests/test_ts_sdk_modern.py.
+// pinned to protocol revision 2026-07-28, against the live server; driven by tests/e2e/test_ts_sdk_modern.py.
 //
 //   node modern_client.mjs <mcp_url> <bearer_token> <name-to-answer>
 //

@@ -1,5 +1,5 @@
 // The official MCP TypeScript SDK 2.x client (@modelcontextprotocol/client, pinned in package.json)
-// doing the OAuth itself against the live server; driven by tests/test_ts_sdk_oauth.py.
+// doing the OAuth itself against the live server; driven by tests/e2e/test_ts_sdk_oauth.py.
 //
 //   node oauth_client.mjs '<json config>'
 //

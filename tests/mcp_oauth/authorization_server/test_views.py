@@ -1,0 +1,125 @@
+"""The authorization server's MCP profile: resources, PKCE, iss, consent, tokens."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+from oauth2_provider.models import get_access_token_model
+
+from tests.support.oauth_helpers import (
+    REDIRECT_URI,
+    authorize_params,
+    get_code,
+    pkce_pair,
+    redirect_query,
+    token_request,
+)
+
+pytestmark = pytest.mark.django_db
+
+ISSUER = "http://testserver"
+RESOURCE = "http://testserver/mcp"
+
+
+@pytest.fixture
+def logged_in(client, user, resource, public_app):
+    client.force_login(user)
+    return client
+
+
+def test_prompt_none_without_login_is_a_page_not_a_redirect(client, resource, public_app):
+    _, challenge = pkce_pair()
+    response = client.get("/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, prompt="none")))
+    assert response.status_code == 400 and "Location" not in response
+    assert b"login_required" in response.content
+
+
+def test_prompt_none_with_login_is_consent_required(logged_in, public_app):
+    _, challenge = pkce_pair()
+    response = logged_in.get("/oauth/authorize?" + urlencode(authorize_params(public_app, challenge, prompt="none")))
+    query = redirect_query(response)
+    assert query["error"] == "consent_required" and query["iss"] == ISSUER
+
+
+def test_unknown_redirect_uri_is_not_redirected(logged_in, public_app):
+    _, challenge = pkce_pair()
+    params = authorize_params(public_app, challenge, redirect_uri="https://evil.example/cb")
+    response = logged_in.get("/oauth/authorize?" + urlencode(params))
+    assert response.status_code == 400
+    assert "Location" not in response
+    assert b"Authorization error" in response.content
+
+
+def test_unauthenticated_user_is_sent_to_login_first(client, resource, public_app):
+    _, challenge = pkce_pair()
+    params = authorize_params(public_app, challenge, scope="nonexistent")
+    response = client.get("/oauth/authorize?" + urlencode(params))
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_refresh_keeps_binding_and_rotates(logged_in, public_app, settings):
+    # No grace window: an immediate reuse is a reuse (tests/mcp_oauth/authorization_server/test_rotation.py covers the window).
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REFRESH_TOKEN_GRACE_SECONDS": 0}
+    code, verifier, _ = get_code(logged_in, public_app, resource=RESOURCE)
+    first = token_request(logged_in, public_app, code, verifier).json()
+    refreshed = logged_in.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": first["refresh_token"], "client_id": public_app.client_id},
+    )
+    assert refreshed.status_code == 200, refreshed.content
+    second = refreshed.json()
+    assert second["refresh_token"] != first["refresh_token"]
+    newest = get_access_token_model().objects.order_by("-id").first()
+    assert newest.resource == [RESOURCE]
+    # reusing the old refresh token is refused and revokes the family
+    reuse = logged_in.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": first["refresh_token"], "client_id": public_app.client_id},
+    )
+    assert reuse.status_code == 400 and reuse.json()["error"] == "invalid_grant"
+    after = logged_in.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": second["refresh_token"], "client_id": public_app.client_id},
+    )
+    assert after.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "data, error",
+    [
+        ({"grant_type": "password", "username": "alice", "password": "x"}, "unsupported_grant_type"),
+        ({"grant_type": "nonsense"}, "unsupported_grant_type"),
+        ({}, "invalid_request"),
+        ({"grant_type": "urn:ietf:params:oauth:grant-type:device_code"}, "unsupported_grant_type"),
+        ({"grant_type": "authorization_code", "code": "nope", "redirect_uri": REDIRECT_URI}, "invalid_client"),
+    ],
+)
+def test_token_endpoint_errors_are_oauth_errors(client, resource, public_app, data, error):
+    response = client.post("/oauth/token", data)
+    assert 400 <= response.status_code < 500
+    assert response.json()["error"] == error
+    assert response["Cache-Control"] == "no-store"
+
+
+def test_implicit_response_type_is_refused(logged_in, public_app):
+    _, challenge = pkce_pair()
+    params = authorize_params(public_app, challenge, response_type="token")
+    response = logged_in.get("/oauth/authorize?" + urlencode(params))
+    assert response.status_code in (302, 400)
+    if response.status_code == 302:
+        assert redirect_query(response)["error"] == "unsupported_response_type"
+    assert not get_access_token_model().objects.exists()
+
+
+@pytest.mark.parametrize("response_type", ["code token", "token code", "code id_token", "code id_token token"])
+def test_hybrid_response_types_are_unsupported(logged_in, public_app, response_type):
+    _, challenge = pkce_pair()
+    params = authorize_params(public_app, challenge, response_type=response_type)
+    response = logged_in.get("/oauth/authorize?" + urlencode(params))
+    assert response.status_code == 302, response.content
+    query = redirect_query(response)
+    assert query["error"] == "unsupported_response_type"
+    assert query["state"] == params["state"]
+    assert "#" not in response["Location"]
