@@ -12,7 +12,7 @@ with the row count (the rows are never loaded).
     ... --rows 100000 --batch 5000
 
 Then (``--erase-rows``, default 100,000) it erases a user with that many audit events and prints
-the time, the statements and the peak RSS of :func:`mcp_oauth.authorization_server.erasure.erase_user_data`.
+the time, the statements and the peak RSS of :func:`mcp_oauth.authorization_server.user_data.erasure.erase_user_data`.
 
 The database named by DATABASE_URL is migrated and its audit table emptied: use a scratch one.
 """
@@ -104,7 +104,7 @@ def _erase(rows: int) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from mcp_oauth.authorization_server.erasure import erase_user_data
+    from mcp_oauth.authorization_server.user_data.erasure import erase_user_data
     from mcp_oauth.models import AuditEvent
 
     User = get_user_model()

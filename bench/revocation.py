@@ -72,7 +72,7 @@ def changer() -> None:
     from django.utils import timezone
     from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
-    from mcp_oauth.authorization_server.grants import revoke_user_grants
+    from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants
     from mcp_oauth.signals import ensure_default_resource
 
     resource = ensure_default_resource()

@@ -67,7 +67,7 @@ nitpick_ignore = [
     ("py:mod", "mcp_oauth.mcp_server.registry.errors"),
     ("py:func", "elicitation.protocol.stored_answer"),
     ("py:func", "elicitation.tasks.notify_elicitation_complete"),
-    ("py:func", "mcp_oauth.authorization_server.enterprise_users.user_for_subject"),
+    ("py:func", "mcp_oauth.authorization_server.enterprise_identity.users.user_for_subject"),
     ("py:class", "mcp_oauth.mcp_server.mcp_tasks.runner.TaskHandle"),
     ("py:class", "mcp_oauth.mcp_server.mcp_tasks.policy.TaskPolicy"),
 ]

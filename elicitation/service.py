@@ -36,8 +36,7 @@ from elicitation.settings import elicitation_settings
 from elicitation.signals import elicitation_finished
 from elicitation.tasks import notify_elicitation_complete
 from mcp_oauth import audit
-from mcp_oauth.mcp_server import drain
-from mcp_oauth.mcp_server.transport import wakeup
+from mcp_oauth.mcp_server.transport import drain, wakeup
 from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 from mcp_oauth.models import AuditEvent, McpSession
 from mcp_oauth.settings import mcp_oauth_settings
@@ -371,7 +370,7 @@ async def wait_for_outcome(pk: int, seconds: float, *, release_on_drain: bool = 
     every ``MCP_OAUTH["SSE_POLL_INTERVAL_SECONDS"]`` without a shared wake-up channel (every
     ``WAKEUP_SAFETY_POLL_SECONDS`` with one, in case a wake-up was lost).
 
-    ``release_on_drain``: while this worker drains (:mod:`mcp_oauth.mcp_server.drain`, which wakes every
+    ``release_on_drain``: while this worker drains (:mod:`mcp_oauth.mcp_server.transport.drain`, which wakes every
     waiter) the row is returned as it is at once. For a wait the caller can answer without an
     outcome and lose nothing: a held 2026-07-28 retry answers ``input_required`` again, and the
     client's next retry reaches a worker that is not stopping."""

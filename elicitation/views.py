@@ -48,7 +48,7 @@ from elicitation.settings import elicitation_settings
 from elicitation.signals import connection_created
 from mcp_oauth import audit
 from mcp_oauth.adapter import get_adapter
-from mcp_oauth.authorization_server.login import login_url
+from mcp_oauth.authorization_server.pages.login import login_url
 from mcp_oauth.models import AuditEvent
 from mcp_oauth.shared import throttling
 from mcp_oauth.shared.text import storable

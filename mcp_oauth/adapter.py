@@ -39,8 +39,9 @@ from urllib.parse import urlsplit
 from django.core.checks import Error
 from django.http import HttpRequest
 
-from mcp_oauth.authorization_server import introspection_policy, trust
-from mcp_oauth.authorization_server.enterprise_users import user_for_subject
+from mcp_oauth.authorization_server.client_auth import introspection_policy
+from mcp_oauth.authorization_server.client_registry import trust
+from mcp_oauth.authorization_server.enterprise_identity.users import user_for_subject
 from mcp_oauth.resource_server.authentication import authenticate_bearer
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.loopback import is_loopback_host
@@ -71,7 +72,7 @@ class DefaultMCPAdapter:
         :param provider: the :class:`~mcp_oauth.models.EnterpriseIdentityProvider` that signed it.
         :param claims: its verified claims (``iss``, ``sub``, ``client_id``, ``resource``, ``email``, ...).
 
-        Default: :func:`mcp_oauth.authorization_server.enterprise_users.user_for_subject` (the link
+        Default: :func:`mcp_oauth.authorization_server.enterprise_identity.users.user_for_subject` (the link
         ``iss`` + ``sub``, then the provider's e-mail policy).
         """
         return user_for_subject(provider, claims, request)
@@ -84,7 +85,7 @@ class DefaultMCPAdapter:
         registration_source: str | None = None,
         redirect_uris: Iterable[str] = (),
     ) -> trust.Verdict:
-        """The trust policy's :class:`~mcp_oauth.authorization_server.trust.Verdict` on a stored ``application``, or on a client known
+        """The trust policy's :class:`~mcp_oauth.authorization_server.client_registry.trust.Verdict` on a stored ``application``, or on a client known
         only by its ``client_id`` (a CIMD URL not fetched yet) and ``redirect_uris``."""
         if application is not None:
             return trust.evaluate_application(application)
@@ -131,7 +132,7 @@ class DefaultMCPAdapter:
         about the active ``token`` (a DOT ``AccessToken``) at the introspection endpoint (RFC 7662 §4).
         False: the caller is answered ``{"active": false}`` (§2.2).
 
-        Default: :func:`mcp_oauth.authorization_server.introspection_policy.may_introspect` — the
+        Default: :func:`mcp_oauth.authorization_server.client_auth.introspection_policy.may_introspect` — the
         client is marked as the resource server of one of the token's audiences
         (``ClientProfile.resource_server_for``).
         """

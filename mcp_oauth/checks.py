@@ -16,11 +16,11 @@ from oauth2_provider.checks import validate_bcp_configuration
 from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.adapter import check_settings as adapter_messages
-from mcp_oauth.authorization_server.assertions import FORBIDDEN_ALGORITHMS, KEY_TYPES
-from mcp_oauth.authorization_server.client_secrets import ALGORITHM, HASHER_PATH
-from mcp_oauth.authorization_server.login import LOGIN_URL_NAME, login_url
-from mcp_oauth.authorization_server.rotation import MAX_GRACE_SECONDS, MAX_GRACE_SIBLINGS
-from mcp_oauth.authorization_server.trust import check_settings as trust_messages
+from mcp_oauth.authorization_server.client_auth.assertions import FORBIDDEN_ALGORITHMS, KEY_TYPES
+from mcp_oauth.authorization_server.client_auth.client_secrets import ALGORITHM, HASHER_PATH
+from mcp_oauth.authorization_server.client_registry.trust import check_settings as trust_messages
+from mcp_oauth.authorization_server.pages.login import LOGIN_URL_NAME, login_url
+from mcp_oauth.authorization_server.tokens.rotation import MAX_GRACE_SECONDS, MAX_GRACE_SIBLINGS
 from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
 from mcp_oauth.dpop.proof import ASYMMETRIC_ALGORITHMS
 from mcp_oauth.health import CHECKS as READINESS_CHECK_NAMES
@@ -204,7 +204,7 @@ def check_referrer_policy(app_configs, **kwargs):
 
 @register()
 def check_login_url(app_configs, **kwargs):
-    """W030 the login page users are sent to (:func:`mcp_oauth.authorization_server.login.login_url`) resolves to no view;
+    """W030 the login page users are sent to (:func:`mcp_oauth.authorization_server.pages.login.login_url`) resolves to no view;
     E031 its template cannot render (missing template or base template, broken tag or URL name)."""
     try:
         url = login_url()
@@ -449,7 +449,7 @@ def _is_number(value, minimum: float, above: bool = False) -> bool:
 @register()
 def check_probes_and_drain(app_configs, **kwargs):
     """E080 a probe or drain setting that would break the probes or the shutdown
-    (:mod:`mcp_oauth.health`, :mod:`mcp_oauth.mcp_server.drain`)."""
+    (:mod:`mcp_oauth.health`, :mod:`mcp_oauth.mcp_server.transport.drain`)."""
     problems = []
     paths: dict[str, str] = {}
     for key in ("LIVENESS_PATH", "READINESS_PATH"):

@@ -26,7 +26,7 @@ authentication, answered ``Cache-Control: no-store`` with a JSON body:
     when none is down; ``503`` + ``Retry-After`` (``OVERLOAD_RETRY_AFTER_SECONDS``, RFC 9110
     §10.2.3) with ``"status": "unavailable"`` and the down ones named ``"down"`` otherwise. A
     check that raises or runs out of time is down (the exception is logged, never sent), so
-    the probe never answers 500. While the worker drains (:mod:`mcp_oauth.mcp_server.drain`) it answers
+    the probe never answers 500. While the worker drains (:mod:`mcp_oauth.mcp_server.transport.drain`) it answers
     ``503 {"status": "draining"}`` without running the checks. Other methods: 405 with ``Allow``.
 
 While the worker drains every response :func:`health_lane` passes on says ``Connection: close``,
@@ -36,7 +36,7 @@ so that clients leave their keep-alive connections to it as they use them.
 the two paths from ASGI messages, before Django: no middleware, so no session, CSRF,
 throttling, ``ALLOWED_HOSTS`` check (a probe by pod IP) or ``SECURE_SSL_REDIRECT`` (a probe on
 the internal http port), and no thread for liveness. It also handles the ASGI ``lifespan``
-scope: on ``lifespan.startup`` it chains the drain signal handler (:func:`mcp_oauth.mcp_server.drain.install`)::
+scope: on ``lifespan.startup`` it chains the drain signal handler (:func:`mcp_oauth.mcp_server.transport.drain.install`)::
 
     # asgi.py
     application = health_lane(token_lane(mcp_lane(get_asgi_application())))
@@ -63,7 +63,7 @@ from django.core.cache import caches
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 
-from mcp_oauth.mcp_server import drain
+from mcp_oauth.mcp_server.transport import drain
 from mcp_oauth.mcp_server.transport.asgi import http_path
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.taskqueue import celery_configured

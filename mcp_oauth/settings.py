@@ -102,7 +102,7 @@ DEFAULTS: dict[str, Any] = {
     "CIMD_CACHE_RETENTION_DAYS": 30,
     # Where signed-out users go to sign in before approving a client (a path, URL or URL name).
     # None: settings.LOGIN_URL when the site set it or routes Django's default /accounts/login/,
-    # else the app's own page /oauth/login (see mcp_oauth.authorization_server.login).
+    # else the app's own page /oauth/login (see mcp_oauth.authorization_server.pages.login).
     "LOGIN_URL": None,
     # Modules imported at start-up besides every installed app's TOOLS_MODULE / RESOURCES_MODULE /
     # PROMPTS_MODULE, e.g. ["mysite.mcp_tools"]: tools, resources and prompts can live in a project
@@ -110,7 +110,7 @@ DEFAULTS: dict[str, Any] = {
     "TOOL_MODULES": [],
     "RESOURCE_MODULES": [],  # e.g. ["mysite.mcp_resources"]
     "PROMPT_MODULES": [],  # e.g. ["mysite.mcp_prompts"]
-    # Refresh-token rotation (mcp_oauth.authorization_server.rotation): a refresh token that was
+    # Refresh-token rotation (mcp_oauth.authorization_server.tokens.rotation): a refresh token that was
     # just rotated out may be presented again for this many seconds (concurrent refreshes of
     # one client) and gets a working sibling pair instead of a family revocation. 0 switches
     # the grace off; at most 300 (manage.py check: mcp_oauth.E090).
@@ -155,7 +155,7 @@ DEFAULTS: dict[str, Any] = {
     # TESTS ONLY: let the fetcher connect to loopback addresses (127.0.0.0/8, ::1), so a
     # test can serve documents from a local HTTPS server. Never set it in production.
     "CIMD_ALLOW_LOOPBACK_FOR_TESTS": False,
-    # --- signed JWT assertions (mcp_oauth.authorization_server.assertions) ---
+    # --- signed JWT assertions (mcp_oauth.authorization_server.client_auth.assertions) ---
     # private_key_jwt client authentication (RFC 7523 §2.2) and ID-JAGs (RFC 7523 §2.1):
     # the JWS algorithms accepted at all. "none" and the HS* (shared-secret) algorithms are
     # never accepted, whatever this lists (manage.py check: mcp_oauth.E090).
@@ -182,7 +182,7 @@ DEFAULTS: dict[str, Any] = {
     # io.modelcontextprotocol/oauth-client-credentials and .../enterprise-managed-authorization.
     "CLIENT_CREDENTIALS_EXTENSION": True,
     "ENTERPRISE_MANAGED_AUTHORIZATION": True,
-    # --- trust policy (mcp_oauth.authorization_server.trust; rules are TrustRule rows, managed in the admin) ---
+    # --- trust policy (mcp_oauth.authorization_server.client_registry.trust; rules are TrustRule rows, managed in the admin) ---
     # What happens to a CIMD or dynamically registered client no trust rule speaks about:
     # "open" (any https client may be authorized; the consent page calls it unknown),
     # "allowlist" (refused unless a rule allows it) or "review" (it may register, but
@@ -198,7 +198,7 @@ DEFAULTS: dict[str, Any] = {
     "THROTTLE_RATES": {
         "register": "30/hour",
         # identical registrations (same client software) from one address: see
-        # mcp_oauth.authorization_server.registration_limits
+        # mcp_oauth.authorization_server.client_registry.registration_limits
         "register_identical": "10/hour",
         "authorize": "60/minute",
         "token": "120/minute",
@@ -226,7 +226,7 @@ DEFAULTS: dict[str, Any] = {
     # Retry-After (seconds) of the 503 answered when the database pool is exhausted, the
     # database is slow past its statement_timeout, or the cache is unreachable.
     "OVERLOAD_RETRY_AFTER_SECONDS": 2,
-    # --- health probes and draining (mcp_oauth.health, mcp_oauth.mcp_server.drain) ---
+    # --- health probes and draining (mcp_oauth.health, mcp_oauth.mcp_server.transport.drain) ---
     # Liveness probe path: 200 while the process serves, no dependency touched. None: off.
     "LIVENESS_PATH": "/healthz",
     # Readiness probe path: 200 when every check in READINESS_CHECKS is up, else (or while the
@@ -372,9 +372,9 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
-    # Client secrets: a keyed SHA-256 suited to high-entropy machine secrets (mcp_oauth.authorization_server.client_secrets),
+    # Client secrets: a keyed SHA-256 suited to high-entropy machine secrets (mcp_oauth.authorization_server.client_auth.client_secrets),
     # not a password-stretching hash. Django finds hashers through PASSWORD_HASHERS only, so this
-    # default applies while "mcp_oauth.authorization_server.client_secrets.ClientSecretHasher" is listed there; a site
+    # default applies while "mcp_oauth.authorization_server.client_auth.client_secrets.ClientSecretHasher" is listed there; a site
     # that does not list it keeps DOT's default (its password hasher) and `check --deploy` says so
     # (mcp_oauth.W051; apply_dot_defaults).
     "CLIENT_SECRET_HASHER": "mcp_oauth_sha256",
@@ -384,11 +384,13 @@ DOT_SECURE_DEFAULTS: dict[str, Any] = {
     "CIMD_MAX_DOCUMENT_SIZE": 5 * 1024,
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": (
-        "mcp_oauth.authorization_server.trust.TrustPolicyDCRPermission",  # the trust policy (TrustRule, TRUST_MODE)
-        "mcp_oauth.authorization_server.registration.AnonymousPublicClientPermission",
+        "mcp_oauth.authorization_server.client_registry.trust.TrustPolicyDCRPermission",  # the trust policy (TrustRule, TRUST_MODE)
+        "mcp_oauth.authorization_server.client_registry.registration.AnonymousPublicClientPermission",
     ),
     # The trust policy decides which client_id hosts may be fetched and registered.
-    "CIMD_REGISTRATION_PERMISSION_CLASSES": ("mcp_oauth.authorization_server.trust.TrustPolicyCIMDPermission",),
+    "CIMD_REGISTRATION_PERMISSION_CLASSES": (
+        "mcp_oauth.authorization_server.client_registry.trust.TrustPolicyCIMDPermission",
+    ),
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
     "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
     "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
@@ -519,8 +521,8 @@ class MCPOAuthSettings(AppSettings):
 mcp_oauth_settings = MCPOAuthSettings()
 
 
-#: The fast client-secret hasher (:mod:`mcp_oauth.authorization_server.client_secrets`), as listed in ``PASSWORD_HASHERS``.
-CLIENT_SECRET_HASHER_PATH = "mcp_oauth.authorization_server.client_secrets.ClientSecretHasher"
+#: The fast client-secret hasher (:mod:`mcp_oauth.authorization_server.client_auth.client_secrets`), as listed in ``PASSWORD_HASHERS``.
+CLIENT_SECRET_HASHER_PATH = "mcp_oauth.authorization_server.client_auth.client_secrets.ClientSecretHasher"
 
 
 def apply_dot_defaults() -> None:

@@ -7,7 +7,7 @@
 * :data:`authorization_code_replayed` — ``sender=RedeemedAuthorizationCode, redeemed=…, application=…``
   when a used code came back with its verifier and its tokens were revoked.
 * :data:`user_grants_revoked` — ``sender=<user model>, user=…, application=… or None, reason=…,
-  access_token_ids=[…]`` after :func:`mcp_oauth.authorization_server.grants.revoke_user_grants` committed (password
+  access_token_ids=[…]`` after :func:`mcp_oauth.authorization_server.tokens.grants.revoke_user_grants` committed (password
   change, deactivation, deletion, a user disconnecting a client): drop cached token principals.
 * :data:`client_response_received` — ``sender=McpSession, session=…, message=…`` when the
   client POSTs a JSON-RPC response (or error) that no request of *this process* waits for:

@@ -38,9 +38,9 @@ from oauth2_provider.settings import oauth2_settings
 # mcp_oauth.mcp_server.mcp_tasks.jobs; importing them here registers them with workers that autodiscover this module.
 from mcp_oauth import retention
 from mcp_oauth.authorization_server.cimd import tasks as cimd_tasks  # noqa: F401
-from mcp_oauth.authorization_server.clients import one_generation_bump
-from mcp_oauth.authorization_server.lifecycle import clients_settled, delete_client_tokens, lock_clients
-from mcp_oauth.authorization_server.rotation import prune_generations
+from mcp_oauth.authorization_server.client_registry.clients import one_generation_bump
+from mcp_oauth.authorization_server.tokens.rotation import prune_generations
+from mcp_oauth.authorization_server.user_data.lifecycle import clients_settled, delete_client_tokens, lock_clients
 from mcp_oauth.dpop.bindings import prune_bindings
 from mcp_oauth.mcp_server.mcp_tasks import jobs as mcp_task_jobs  # noqa: F401  (mcp_oauth.mcp_tasks.run / .reconcile)
 from mcp_oauth.models import McpSession, RedeemedAuthorizationCode
@@ -189,6 +189,6 @@ def prune_dynamic_clients() -> dict[str, int]:
 @shared_task(name="mcp_oauth.tasks.prune_refresh_generations", ignore_result=True)
 def prune_refresh_generations() -> int:
     """Delete refresh-token generations left without tokens for a day
-    (:func:`mcp_oauth.authorization_server.rotation.prune_generations`; DOT's ``cleartokens``
+    (:func:`mcp_oauth.authorization_server.tokens.rotation.prune_generations`; DOT's ``cleartokens``
     deletes the tokens). :returns: the number of generations deleted."""
     return prune_generations()

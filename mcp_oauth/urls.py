@@ -9,7 +9,7 @@
   ``mcp-oauth-connected-apps``): the clients they authorized, revoke one;
 * the MCP endpoint at ``MCP_OAUTH["MCP_PATH"]`` (``/mcp``; ``/mcp/`` is served too, never redirected);
 * the app's own login page at ``oauth/login`` (``mcp-oauth-login``), used when the site has none
-  (see :mod:`mcp_oauth.authorization_server.login`);
+  (see :mod:`mcp_oauth.authorization_server.pages.login`);
 * the liveness and readiness probes at ``MCP_OAUTH["LIVENESS_PATH"]`` / ``["READINESS_PATH"]``
   (``/healthz``, ``/readyz``; :mod:`mcp_oauth.health`), for a site that does not serve them
   before Django with :func:`mcp_oauth.health.health_lane`.
@@ -21,17 +21,17 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from mcp_oauth.authorization_server.connected_apps import connected_apps
-from mcp_oauth.authorization_server.guards import guard_oauth_form
-from mcp_oauth.authorization_server.login import LOGIN_URL_NAME, MCPLoginView
+from mcp_oauth.authorization_server.client_registry.registration import (
+    MCPRegistrationManagementView,
+    MCPRegistrationView,
+)
 from mcp_oauth.authorization_server.metadata import (
     AuthorizationServerMetadataView,
     ProtectedResourceMetadataView,
 )
-from mcp_oauth.authorization_server.registration import (
-    MCPRegistrationManagementView,
-    MCPRegistrationView,
-)
+from mcp_oauth.authorization_server.pages.connected_apps import connected_apps
+from mcp_oauth.authorization_server.pages.login import LOGIN_URL_NAME, MCPLoginView
+from mcp_oauth.authorization_server.token_endpoint.guards import guard_oauth_form
 from mcp_oauth.authorization_server.views import (
     MCPAuthorizationView,
     MCPIntrospectTokenView,

@@ -26,10 +26,10 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.views.mixins import OAuthLibMixin
 
 from mcp_oauth import checks
-from mcp_oauth.authorization_server.auth_extensions import register_auth_extensions
-from mcp_oauth.authorization_server.clients import connect_receivers as connect_client_cache_receivers
-from mcp_oauth.authorization_server.lifecycle import connect as connect_user_lifecycle
-from mcp_oauth.authorization_server.lifecycle import connect_client as connect_client_lifecycle
+from mcp_oauth.authorization_server.client_auth.auth_extensions import register_auth_extensions
+from mcp_oauth.authorization_server.client_registry.clients import connect_receivers as connect_client_cache_receivers
+from mcp_oauth.authorization_server.user_data.lifecycle import connect as connect_user_lifecycle
+from mcp_oauth.authorization_server.user_data.lifecycle import connect_client as connect_client_lifecycle
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import sessions, wakeup
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers

@@ -5,7 +5,7 @@ Django's middleware stack, the token endpoint by the token lane in one thread ho
 (:func:`mcp_oauth.authorization_server.asgi.token_lane`); every other path (pages, admin, the
 other OAuth endpoints) by Django. The health probes (``/healthz``, ``/readyz``) and the ASGI
 lifespan are answered first, by :func:`mcp_oauth.health.health_lane` (it chains the drain
-handler that ends open streams on SIGTERM, :mod:`mcp_oauth.mcp_server.drain`).
+handler that ends open streams on SIGTERM, :mod:`mcp_oauth.mcp_server.transport.drain`).
 
 Once the application is built, everything it loaded (modules, settings, URL patterns, the apps'
 models and admin: ~130,000 objects) is moved out of the garbage collector's reach with

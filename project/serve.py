@@ -37,7 +37,7 @@ DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER, DJANGO_INSECURE_LOOPBACK_H
 
 Rolling restart (new code, new settings, no failed request): ``kill -HUP <pid of make serve>``
 (printed at start). The signal goes to gunicorn's master, which starts WORKERS new workers and
-sends SIGTERM to the old ones; those drain (mcp_oauth.mcp_server.drain): open GET and listen streams end
+sends SIGTERM to the old ones; those drain (mcp_oauth.mcp_server.transport.drain): open GET and listen streams end
 with an SSE ``retry:`` hint and the clients reconnect to the new workers, requests in flight
 finish. The listening socket stays open throughout, so no connection is refused.
 """

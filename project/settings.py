@@ -19,7 +19,7 @@
 | MCP_WAKEUP_URL | unset: REDIS_URL when set, else in-process wake-ups; "postgres" for LISTEN/NOTIFY |
 | MCP_SSE_POLL_INTERVAL_SECONDS | 0.25: how often waiting streams poll when no shared wake-up channel is configured |
 | MCP_THROTTLE_RATES | JSON merged over the default THROTTLE_RATES, e.g. '{"token": null}' |
-| MCP_DRAIN_DELAY_SECONDS | 0: seconds a worker told to stop keeps accepting, readiness 503, before it stops (mcp_oauth.mcp_server.drain) |
+| MCP_DRAIN_DELAY_SECONDS | 0: seconds a worker told to stop keeps accepting, readiness 503, before it stops (mcp_oauth.mcp_server.transport.drain) |
 | ELICITATION_ENCRYPTION_KEYS | comma-separated Fernet keys, newest first; unset with DEBUG: a key kept in .local/elicitation-keys (created on first use); unset without DEBUG: none |
 | DJANGO_SECURE_SSL_REDIRECT | "1" without DEBUG: http requests are redirected to https |
 | DJANGO_HSTS_SECONDS | 31536000 without DEBUG (Strict-Transport-Security max-age) |
@@ -147,7 +147,7 @@ PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.Argon2PasswordHasher",
     "django.contrib.auth.hashers.BCryptSHA256PasswordHasher",
     "django.contrib.auth.hashers.ScryptPasswordHasher",
-    "mcp_oauth.authorization_server.client_secrets.ClientSecretHasher",  # OAuth client secrets (mcp_oauth.authorization_server.client_secrets)
+    "mcp_oauth.authorization_server.client_auth.client_secrets.ClientSecretHasher",  # OAuth client secrets (mcp_oauth.authorization_server.client_auth.client_secrets)
 ]
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -196,7 +196,7 @@ MCP_OAUTH = {
     "SSE_POLL_INTERVAL_SECONDS": float(os.environ.get("MCP_SSE_POLL_INTERVAL_SECONDS", "0.25")),
     # e.g. MCP_THROTTLE_RATES='{"token": null}' (JSON) for a load test from one address
     "THROTTLE_RATES": json.loads(os.environ.get("MCP_THROTTLE_RATES", "{}")),
-    # seconds a stopping worker keeps accepting (readiness 503) before it stops (mcp_oauth.mcp_server.drain)
+    # seconds a stopping worker keeps accepting (readiness 503) before it stops (mcp_oauth.mcp_server.transport.drain)
     "DRAIN_DELAY_SECONDS": float(os.environ.get("MCP_DRAIN_DELAY_SECONDS", "0")),
 }
 

@@ -24,7 +24,7 @@ def _base_url(settings):
     settings.ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
     settings.PASSWORD_HASHERS = [
         "django.contrib.auth.hashers.MD5PasswordHasher",  # fast test users
-        "mcp_oauth.authorization_server.client_secrets.ClientSecretHasher",  # client secrets (DOT CLIENT_SECRET_HASHER)
+        "mcp_oauth.authorization_server.client_auth.client_secrets.ClientSecretHasher",  # client secrets (DOT CLIENT_SECRET_HASHER)
     ]
     from django.core.cache import caches
 

@@ -282,7 +282,7 @@ def mirrored_test_file(module: Path) -> Path:
     """Where the tests of ``module`` (a file of an app) are: ``tests/<its folder>/test_<name>.py``;
     for a package's ``__init__.py`` with code, ``tests/<the package>/test_<package name>.py``.
 
-    ``mcp_oauth/authorization_server/rotation.py`` -> ``tests/mcp_oauth/authorization_server/test_rotation.py``;
+    ``mcp_oauth/authorization_server/tokens/rotation.py`` -> ``tests/mcp_oauth/authorization_server/tokens/test_rotation.py``;
     ``mcp_oauth/admin/__init__.py`` -> ``tests/mcp_oauth/admin/test_admin.py``.
     """
     parts = module.relative_to(ROOT).parts

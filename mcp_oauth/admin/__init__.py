@@ -35,9 +35,11 @@ from mcp_oauth.admin import large_lists
 from mcp_oauth.admin.cascade import CascadeDeletable, reregister_cascade_deletable
 from mcp_oauth.admin.user_data import add_user_data_actions
 from mcp_oauth.audit import record
-from mcp_oauth.authorization_server import trust  # enterprise_admin also registers the enterprise IdP screens
 from mcp_oauth.authorization_server.cimd import cache as cimd_cache
-from mcp_oauth.authorization_server.clients import bump_clients_generation
+from mcp_oauth.authorization_server.client_registry import (
+    trust,  # enterprise_admin also registers the enterprise IdP screens
+)
+from mcp_oauth.authorization_server.client_registry.clients import bump_clients_generation
 from mcp_oauth.mcp_server.mcp_tasks.store import cancel_task
 from mcp_oauth.models import (
     AuditEvent,

@@ -13,7 +13,7 @@ two questions apart:
   a superuser may delete a user with their consents and tokens, and a staff user without those
   permissions is still refused (Django's ``perms_needed``).
 
-The user's data is removed whole by :func:`mcp_oauth.authorization_server.erasure.erase_user_data`,
+The user's data is removed whole by :func:`mcp_oauth.authorization_server.user_data.erasure.erase_user_data`,
 which the user model's ``pre_delete`` receiver runs.
 """
 

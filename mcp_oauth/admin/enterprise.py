@@ -16,8 +16,8 @@ from django.contrib.auth import get_user_model
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from mcp_oauth.authorization_server import jwks as jwks_cache
-from mcp_oauth.authorization_server.assertions import accepted_algorithms
+from mcp_oauth.authorization_server.client_auth import jwks as jwks_cache
+from mcp_oauth.authorization_server.client_auth.assertions import accepted_algorithms
 from mcp_oauth.models import EnterpriseIdentity, EnterpriseIdentityProvider
 
 

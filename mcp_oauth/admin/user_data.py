@@ -6,10 +6,10 @@ application admin; a site whose user admin registers after ``mcp_oauth`` (a late
 ``INSTALLED_APPS``) calls :func:`add_user_data_actions` itself.
 
 * **Export the selected user's data (JSON)** — one user at a time; the streamed document of
-  :mod:`mcp_oauth.authorization_server.user_export` (GDPR Art. 15/20). Needs the permission
+  :mod:`mcp_oauth.authorization_server.user_data.export` (GDPR Art. 15/20). Needs the permission
   ``mcp_oauth.export_user_data``.
 * **Erase the selected users' MCP data** — after a confirmation page, the removal of
-  :func:`mcp_oauth.authorization_server.erasure.erase_user_data` (GDPR Art. 17), keeping the
+  :func:`mcp_oauth.authorization_server.user_data.erasure.erase_user_data` (GDPR Art. 17), keeping the
   accounts. Needs ``mcp_oauth.erase_user_data``.
 """
 
@@ -24,8 +24,8 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from mcp_oauth.authorization_server.erasure import erase_user_data
-from mcp_oauth.authorization_server.user_export import export_response
+from mcp_oauth.authorization_server.user_data.erasure import erase_user_data
+from mcp_oauth.authorization_server.user_data.export import export_response
 
 
 class UserDataActions:

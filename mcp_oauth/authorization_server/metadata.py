@@ -17,7 +17,7 @@ from oauth2_provider.compat import login_not_required
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import OAuthServerMetadataView
 
-from mcp_oauth.authorization_server.assertion_metadata import add_assertion_metadata
+from mcp_oauth.authorization_server.enterprise_identity.assertion_metadata import add_assertion_metadata
 from mcp_oauth.dpop import metadata as dpop_metadata
 from mcp_oauth.models import ProtectedResource
 from mcp_oauth.resource_server.challenges import PRM_WELL_KNOWN

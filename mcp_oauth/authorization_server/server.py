@@ -26,7 +26,7 @@ from oauthlib.oauth2.rfc6749.endpoints import (
 from oauthlib.oauth2.rfc6749.grant_types import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant
 from oauthlib.oauth2.rfc6749.tokens import BearerToken
 
-from mcp_oauth.authorization_server.jwt_bearer import JWT_BEARER_GRANT_TYPE, JWTBearerGrant
+from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BEARER_GRANT_TYPE, JWTBearerGrant
 
 
 def random_token(request=None, refresh_token: bool = False) -> str:

@@ -13,7 +13,7 @@
   the first exchange waits for it and then revokes what it issued.
   Replays that would change nothing more are refused from a cache marker before any
   database work (:mod:`.redeemed`).
-* Trust policy (:mod:`mcp_oauth.authorization_server.trust`): a grant to a client that is denied or held
+* Trust policy (:mod:`mcp_oauth.authorization_server.client_registry.trust`): a grant to a client that is denied or held
   for review is refused with ``invalid_client`` (RFC 6749 §5.2), whatever the grant
   type, so blocking a client also stops its refresh tokens.
 * Audit (:mod:`mcp_oauth.audit`): ``token.issued``, ``token.refreshed``,
@@ -45,15 +45,17 @@ from oauthlib.oauth2.rfc6749 import errors
 
 from mcp_oauth.adapter import get_adapter
 from mcp_oauth.audit import announce, new_event, record
-from mcp_oauth.authorization_server import client_assertion, enterprise, trust
 from mcp_oauth.authorization_server.cimd.oauth2_validator import CIMDValidatorMixin
-from mcp_oauth.authorization_server.client_authentication import check_client_secret
-from mcp_oauth.authorization_server.clients import cached_application
-from mcp_oauth.authorization_server.dpop_token_endpoint import bind_grant
-from mcp_oauth.authorization_server.jwt_bearer import JWT_BEARER_GRANT_TYPE
-from mcp_oauth.authorization_server.redeemed import mark_revoked, remember_redeemed
-from mcp_oauth.authorization_server.resource_selection import InvalidTarget, select_resource
-from mcp_oauth.authorization_server.rotation import RefreshRotationMixin, revoke_family, take_write_lock
+from mcp_oauth.authorization_server.client_auth import client_assertion
+from mcp_oauth.authorization_server.client_auth.client_authentication import check_client_secret
+from mcp_oauth.authorization_server.client_registry import trust
+from mcp_oauth.authorization_server.client_registry.clients import cached_application
+from mcp_oauth.authorization_server.enterprise_identity import providers as enterprise
+from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BEARER_GRANT_TYPE
+from mcp_oauth.authorization_server.token_endpoint.dpop import bind_grant
+from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.authorization_server.tokens.redeemed import mark_revoked, remember_redeemed
+from mcp_oauth.authorization_server.tokens.rotation import RefreshRotationMixin, revoke_family, take_write_lock
 from mcp_oauth.models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
 from mcp_oauth.resource_server.cache import token_checksum
 from mcp_oauth.settings import mcp_oauth_settings

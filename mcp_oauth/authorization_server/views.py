@@ -8,7 +8,7 @@
 * RFC 9207 ``iss`` on error redirects too, not only on success.
 * Consent page: client, client_id host, redirect host, loopback warning, trust
   verdict, scopes and resource; not frameable, no referrer to other sites (RFC 9700 §4.16, §4.2.4).
-* Trust policy (:mod:`mcp_oauth.authorization_server.trust`): a client that is denied or held for review
+* Trust policy (:mod:`mcp_oauth.authorization_server.client_registry.trust`): a client that is denied or held for review
   gets an error page (``access_denied``, 403), never a redirect; the token endpoint
   refuses its grants in the validator.
 * Audit (:mod:`mcp_oauth.audit`): consent granted / denied, invalid ``resource``,
@@ -43,13 +43,13 @@ from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
 from mcp_oauth.adapter import get_adapter
 from mcp_oauth.audit import record
-from mcp_oauth.authorization_server import trust
-from mcp_oauth.authorization_server.clients import token_request
-from mcp_oauth.authorization_server.consent import ConsentTransactionMixin
-from mcp_oauth.authorization_server.dpop_token_endpoint import token_request_proof
-from mcp_oauth.authorization_server.login import login_url
-from mcp_oauth.authorization_server.redeemed import SlotUnavailable, known_replay, redemption_slot
-from mcp_oauth.authorization_server.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.authorization_server.client_registry import trust
+from mcp_oauth.authorization_server.client_registry.clients import token_request
+from mcp_oauth.authorization_server.pages.consent import ConsentTransactionMixin
+from mcp_oauth.authorization_server.pages.login import login_url
+from mcp_oauth.authorization_server.token_endpoint.dpop import token_request_proof
+from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.authorization_server.tokens.redeemed import SlotUnavailable, known_replay, redemption_slot
 from mcp_oauth.dpop.introspection import with_confirmation
 from mcp_oauth.errors import OAuthError
 from mcp_oauth.models import AuditEvent, Consent, ProtectedResource
@@ -141,7 +141,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         return [mcp_oauth_settings.CONSENT_TEMPLATE]
 
     def get_login_url(self) -> str:
-        """The site's login page, or the app's own when the site has none (:func:`mcp_oauth.authorization_server.login.login_url`)."""
+        """The site's login page, or the app's own when the site has none (:func:`mcp_oauth.authorization_server.pages.login.login_url`)."""
         return login_url()
 
     def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
@@ -167,7 +167,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         return response
 
     def check_trust(self, request: HttpRequest, application=None, client_id: str = "") -> trust.Verdict | None:
-        """Apply the trust policy (:mod:`mcp_oauth.authorization_server.trust`) to the client of this authorization request.
+        """Apply the trust policy (:mod:`mcp_oauth.authorization_server.client_registry.trust`) to the client of this authorization request.
 
         Evaluates the stored ``application`` when given, else the CIMD ``client_id`` URL alone (a
         client not fetched yet: a denied host is refused before DOT fetches anything). Returns the
@@ -389,7 +389,7 @@ class MCPTokenView(TokenView):
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
             # clients and trust rules from memory while current (.clients); the DPoP proof checked and
-            # kept for the validator (RFC 9449 §5, mcp_oauth.authorization_server.dpop_token_endpoint)
+            # kept for the validator (RFC 9449 §5, mcp_oauth.authorization_server.token_endpoint.dpop)
             with token_request(), token_request_proof(request):
                 response = self.token_response(request, *args, **kwargs)
         except OAuthError as exc:

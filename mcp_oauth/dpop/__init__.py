@@ -1,8 +1,8 @@
 """DPoP, RFC 9449: the proof layer shared by the authorization server and the resource server.
 
 This package imports neither of them: the authorization server's use of it is in
-:mod:`mcp_oauth.authorization_server.dpop_token_endpoint` (the token endpoint's proof check and
-``token_type=DPoP`` issuance, §5) and :mod:`mcp_oauth.authorization_server.dpop_requirements`
+:mod:`mcp_oauth.authorization_server.token_endpoint.dpop` (the token endpoint's proof check and
+``token_type=DPoP`` issuance, §5) and :mod:`mcp_oauth.authorization_server.token_endpoint.dpop_requirements`
 (which clients and resources require DPoP); the resource server's in
 :mod:`mcp_oauth.resource_server.authentication` and :mod:`mcp_oauth.resource_server.challenges`
 (``WWW-Authenticate: DPoP`` challenges, §7.1).

@@ -151,7 +151,7 @@ class ClientProfile(models.Model):
         help_text=_("https URL of the client's JWK Set for private_key_jwt (fetched with the SSRF rules of CIMD)."),
     )
 
-    # RFC 7662 §4: who may introspect what (mcp_oauth.authorization_server.introspection_policy).
+    # RFC 7662 §4: who may introspect what (mcp_oauth.authorization_server.client_auth.introspection_policy).
     resource_server_for = models.ManyToManyField(
         ProtectedResource,
         blank=True,

@@ -7,7 +7,7 @@ rotation holds a row lock on generation *n*). A duplicate refresh of a member of
 just-rotated generation within ``MCP_OAUTH["REFRESH_TOKEN_GRACE_SECONDS"]`` gets a new
 *sibling* pair in generation *n + 1*: fresh random values, stored hashed like every token,
 which die with that generation when it is rotated in turn. See
-:mod:`mcp_oauth.authorization_server.rotation`.
+:mod:`mcp_oauth.authorization_server.tokens.rotation`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Trust rules: which clients the authorization server deals with, by host or by client.
 
-The rules are evaluated by :mod:`mcp_oauth.authorization_server.trust` (read its docstring for the order);
+The rules are evaluated by :mod:`mcp_oauth.authorization_server.client_registry.trust` (read its docstring for the order);
 the site-wide mode for clients no rule speaks about is the ``MCP_OAUTH["TRUST_MODE"]``
 setting, not a row here, so that it is reviewed and deployed like the rest of the
 configuration.

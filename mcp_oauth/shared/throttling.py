@@ -14,7 +14,7 @@ scope           default            endpoint and answer when over the limit (HTTP
 ``elicitation`` ``60/minute``      the ``elicitation`` app's pages (URL-mode start page, third-party
                                    callback, secure input, connections): its error page, status 429
 ``client_auth_  ``30/minute``      failed confidential-client authentications per caller *and* client
-failure``                          (:mod:`mcp_oauth.authorization_server.client_secrets`): then that caller gets 429
+failure``                          (:mod:`mcp_oauth.authorization_server.client_auth.client_secrets`): then that caller gets 429
                                    ``slow_down`` for that client, without hashing, until the window
                                    ends; other callers of the same client are not affected
 ==============  =================  ==============================================================

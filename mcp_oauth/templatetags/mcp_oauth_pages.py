@@ -13,7 +13,7 @@ from django import template
 from django.urls import NoReverseMatch, reverse
 from oauth2_provider.models import get_application_model
 
-from mcp_oauth.authorization_server.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
 from mcp_oauth.settings import mcp_oauth_settings
 
 register = template.Library()

@@ -1,4 +1,4 @@
-"""Attack/review tests of commit 4713acb (mcp_oauth.authorization_server.lifecycle.revoke_on_delete locks the user's
+"""Attack/review tests of commit 4713acb (mcp_oauth.authorization_server.user_data.lifecycle.revoke_on_delete locks the user's
 pending authorization codes, takes the SQLite write lock, then revokes and deletes the tokens).
 
 The README promises: "Deleting an account or a client while one of its grants is in flight (a code
@@ -187,7 +187,7 @@ def test_a_deletion_that_locks_the_codes_first_makes_the_exchange_lose(
     tokens it had inserted roll back: nothing of the user is left."""
     if connection.vendor != "postgresql":
         pytest.skip("row locks: PostgreSQL")
-    from mcp_oauth.authorization_server import erasure  # revoke_on_delete runs erase_user_data
+    from mcp_oauth.authorization_server.user_data import erasure  # revoke_on_delete runs erase_user_data
 
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 import pytest
 
 from mcp_oauth.adapter import DefaultMCPAdapter, get_adapter
-from mcp_oauth.authorization_server.trust import Verdict
+from mcp_oauth.authorization_server.client_registry.trust import Verdict
 from mcp_oauth.models import AuditEvent
 from tests.support.oauth_helpers import authorize_params, pkce_pair, redirect_query
 

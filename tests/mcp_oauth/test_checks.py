@@ -132,7 +132,7 @@ def test_the_docs_name_the_client_secret_hasher_check_by_its_id(settings):
     assert fired == ["mcp_oauth.W051"]
     text = PRODUCTION_PAGE.read_text()
     named = re.findall(
-        r"`mcp_oauth\.authorization_server\.client_secrets\.ClientSecretHasher` in `PASSWORD_HASHERS` \(check `([^`]+)`\)",
+        r"`mcp_oauth\.authorization_server\.client_auth\.client_secrets\.ClientSecretHasher` in `PASSWORD_HASHERS` \(check `([^`]+)`\)",
         text,
     )
     assert named == fired

@@ -16,7 +16,7 @@ import pytest
 from django.test import override_settings
 
 from mcp_oauth.health import CACHE_PROBE_KEY
-from mcp_oauth.mcp_server import drain
+from mcp_oauth.mcp_server.transport import drain
 from tests.support.live import free_port
 from tests.support.topology import REDIS_URL, database_url, require_postgres_and_redis
 from tests.support.workers import closed_port, uvicorn_worker, worker_env

@@ -1,6 +1,6 @@
 """Tools, resources and prompts in a project package that is not an installed app (issue 29).
 
-``tests/site_package`` stands for ``startproject``'s ``mysite``: its ``mcp_tools.py``,
+``tests/support/site_package`` stands for ``startproject``'s ``mysite``: its ``mcp_tools.py``,
 ``mcp_resources.py`` and ``mcp_prompts.py`` load when ``TOOL_MODULES`` / ``RESOURCE_MODULES`` /
 ``PROMPT_MODULES`` name them (then ``tools/list``, ``resources/list`` and ``prompts/list`` show
 them), and ``manage.py check`` warns (``mcp_oauth.W022``) about each one nothing names.
@@ -24,7 +24,7 @@ from mcp_oauth.site_modules import import_site_modules, project_packages
 
 from .test_modern import body, call_tool, post, result_of
 
-PACKAGE = "tests.site_package"
+PACKAGE = "tests.support.site_package"
 MODULES = {
     "TOOL_MODULES": [f"{PACKAGE}.mcp_tools"],
     "RESOURCE_MODULES": [f"{PACKAGE}.mcp_resources"],
@@ -80,11 +80,11 @@ def test_the_project_packages_are_those_of_the_urlconf_and_the_settings(site_pac
 
 def test_each_project_package_module_nothing_names_is_reported(site_package):
     assert w022() == [
-        "'tests.site_package.mcp_tools' is never imported: 'tests.site_package' is not an installed app and"
+        "'tests.support.site_package.mcp_tools' is never imported: 'tests.support.site_package' is not an installed app and"
         ' MCP_OAUTH["TOOL_MODULES"] does not name it, so its tools are not served.',
-        "'tests.site_package.mcp_resources' is never imported: 'tests.site_package' is not an installed app and"
+        "'tests.support.site_package.mcp_resources' is never imported: 'tests.support.site_package' is not an installed app and"
         ' MCP_OAUTH["RESOURCE_MODULES"] does not name it, so its resources are not served.',
-        "'tests.site_package.mcp_prompts' is never imported: 'tests.site_package' is not an installed app and"
+        "'tests.support.site_package.mcp_prompts' is never imported: 'tests.support.site_package' is not an installed app and"
         ' MCP_OAUTH["PROMPT_MODULES"] does not name it, so its prompts are not served.',
     ]
     (resources,) = [
@@ -92,7 +92,7 @@ def test_each_project_package_module_nothing_names_is_reported(site_package):
     ]
     assert (
         resources.hint
-        == 'Name it in the settings: MCP_OAUTH["RESOURCE_MODULES"] = ["tests.site_package.mcp_resources"].'
+        == 'Name it in the settings: MCP_OAUTH["RESOURCE_MODULES"] = ["tests.support.site_package.mcp_resources"].'
     )
     assert resources.level == 30  # WARNING
 

@@ -106,7 +106,7 @@ def race_against_transaction(
 
 def password_change(user: Any) -> Callable[[], None]:
     """A competitor for :func:`race_inside_grant`: ``user`` changes their password (their grants are
-    revoked, :mod:`mcp_oauth.authorization_server.lifecycle`), then the thread's connections are closed."""
+    revoked, :mod:`mcp_oauth.authorization_server.user_data.lifecycle`), then the thread's connections are closed."""
 
     def change() -> None:
         try:

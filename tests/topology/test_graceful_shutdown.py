@@ -1,4 +1,4 @@
-"""Graceful shutdown (mcp_oauth.mcp_server.drain): what a worker does with its open streams on SIGTERM.
+"""Graceful shutdown (mcp_oauth.mcp_server.transport.drain): what a worker does with its open streams on SIGTERM.
 
 Real worker processes (uvicorn as ``make run`` serves, gunicorn + uvicorn workers as
 ``make serve``) on the test's PostgreSQL database and Redis (wake-ups, cache), no sticky
@@ -33,7 +33,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ResourceUpdatedNotification
 
-from mcp_oauth.mcp_server import drain
+from mcp_oauth.mcp_server.transport import drain
 from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 from mcp_oauth.mcp_server.transport.sse import outbox_stream
 from mcp_oauth.mcp_server.transport.wakeup import released

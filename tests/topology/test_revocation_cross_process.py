@@ -45,7 +45,7 @@ CHANGES = {
 PRELUDE = (
     "from django.contrib.auth import get_user_model; "
     "from oauth2_provider.models import get_access_token_model, get_application_model; "
-    "from mcp_oauth.authorization_server.grants import revoke_user_grants; "
+    "from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants; "
 )
 
 

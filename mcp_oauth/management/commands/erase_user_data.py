@@ -1,6 +1,6 @@
 """``manage.py erase_user_data <username>``: erase what the apps hold about a user, keeping the account.
 
-The same removal as the account's deletion (:func:`mcp_oauth.authorization_server.erasure.erase_user_data`):
+The same removal as the account's deletion (:func:`mcp_oauth.authorization_server.user_data.erasure.erase_user_data`):
 grants, tokens, consents, sessions, tasks, elicitations, connections (revoked at their provider),
 stored secrets, enterprise identities and the bookkeeping of their tokens; audit rows are
 anonymised. Asks for confirmation unless ``--yes``.
@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from mcp_oauth.authorization_server.erasure import erase_user_data
+from mcp_oauth.authorization_server.user_data.erasure import erase_user_data
 
 
 class Command(BaseCommand):

@@ -23,7 +23,7 @@ Two kinds of stream, both async generators of ``bytes`` for a
 
 Both send a ``: keepalive`` comment after ``SSE_KEEPALIVE_SECONDS`` of silence.
 
-**When the worker drains** (:mod:`mcp_oauth.mcp_server.drain`, on SIGTERM): a GET stream ends with
+**When the worker drains** (:mod:`mcp_oauth.mcp_server.transport.drain`, on SIGTERM): a GET stream ends with
 ``retry: <DRAIN_RETRY_MILLISECONDS>`` (:func:`drain_retry`; WHATWG HTML §9.2.6: the reconnection
 time) and the client resumes it elsewhere with ``Last-Event-ID`` (nothing lost: the outbox is the
 record); so does a ``subscriptions/listen`` stream (``ResponseChannel(close_on_drain=True)``;
@@ -47,8 +47,7 @@ from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 
-from mcp_oauth.mcp_server import drain
-from mcp_oauth.mcp_server.transport import wakeup
+from mcp_oauth.mcp_server.transport import drain, wakeup
 from mcp_oauth.mcp_server.transport.jsonrpc import dumps
 from mcp_oauth.mcp_server.transport.sessions import read_outbox, touch_session
 from mcp_oauth.settings import mcp_oauth_settings
@@ -221,7 +220,7 @@ class ResponseChannel:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _drained(self) -> None:
-        """A :func:`mcp_oauth.mcp_server.drain.add_listener` callback (from any thread)."""
+        """A :func:`mcp_oauth.mcp_server.transport.drain.add_listener` callback (from any thread)."""
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self.queue.put_nowait, ("drain", None))
 

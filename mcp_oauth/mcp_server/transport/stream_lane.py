@@ -22,7 +22,7 @@ two events is what a worker pays per client. Under Django's handler an idle stre
    (``id: <row id>``) in one ``http.response.body`` message, sends ``: keepalive`` after
    ``SSE_KEEPALIVE_SECONDS`` of silence, touches the session now and then so that an open stream
    keeps it alive, and ends. When the session is gone (DELETE, expiry) it ends the response.
-4. **Drain**: when the worker is told to stop (:mod:`mcp_oauth.mcp_server.drain`), the hub wakes every
+4. **Drain**: when the worker is told to stop (:mod:`mcp_oauth.mcp_server.transport.drain`), the hub wakes every
    stream; a woken writer that finds the process draining sends ``retry: <DRAIN_RETRY_MILLISECONDS>``
    and ends the response without reading the outbox. The client reconnects (to another worker:
    this one no longer accepts) with ``Last-Event-ID``, and the outbox replays what it had not
@@ -51,8 +51,7 @@ from django.http import HttpResponse
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
 
-from mcp_oauth.mcp_server import drain
-from mcp_oauth.mcp_server.transport import wakeup
+from mcp_oauth.mcp_server.transport import drain, wakeup
 from mcp_oauth.mcp_server.transport.security_headers import add_security_headers
 from mcp_oauth.mcp_server.transport.sse import (
     KEEPALIVE,

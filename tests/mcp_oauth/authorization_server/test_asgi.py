@@ -1,5 +1,5 @@
 """The token endpoint's fast path: the token lane (mcp_oauth.authorization_server.asgi) and the
-in-process client cache (mcp_oauth.authorization_server.clients) with its invalidation."""
+in-process client cache (mcp_oauth.authorization_server.client_registry.clients) with its invalidation."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from oauth2_provider.models import get_application_model
 
 from mcp_oauth.authorization_server.asgi import TokenLane
-from mcp_oauth.authorization_server.client_secrets import hash_client_secret
-from mcp_oauth.authorization_server.clients import CLIENTS_GENERATION_KEY, bump_clients_generation
+from mcp_oauth.authorization_server.client_auth.client_secrets import hash_client_secret
+from mcp_oauth.authorization_server.client_registry.clients import CLIENTS_GENERATION_KEY, bump_clients_generation
 from mcp_oauth.health import HealthLane
 from mcp_oauth.models import TrustRule
 from mcp_oauth.settings import mcp_oauth_settings
@@ -259,7 +259,7 @@ def test_without_a_usable_cache_the_database_answers(service, settings):
 def test_a_change_whose_announcement_was_lost_applies_within_the_memory_limit(service):
     """A deny rule written where the cache could not be reached (or in bulk, without a signal)
     leaves the shared generation unchanged: a worker's memory still ends after CLIENT_CACHE_SECONDS."""
-    from mcp_oauth.authorization_server.clients import _registry
+    from mcp_oauth.authorization_server.client_registry.clients import _registry
 
     app, secret = service
     assert grant(app.client_id, secret).status_code == 200  # this worker's memory holds the client and rules

@@ -247,7 +247,7 @@ def test_a_grace_request_waiting_for_a_revocation_of_the_users_grants_issues_no_
     for its row lock, which the revocation holds until it commits. Once it has the lock the
     successor's members are revoked: no sibling may be issued into it (it would be the user's only
     live pair, after the revocation)."""
-    from mcp_oauth.authorization_server.grants import revoke_user_grants
+    from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants
 
     client.force_login(user)
     code, verifier, _ = get_code(client, public_app)
@@ -299,7 +299,7 @@ def test_a_client_deleted_while_its_token_is_refreshed_gives_no_server_error(
     client, user, resource, public_app, monkeypatch, grace
 ):
     """The client is deleted (admin) while a refresh of one of its tokens is about to commit: the
-    deletion waits for the refresh (mcp_oauth.authorization_server.lifecycle.settle_client_deletion locks the client's
+    deletion waits for the refresh (mcp_oauth.authorization_server.user_data.lifecycle.settle_client_deletion locks the client's
     generations), then deletes the pair it issued too; it never fails on rows it had not collected."""
     from oauth2_provider.models import get_access_token_model, get_application_model
 
@@ -346,7 +346,7 @@ def test_a_user_deleted_while_their_token_is_refreshed_is_deleted(
     client, user, resource, public_app, monkeypatch, grace
 ):
     """A user deletes their account while their client refreshes: the deletion waits for the
-    refresh (mcp_oauth.authorization_server.lifecycle revokes the grants under the generations' locks) and then deletes
+    refresh (mcp_oauth.authorization_server.user_data.lifecycle revokes the grants under the generations' locks) and then deletes
     the pair the refresh issued too, instead of failing at commit on rows it had not collected."""
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import get_access_token_model
@@ -362,7 +362,7 @@ def test_a_user_deleted_while_their_token_is_refreshed_is_deleted(
 
 def test_a_user_deleted_while_their_code_is_exchanged_is_deleted(client, user, resource, public_app, monkeypatch):
     """A user deletes their account while their client exchanges its authorization code: the
-    deletion waits for the exchange (mcp_oauth.authorization_server.lifecycle locks the user's pending codes, as the
+    deletion waits for the exchange (mcp_oauth.authorization_server.user_data.lifecycle locks the user's pending codes, as the
     exchange does) and deletes the pair it issued too, instead of failing at commit on rows it had
     not collected."""
     from django.contrib.auth import get_user_model

@@ -60,7 +60,7 @@ def test_unauthenticated_user_is_sent_to_login_first(client, resource, public_ap
 
 
 def test_refresh_keeps_binding_and_rotates(logged_in, public_app, settings):
-    # No grace window: an immediate reuse is a reuse (tests/mcp_oauth/authorization_server/test_rotation.py covers the window).
+    # No grace window: an immediate reuse is a reuse (tests/mcp_oauth/authorization_server/tokens/test_rotation.py covers the window).
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REFRESH_TOKEN_GRACE_SECONDS": 0}
     code, verifier, _ = get_code(logged_in, public_app, resource=RESOURCE)
     first = token_request(logged_in, public_app, code, verifier).json()

@@ -330,7 +330,7 @@ def test_a_token_from_before_generations_is_rotated_on_the_orm_path(logged_in, p
 
 
 def test_a_token_revoked_between_validation_and_saving_changes_nothing(logged_in, public_app, monkeypatch):
-    from mcp_oauth.authorization_server import rotation
+    from mcp_oauth.authorization_server.tokens import rotation
 
     first = first_pair(logged_in, public_app)
     RefreshToken = get_refresh_token_model()
@@ -364,7 +364,7 @@ def new_rows(response) -> tuple:
 
 @needs_postgresql
 def test_the_one_statement_rotation_writes_what_the_seven_statements_write(logged_in, public_app, frozen, monkeypatch):
-    from mcp_oauth.authorization_server import rotation_statement
+    from mcp_oauth.authorization_server.tokens import rotation_statement
 
     RefreshToken = get_refresh_token_model()
     by_seven, by_one = first_pair(logged_in, public_app), first_pair(logged_in, public_app)
@@ -461,7 +461,7 @@ def test_the_one_statement_rotation_sends_the_signals_save_and_delete_send(logge
 
 @needs_postgresql
 def test_a_rotation_rolled_back_announces_nothing(logged_in, public_app, monkeypatch):
-    from mcp_oauth.authorization_server import rotation
+    from mcp_oauth.authorization_server.tokens import rotation
 
     first = first_pair(logged_in, public_app)
     stale = rotation._presented_row(first["refresh_token"])

@@ -1,4 +1,4 @@
-"""The fixture project package's URLconf (``ROOT_URLCONF = "tests.site_package.urls"``)."""
+"""The fixture project package's URLconf (``ROOT_URLCONF = "tests.support.site_package.urls"``)."""
 
 from django.urls import include, path
 

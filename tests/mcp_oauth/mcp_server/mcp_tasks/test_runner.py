@@ -15,7 +15,7 @@ from cryptography.fernet import Fernet
 from django.test import Client
 from django.utils import timezone
 
-from mcp_oauth.authorization_server.grants import revoke_user_grants
+from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants
 from mcp_oauth.checks import check_tasks
 from mcp_oauth.mcp_server.mcp_tasks import jobs
 from mcp_oauth.mcp_server.mcp_tasks.store import EXTENSION

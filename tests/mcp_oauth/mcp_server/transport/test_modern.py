@@ -21,8 +21,8 @@ from elicitation.api import elicit_form, require_connection, require_secret
 from elicitation.form import ElicitationSchema
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from elicitation.service import complete_elicitation
-from mcp_oauth.mcp_server import drain
 from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
+from mcp_oauth.mcp_server.transport import drain
 from mcp_oauth.mcp_server.transport.methods import methods
 from mcp_oauth.mcp_server.transport.table import MODERN
 from mcp_oauth.models import McpSession

@@ -1,0 +1,1 @@
+"""Client authentication: secrets, private_key_jwt (RFC 7523 assertions), key sets, introspection policy."""

@@ -1,0 +1,1 @@
+"""The pages a person sees: consent, connected apps, login."""

@@ -1,0 +1,1 @@
+"""The token endpoint's extensions: DPoP, resource selection, request guards."""

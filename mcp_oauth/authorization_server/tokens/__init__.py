@@ -1,0 +1,1 @@
+"""Codes and refresh tokens: rotation, redemption, grants."""
