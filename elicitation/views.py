@@ -47,9 +47,9 @@ from elicitation.service import finish_elicitation
 from elicitation.settings import elicitation_settings
 from elicitation.signals import connection_created
 from mcp_oauth import audit
-from mcp_oauth.adapter import get_adapter
 from mcp_oauth.authorization_server.pages.login import login_url
 from mcp_oauth.models import AuditEvent
+from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared import throttling
 from mcp_oauth.shared.text import storable
 from mcp_oauth.shared.ui_headers import secure_ui
@@ -207,7 +207,7 @@ def _client_name(row: Elicitation) -> str:
         application = row.session.application
     if application is None:
         return "your MCP client"
-    return str(get_adapter().describe_client(application)["name"] or "your MCP client")
+    return str(mcp_oauth_settings.adapter.describe_client(application)["name"] or "your MCP client")
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

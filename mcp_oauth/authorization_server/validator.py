@@ -43,7 +43,6 @@ from oauth2_provider.models import (
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from mcp_oauth.adapter import get_adapter
 from mcp_oauth.audit import announce, new_event, record
 from mcp_oauth.authorization_server.cimd.oauth2_validator import CIMDValidatorMixin
 from mcp_oauth.authorization_server.client_auth import client_assertion
@@ -388,7 +387,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             return client
         if getattr(request, "_mcp_trusted_client", None) is client:
             return client  # judged already in this request
-        verdict = get_adapter().trust_verdict(client)
+        verdict = mcp_oauth_settings.adapter.trust_verdict(client)
         if verdict.allowed:
             request._mcp_trusted_client = client
             return client

@@ -41,7 +41,6 @@ from oauth2_provider.views.mixins import OAuthLibMixin
 from oauthlib.common import Request as OauthlibRequest
 from oauthlib.oauth2.rfc6749 import errors as oauth_errors
 
-from mcp_oauth.adapter import get_adapter
 from mcp_oauth.audit import record
 from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.client_registry.clients import token_request
@@ -61,7 +60,7 @@ from mcp_oauth.shared.ui_headers import secure_ui
 
 def describe_client(application, verdict: trust.Verdict | None = None) -> dict:
     """What the consent page says about a client: :meth:`mcp_oauth.adapter.DefaultMCPAdapter.describe_client`."""
-    return get_adapter().describe_client(application, verdict)
+    return mcp_oauth_settings.adapter.describe_client(application, verdict)
 
 
 def _request_error(description: str, credentials: dict, error_class=oauth_errors.InvalidRequestError):
@@ -178,10 +177,10 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             client is denied or held for review; a ``trust.denied`` audit event is written.
         """
         if application is not None:
-            verdict = get_adapter().trust_verdict(application)
+            verdict = mcp_oauth_settings.adapter.trust_verdict(application)
             client_id = application.client_id
         elif oauth2_settings.CIMD_ENABLED and is_cimd_client_id(client_id):
-            verdict = get_adapter().trust_verdict(client_id=client_id, registration_source=trust.CIMD)
+            verdict = mcp_oauth_settings.adapter.trust_verdict(client_id=client_id, registration_source=trust.CIMD)
         else:
             return None
         if not verdict.allowed:
@@ -319,7 +318,7 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
             and "form" in context
             and credentials
             and self.request.user.is_authenticated
-            and get_adapter().can_skip_consent(
+            and mcp_oauth_settings.adapter.can_skip_consent(
                 self.request,
                 application,
                 list(context.get("scopes") or []),
@@ -511,7 +510,7 @@ class MCPIntrospectTokenView(IntrospectTokenView):
         if token_value is not None:
             checksum = hashlib.sha256(token_value.encode("utf-8", "surrogatepass")).hexdigest()
             token = get_access_token_model().objects.filter(token_checksum=checksum).first()
-            if token is None or not get_adapter().may_introspect(self.caller, token):
+            if token is None or not mcp_oauth_settings.adapter.may_introspect(self.caller, token):
                 return JsonResponse({"active": False})
         return self.get_token_response(token_value)
 

@@ -9,7 +9,6 @@ from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpRequest, HttpResponse
 
-from mcp_oauth.adapter import get_adapter
 from mcp_oauth.models import ProtectedResource
 from mcp_oauth.resource_server.authentication import BearerChallenge, resolve_resource
 from mcp_oauth.settings import mcp_oauth_settings
@@ -38,7 +37,7 @@ def require_bearer(
         except ProtectedResource.DoesNotExist:
             raise Http404("No such protected resource.") from None
         try:
-            principal = get_adapter().authenticate_request(request, protected, required)
+            principal = mcp_oauth_settings.adapter.authenticate_request(request, protected, required)
         except BearerChallenge as challenge:
             return challenge.response()
         request.mcp_principal = principal  # type: ignore[attr-defined]  # documented attribute of the request

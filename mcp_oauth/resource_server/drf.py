@@ -16,10 +16,10 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
-from mcp_oauth.adapter import get_adapter
 from mcp_oauth.models import ProtectedResource
 from mcp_oauth.resource_server.authentication import BearerChallenge, resolve_resource
 from mcp_oauth.resource_server.challenges import www_authenticate
+from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.scopes import missing as scope_missing
 
 
@@ -74,7 +74,7 @@ class MCPBearerAuthentication(BaseAuthentication):
         view = request.parser_context.get("view") if request.parser_context else None
         resource = _view_resource(view)
         try:
-            principal = get_adapter().authenticate_request(request._request, resource, ())
+            principal = mcp_oauth_settings.adapter.authenticate_request(request._request, resource, ())
         except BearerChallenge as challenge:
             if challenge.error is None:
                 return None  # no credentials: let other authenticators try, then 401 via authenticate_header

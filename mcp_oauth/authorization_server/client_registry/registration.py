@@ -41,7 +41,6 @@ from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import DynamicClientRegistrationManagementView, DynamicClientRegistrationView
 
-from mcp_oauth.adapter import get_adapter
 from mcp_oauth.audit import record
 from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.client_registry.registration_limits import enforce_identical_budget
@@ -390,7 +389,7 @@ class MCPRegistrationView(OAuthErrorMixin, DynamicClientRegistrationView):
                 client_uri=accepted.get("client_uri", ""),
                 logo_uri=accepted.get("logo_uri", ""),
             )
-        verdict = get_adapter().trust_verdict(application)
+        verdict = mcp_oauth_settings.adapter.trust_verdict(application)
         record(
             AuditEvent.Kind.CLIENT_REGISTERED,
             request=request,

@@ -30,7 +30,6 @@ from typing import Any
 from oauthlib.oauth2.rfc6749 import errors, utils
 from oauthlib.oauth2.rfc6749.grant_types import ClientCredentialsGrant
 
-from mcp_oauth.adapter import get_adapter
 from mcp_oauth.audit import record
 from mcp_oauth.authorization_server.client_auth.assertions import (
     AssertionRefused,
@@ -105,7 +104,7 @@ class JWTBearerGrant(ClientCredentialsGrant):
         request.scopes = self._scopes(request, provider, claims)
         if not self.request_validator.validate_scopes(request.client_id, request.scopes, request.client, request):
             raise errors.InvalidScopeError(request=request)
-        user = get_adapter().enterprise_user(provider, claims, request)
+        user = mcp_oauth_settings.adapter.enterprise_user(provider, claims, request)
         if user is None or not getattr(user, "is_active", False):
             raise _refuse(
                 request, "No account of this site is linked to the asserted user.", "no_user", sub=claims["sub"]

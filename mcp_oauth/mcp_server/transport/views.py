@@ -75,7 +75,6 @@ from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_exempt
 
-from mcp_oauth.adapter import get_adapter
 from mcp_oauth.mcp_server.transport import wakeup
 from mcp_oauth.mcp_server.transport.context import pending_requests
 from mcp_oauth.mcp_server.transport.jsonrpc import (
@@ -219,7 +218,7 @@ def _authorize(request: HttpRequest, origin_ok: bool) -> BearerPrincipal | HttpR
     if not origin_ok:
         return error_response(JsonRpcError(INVALID_REQUEST, "Forbidden: Origin not allowed", http_status=403))
     try:
-        return get_adapter().authenticate_request(request, resource)
+        return mcp_oauth_settings.adapter.authenticate_request(request, resource)
     except BearerChallenge as challenge:
         return challenge.response()
 
