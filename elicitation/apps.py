@@ -10,10 +10,8 @@ class ElicitationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Imported here (registering the checks and receivers): signals imports the models, which
-        # app loading forbids at this module's import.
-        from elicitation import checks, signals, user_data  # noqa: F401
-        from mcp_oauth.signals import user_data_erase, user_data_export
+        # Imported here: the wiring imports the models (through the signals), which app loading
+        # forbids at this module's import.
+        from elicitation.wiring import wire
 
-        user_data_erase.connect(user_data.erase_rows, dispatch_uid="elicitation.user_data.erase")
-        user_data_export.connect(user_data.export_sections, dispatch_uid="elicitation.user_data.export")
+        wire()

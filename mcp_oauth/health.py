@@ -64,8 +64,8 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 
 from mcp_oauth.mcp_server.transport import drain
-from mcp_oauth.mcp_server.transport.asgi import http_path
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.lanes import http_path
 from mcp_oauth.shared.taskqueue import celery_configured
 
 __all__ = ["CHECKS", "HealthLane", "health_lane", "liveness", "liveness_view", "readiness", "readiness_view"]

@@ -309,8 +309,11 @@ DEFAULTS: dict[str, Any] = {
     # A queued task no executor claimed for this long is queued again (seconds; a lost message).
     "TASKS_QUEUE_GRACE_SECONDS": 60.0,
     # Encrypts results of tools declared with encrypt_result=True: a dotted path to an object with
-    # encrypt(str) -> str and decrypt(str) -> str (Fernet, ELICITATION["ENCRYPTION_KEYS"]).
-    "TASKS_RESULT_CIPHER": "elicitation.crypto",
+    # encrypt(str) -> str and decrypt(str) -> str. None: no cipher of mcp_oauth's own (such tools
+    # fail manage.py check, mcp_oauth.E093), unless an installed app plugs its own in: the
+    # elicitation app plugs in elicitation.crypto (Fernet, ELICITATION["ENCRYPTION_KEYS"]) when the
+    # site sets none (AppSettings.plug_default).
+    "TASKS_RESULT_CIPHER": None,
     # --- DPoP, RFC 9449 (mcp_oauth.dpop; opt-in per client: ClientProfile.dpop_bound_access_tokens,
     # per resource: ProtectedResource.dpop_required; a proof sent by any client binds its tokens) ---
     # JWS algorithms accepted in DPoP proofs (asymmetric only; published as
@@ -450,6 +453,21 @@ class AppSettings:
         self._cached.add(attr)
         setattr(self, attr, value)
         return value
+
+    def plug_default(self, attr: str, value: Any) -> None:
+        """Make ``value`` the default of ``attr``, for this settings object only: how another
+        installed app supplies a part from its ``AppConfig.ready()`` (the elicitation app's
+        cipher for ``TASKS_RESULT_CIPHER``) without this app naming it. The site's own value,
+        when it sets one, still wins; the plugged default survives :meth:`reload`.
+
+        :raises AttributeError: ``attr`` is not a setting of this namespace.
+        """
+        if attr not in self.defaults:
+            raise AttributeError(f"Invalid {self.setting_name} setting: {attr!r}")
+        self.defaults = {**self.defaults, attr: value}
+        if attr in vars(self):
+            delattr(self, attr)
+        self._cached.discard(attr)
 
     def configured(self, attr: str) -> Any:
         """The value of ``attr`` as configured (the site's or the default), a dotted path not imported:

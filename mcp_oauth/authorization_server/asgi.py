@@ -7,7 +7,7 @@ authentication, messages and static files concern pages, not a form-encoded endp
 authenticates clients itself. :func:`token_lane` wraps a site's ASGI application and serves the
 token endpoint (the path of the URL named ``oauth2_provider:token``, found once through the
 site's URLconf) itself, in **one thread hop**, on a thread of the MCP lane's pool of request
-threads (:func:`mcp_oauth.mcp_server.transport.asgi.call_on_request_thread`). On that thread it does what Django's handler
+threads (:func:`mcp_oauth.shared.lanes.call_on_request_thread`). On that thread it does what Django's handler
 does for one request: ``set_script_prefix``, ``request_started``, the same ``ASGIRequest``, the
 **same view** the URLconf routes to (resolved once: with its CORS, its form guards, throttling
 and the OAuth errors), then ``response.close()`` (``request_finished``: the database connection
@@ -50,7 +50,7 @@ from django.http.response import HttpResponseBase
 from django.urls import NoReverseMatch, get_resolver, reverse, set_script_prefix
 from django.utils.module_loading import import_string
 
-from mcp_oauth.mcp_server.transport.asgi import call_on_request_thread, http_path
+from mcp_oauth.shared.lanes import call_on_request_thread, http_path
 from mcp_oauth.shared.overload import is_unavailable_error, unavailable_response
 
 __all__ = ["API_MIDDLEWARE", "TokenLane", "token_lane"]

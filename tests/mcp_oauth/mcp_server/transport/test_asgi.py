@@ -307,7 +307,7 @@ def test_a_caller_that_leaves_does_not_interrupt_the_call_and_the_thread_comes_b
 
 
 def test_one_hop_calls_beyond_the_cap_wait_without_a_thread(monkeypatch):
-    from mcp_oauth.mcp_server.transport import asgi as lane_module
+    from mcp_oauth.shared import lanes as lane_module
 
     monkeypatch.setattr(lane_module, "CALL_THREADS", 2)
     monkeypatch.setattr(lane_module, "_call_slots", lane_module.weakref.WeakKeyDictionary())
