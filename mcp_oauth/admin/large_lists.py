@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db.models import Max, QuerySet
 from django.utils.functional import cached_property
@@ -61,3 +62,7 @@ def bounded_search(queryset: QuerySet, term: str, fields: tuple[str, ...]) -> Qu
             condition |= Q(**{f"{field}__icontains": word})
         window = window.filter(condition)
     return window
+
+
+#: Search users by their USERNAME_FIELD (custom user models may have no ``username``).
+USER_SEARCH = f"user__{get_user_model().USERNAME_FIELD}"

@@ -84,7 +84,7 @@ def test_search_finds_an_exact_client_id_anywhere_and_words_among_the_newest(adm
 
 
 def test_the_trust_filter_judges_a_bounded_window(admin_client, resource, monkeypatch):
-    import mcp_oauth.admin as admin_module
+    import mcp_oauth.admin.clients as admin_module
 
     monkeypatch.setattr(admin_module, "TRUST_FILTER_WINDOW", 2)
     register(5)

@@ -1,0 +1,141 @@
+"""Admin screens of tokens and consents: protected resources (the tokens' audiences), DPoP key
+bindings, consents; DOT's token screens re-registered for the owner's cascade.
+
+Tokens are only counted or listed, never displayed. Imported (registered) by :mod:`mcp_oauth.admin`.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_grant_model,
+    get_id_token_model,
+    get_refresh_token_model,
+)
+from oauth2_provider.settings import oauth2_settings
+
+from mcp_oauth.admin.cascade import CascadeDeletable, reregister_cascade_deletable
+from mcp_oauth.admin.large_lists import USER_SEARCH
+from mcp_oauth.audit import record
+from mcp_oauth.models import (
+    AuditEvent,
+    Consent,
+    DPoPBinding,
+    ProtectedResource,
+)
+
+
+@admin.register(ProtectedResource)
+class ProtectedResourceAdmin(admin.ModelAdmin):
+    list_display = ("uri", "name", "scopes", "is_default", "enabled", "dpop_required")
+    list_filter = ("is_default", "enabled", "dpop_required")
+    search_fields = ("uri", "name")
+
+
+@admin.register(DPoPBinding)
+class DPoPBindingAdmin(admin.ModelAdmin):
+    """The DPoP key bindings of issued tokens (RFC 9449 §6): read-only, written by the token endpoint."""
+
+    list_display = ("token_kind", "jkt", "created_at", "expires")
+    list_filter = ("token_kind",)
+    search_fields = ("jkt",)
+    readonly_fields = ("token_checksum", "jkt", "token_kind", "created_at", "expires")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+# DOT's token screens refuse deletion (revoke instead); the rows still go with their user or client.
+for _token_model in (get_access_token_model(), get_refresh_token_model(), get_grant_model(), get_id_token_model()):
+    reregister_cascade_deletable(_token_model)
+
+
+# --- consents ----------------------------------------------------------------------------
+
+
+class ConsentStateFilter(admin.SimpleListFilter):
+    title = _("state")
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", _("active")), ("revoked", _("revoked"))]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(Consent)
+class ConsentAdmin(CascadeDeletable, admin.ModelAdmin):
+    """Who let which client act for them; "revoke" also revokes the client's tokens for that user."""
+
+    list_display = ("user", "application", "scope", "granted_at", "last_granted_at", "revoked_at", "live_tokens")
+    list_filter = (
+        ConsentStateFilter,
+        "application__registration_source",
+        ("last_granted_at", admin.DateFieldListFilter),
+    )
+    search_fields = (USER_SEARCH, "application__name", "application__client_id", "scope")
+    list_select_related = ("user", "application")
+    readonly_fields = (
+        "user",
+        "application",
+        "scope",
+        "resources",
+        "granted_at",
+        "last_granted_at",
+        "revoked_at",
+        "live_tokens",
+    )
+    fields = readonly_fields
+    actions = ("revoke_consents",)
+
+    def has_add_permission(self, request):
+        return False  # consents come from the consent page
+
+    def own_delete_permission(self, request, obj=None):
+        return False  # revoke instead, so the tokens go too; the rows go with their user (CascadeDeletable)
+
+    @admin.display(description=_("live access tokens"))
+    def live_tokens(self, obj):
+        return (
+            get_access_token_model()
+            .objects.filter(user_id=obj.user_id, application_id=obj.application_id, expires__gt=timezone.now())
+            .exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
+            .count()
+        )
+
+    @admin.action(description=_("Revoke the selected consents and their tokens"), permissions=["change"])
+    def revoke_consents(self, request, queryset):
+        total = 0
+        consents = list(queryset.select_related("user", "application"))
+        for consent in consents:
+            count = consent.revoke()
+            total += count
+            record(
+                AuditEvent.Kind.TOKEN_REVOKED,
+                request=request,
+                user=consent.user,
+                client_id=consent.application.client_id,
+                detail={"via": "admin", "action": "revoke consent", "count": count},
+            )
+        self.message_user(
+            request,
+            ngettext(
+                "Revoked %(n)d consent (%(tokens)d tokens).",
+                "Revoked %(n)d consents (%(tokens)d tokens).",
+                len(consents),
+            )
+            % {"n": len(consents), "tokens": total},
+            messages.SUCCESS,
+        )
