@@ -542,6 +542,20 @@ mcp_oauth_settings = MCPOAuthSettings()
 #: The fast client-secret hasher (:mod:`mcp_oauth.authorization_server.client_auth.client_secrets`), as listed in ``PASSWORD_HASHERS``.
 CLIENT_SECRET_HASHER_PATH = "mcp_oauth.authorization_server.client_auth.client_secrets.ClientSecretHasher"
 
+#: Every path of that hasher a site's ``PASSWORD_HASHERS`` may hold: the current one and the
+#: deprecated alias (``mcp_oauth/authorization_server/client_secrets.py``, until 1.0). The old
+#: path is written in two pieces so that ``scripts/house_moves.py`` leaves it as it is.
+CLIENT_SECRET_HASHER_PATHS = (
+    CLIENT_SECRET_HASHER_PATH,
+    "mcp_oauth.authorization_server" + ".client_secrets.ClientSecretHasher",
+)
+
+
+def client_secret_hasher_listed(hashers: Any = None) -> bool:
+    """Whether the fast client-secret hasher is in ``hashers`` (default ``settings.PASSWORD_HASHERS``), by any of its paths."""
+    listed = settings.PASSWORD_HASHERS if hashers is None else hashers
+    return any(path in listed for path in CLIENT_SECRET_HASHER_PATHS)
+
 
 def apply_dot_defaults() -> None:
     """Install :data:`DOT_SECURE_DEFAULTS` (plus the issuer) as DOT's defaults.
@@ -551,7 +565,7 @@ def apply_dot_defaults() -> None:
     defaults while leaving every key the site sets itself in its hands.
     """
     dot_settings.DEFAULTS.update(DOT_SECURE_DEFAULTS)
-    if CLIENT_SECRET_HASHER_PATH not in settings.PASSWORD_HASHERS:
+    if not client_secret_hasher_listed():
         # Django could neither store nor recognise such hashes: keep DOT's own default.
         dot_settings.DEFAULTS["CLIENT_SECRET_HASHER"] = "default"
     if mcp_oauth_settings.BASE_URL:

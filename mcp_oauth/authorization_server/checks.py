@@ -23,7 +23,7 @@ from mcp_oauth.authorization_server.client_auth.client_secrets import ALGORITHM,
 from mcp_oauth.authorization_server.client_registry.trust import check_settings as trust_messages
 from mcp_oauth.authorization_server.pages.login import LOGIN_URL_NAME, login_url
 from mcp_oauth.authorization_server.validator import MCPOAuth2Validator
-from mcp_oauth.settings import DOT_SECURITY_KEYS, mcp_oauth_settings
+from mcp_oauth.settings import DOT_SECURITY_KEYS, client_secret_hasher_listed, mcp_oauth_settings
 from mcp_oauth.shared.throttling import check_settings as throttling_messages
 
 
@@ -238,7 +238,7 @@ def check_client_secret_hasher(app_configs, **kwargs):
 def check_fast_client_secret_hasher(app_configs, **kwargs):
     """W051 (deploy) client secrets are hashed with the site's password hasher (PBKDF2: ~180 ms of
     CPU per confidential-client grant) because the app's hasher is not in ``PASSWORD_HASHERS``."""
-    if oauth2_settings.CLIENT_SECRET_HASHER != "default" or HASHER_PATH in settings.PASSWORD_HASHERS:
+    if oauth2_settings.CLIENT_SECRET_HASHER != "default" or client_secret_hasher_listed():
         return []
     return [
         Warning(
