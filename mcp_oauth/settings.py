@@ -543,7 +543,7 @@ mcp_oauth_settings = MCPOAuthSettings()
 CLIENT_SECRET_HASHER_PATH = "mcp_oauth.authorization_server.client_auth.client_secrets.ClientSecretHasher"
 
 #: Every path of that hasher a site's ``PASSWORD_HASHERS`` may hold: the current one and the
-#: deprecated alias (``mcp_oauth/authorization_server/client_secrets.py``, until 1.0). The old
+#: deprecated alias module at the old place (until 1.0). The old
 #: path is written in two pieces so that ``scripts/house_moves.py`` leaves it as it is.
 CLIENT_SECRET_HASHER_PATHS = (
     CLIENT_SECRET_HASHER_PATH,
