@@ -1,4 +1,6 @@
-"""The house's layers, measured from the code (issue 20): import cycles, layering, deferred imports.
+"""The house's layers, measured from the code (issues 20 and 29): import cycles, layering (role
+packages and top-level modules alike: no import climbs), deferred imports, module sizes, and the
+architecture page that states them.
 
 Every ``import`` of the two apps is read with :mod:`ast` (function-level ones included, ``if
 TYPE_CHECKING:`` blocks left out) into a module graph; the assertions below are about that graph,
@@ -18,9 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 APPS = ("mcp_oauth", "elicitation")
 ARCHITECTURE_PAGE = ROOT / "docs" / "explanation" / "architecture.md"
 
-#: Function-level imports allowed in both apps together (issue 20: only where Django's app
-#: loading forces them).
-MAX_FUNCTION_LEVEL_IMPORTS = 15
+#: Function-level imports allowed in both apps together (issues 20, 29: only where Django's app
+#: loading forces them: the two ``AppConfig.ready()`` methods and the MCP lane's view import).
+MAX_FUNCTION_LEVEL_IMPORTS = 3
+
+#: No module of either app is longer than this (lines; migrations aside).
+MAX_MODULE_LINES = 600
 
 #: The role packages of ``mcp_oauth`` and what each may import (besides itself, its own
 #: sub-packages and the app's top-level modules: settings, errors, signals, ...).
@@ -29,12 +34,27 @@ ALLOWED_ROLE_IMPORTS = {
     "models": {"shared"},
     "dpop": {"shared", "models"},
     "resource_server": {"shared", "models", "dpop"},
-    "mcp_server": {"shared", "models", "dpop", "resource_server"},
-    "authorization_server": {"shared", "models", "dpop", "resource_server", "mcp_server"},
-    "admin": {"shared", "models", "authorization_server", "resource_server", "mcp_server", "dpop"},
+    "observability": {"shared", "models"},
+    "mcp_server": {"shared", "models", "dpop", "resource_server", "observability"},
+    "authorization_server": {"shared", "models", "dpop", "resource_server", "mcp_server", "observability"},
+    "admin": {"shared", "models", "authorization_server", "resource_server", "mcp_server", "dpop", "observability"},
     "templatetags": {"shared", "authorization_server"},
-    "management": {"shared", "models", "authorization_server", "resource_server", "mcp_server"},
+    "management": {"shared", "models", "authorization_server", "resource_server", "mcp_server", "observability"},
 }
+
+#: The app's top-level modules every floor may import (its foundation), each with the role
+#: packages it may import itself; they may import one another.
+FOUNDATION_MODULES = {
+    "settings": set(),
+    "errors": set(),
+    "signals": {"shared", "models"},
+    "audit": {"shared", "models"},
+}
+
+#: The top-level composition modules: they assemble the floors and may import anything, and no
+#: role package or foundation module imports one (a lower floor reads the adapter through the
+#: settings object, ``mcp_oauth_settings.adapter``; each role owns its checks, registered here).
+COMPOSITION_MODULES = {"adapter", "apps", "checks", "health", "retention", "tasks", "urls", "wiring"}
 
 
 class Module:
@@ -186,19 +206,78 @@ def test_no_package_imports_a_package_that_imports_it_back(graph):
     assert _cycles(edges) == []
 
 
-def test_role_packages_import_only_the_layers_below_them(graph):
+def _top_level(name: str) -> str | None:
+    """``adapter`` for ``mcp_oauth.adapter``: the name of a top-level module of mcp_oauth, else None."""
+    parts = name.split(".")
+    if parts[0] == "mcp_oauth" and len(parts) == 2 and _role(name) is None:
+        return parts[1]
+    return None
+
+
+def _climbs(graph: dict[str, Module]) -> list[str]:
+    """Every import of mcp_oauth that goes up: a role package importing a role above it or a
+    composition module; a foundation module importing a role it may not, or a composition module."""
     wrong = []
     for module in graph.values():
-        mine = _role(module.name)
-        if mine is None:
-            continue
+        mine, my_top = _role(module.name), _top_level(module.name)
+        if mine is None and (my_top is None or my_top in COMPOSITION_MODULES):
+            continue  # the package itself, elicitation, or a composition module: may import anything
+        allowed = ALLOWED_ROLE_IMPORTS.get(mine, set()) if mine else FOUNDATION_MODULES.get(my_top, set())
         for target in module.imports:
-            theirs = _role(target)
-            if theirs is None or theirs == mine:
+            theirs, their_top = _role(target), _top_level(target)
+            if theirs is None:
+                if their_top in COMPOSITION_MODULES:
+                    wrong.append(f"{module.name} -> {target}")
                 continue
-            if theirs not in ALLOWED_ROLE_IMPORTS.get(mine, set()):
+            if theirs != mine and theirs not in allowed:
                 wrong.append(f"{module.name} -> {target}")
+    return sorted(wrong)
+
+
+def test_every_top_level_module_has_its_rule(graph):
+    tops = {_top_level(name) for name in graph} - {None}
+    assert tops == set(FOUNDATION_MODULES) | COMPOSITION_MODULES
+
+
+def test_no_import_climbs_role_packages_and_top_level_modules_alike(graph):
+    assert _climbs(graph) == []
+
+
+def test_the_climb_rule_sees_a_climb():
+    """The rule on a made-up graph: a resource-server module importing the adapter, a foundation
+    module importing a role it may not, and a lawful import."""
+    fake = {
+        name: Module(name, ROOT / "none.py", False)
+        for name in (
+            "mcp_oauth.resource_server.x",
+            "mcp_oauth.adapter",
+            "mcp_oauth.errors",
+            "mcp_oauth.models.y",
+            "mcp_oauth.mcp_server.z",
+            "mcp_oauth.shared.w",
+        )
+    }
+    fake["mcp_oauth.resource_server.x"].imports = {"mcp_oauth.adapter", "mcp_oauth.shared.w"}
+    fake["mcp_oauth.errors"].imports = {"mcp_oauth.mcp_server.z"}
+    fake["mcp_oauth.adapter"].imports = {"mcp_oauth.mcp_server.z"}
+    assert _climbs(fake) == [
+        "mcp_oauth.errors -> mcp_oauth.mcp_server.z",
+        "mcp_oauth.resource_server.x -> mcp_oauth.adapter",
+    ]
+
+
+def test_role_packages_import_only_the_layers_below_them(graph):
+    wrong = [climb for climb in _climbs(graph) if _role(climb.partition(" -> ")[0])]
     assert wrong == []
+
+
+def test_no_module_is_longer_than_the_house_allows(graph):
+    long = {name: _lines(module) for name, module in graph.items() if _lines(module) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def _lines(module: Module) -> int:
+    return len(module.path.read_text().splitlines())
 
 
 def test_mcp_transport_core_does_not_import_the_features(graph):
@@ -237,6 +316,39 @@ def test_one_meaning_per_file_name():
         names = {p.stem for p in (ROOT / app).glob("*.py")}
         assert not ({"url", "urls"} <= names)
     assert not list((ROOT / "mcp_oauth").rglob("registry/models.py"))
+
+
+def _package_edges(graph: dict[str, Module]) -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module in graph.values():
+        for target in module.imports:
+            mine, theirs = _package(module), _package(graph[target])
+            if not (mine == theirs or mine.startswith(f"{theirs}.") or theirs.startswith(f"{mine}.")):
+                edges[mine].add(theirs)
+    return edges
+
+
+def _stated(page: str, figure: str) -> str:
+    found = re.search(rf"^\| {re.escape(figure)} \| (.+?) \|$", page, re.M)
+    assert found, f"the architecture page states {figure!r}"
+    return found.group(1)
+
+
+def test_the_architecture_page_states_the_measured_figures(graph):
+    """The page's "Measured" table says what this file measures: deferred imports, cycles,
+    climbs and the largest module (so a change that moves one of them updates the page)."""
+    page = ARCHITECTURE_PAGE.read_text()
+    deferred = sum(len(module.function_level) for module in graph.values())
+    module_cycles = _cycles({name: module.imports for name, module in graph.items()})
+    largest = max(graph.values(), key=_lines)
+    assert _stated(page, "imports inside functions (deferred)") == str(deferred)
+    assert _stated(page, "import cycles between modules") == str(len(module_cycles))
+    assert _stated(page, "import cycles between packages") == str(len(_cycles(_package_edges(graph))))
+    assert _stated(page, "imports that climb") == str(len(_climbs(graph)))
+    assert _stated(page, "largest module") == (
+        f"`{largest.path.relative_to(ROOT)}`, {_lines(largest)} lines (limit {MAX_MODULE_LINES})"
+    )
+    assert _stated(page, "function-level imports allowed") == str(MAX_FUNCTION_LEVEL_IMPORTS)
 
 
 def test_the_architecture_page_names_every_package_and_module(graph):
