@@ -211,7 +211,7 @@ DEFAULTS: dict[str, Any] = {
     # Behind a proxy, make REMOTE_ADDR the client's address (uvicorn --proxy-headers, …) or set this.
     "THROTTLE_KEY_FUNCTION": None,
     # Longest accepted authorization-request state (characters; None: unbounded). Longer:
-    # invalid_request redirected to the client (mcp_oauth.authorization_server.views.check_state).
+    # invalid_request redirected to the client (mcp_oauth.authorization_server.pages.authorize.check_state).
     "AUTHORIZATION_STATE_MAX_LENGTH": 2048,
     # --- dynamic-registration hygiene (mcp_oauth.tasks.prune_dynamic_clients) ---
     # A dynamically registered client that never obtained a token is deleted this many days

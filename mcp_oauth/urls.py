@@ -29,11 +29,11 @@ from mcp_oauth.authorization_server.metadata import (
     AuthorizationServerMetadataView,
     ProtectedResourceMetadataView,
 )
+from mcp_oauth.authorization_server.pages.authorize import MCPAuthorizationView
 from mcp_oauth.authorization_server.pages.connected_apps import connected_apps
 from mcp_oauth.authorization_server.pages.login import LOGIN_URL_NAME, MCPLoginView
 from mcp_oauth.authorization_server.token_endpoint.guards import guard_oauth_form
 from mcp_oauth.authorization_server.views import (
-    MCPAuthorizationView,
     MCPIntrospectTokenView,
     MCPRevokeTokenView,
     MCPTokenView,
