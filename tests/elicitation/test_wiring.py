@@ -45,7 +45,7 @@ SITE_CIPHER = SiteCipher()
 
 
 def test_a_site_cipher_wins_over_the_plugged_one_and_wiring_again_changes_nothing(settings):
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TASKS_RESULT_CIPHER": "tests.test_tasks_result_cipher.SITE_CIPHER"}
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TASKS_RESULT_CIPHER": "tests.elicitation.test_wiring.SITE_CIPHER"}
     assert mcp_oauth_settings.TASKS_RESULT_CIPHER is SITE_CIPHER
     wire()  # ready() run again (a second AppConfig.ready in tests): same default, site still wins
     assert mcp_oauth_settings.TASKS_RESULT_CIPHER is SITE_CIPHER
@@ -67,7 +67,7 @@ def _cipher_errors() -> list[str]:
 
 
 def test_a_site_without_elicitation_gets_e093_for_an_encrypting_tool(settings, monkeypatch):
-    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_REGISTRY": "tests.test_tasks_result_cipher.REGISTRY"}
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_REGISTRY": "tests.elicitation.test_wiring.REGISTRY"}
     assert _cipher_errors() == []  # elicitation's cipher is plugged in
     monkeypatch.setattr(mcp_oauth_settings, "defaults", DEFAULTS)  # as if elicitation were not installed
     mcp_oauth_settings.reload()
