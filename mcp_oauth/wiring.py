@@ -33,6 +33,8 @@ from mcp_oauth.authorization_server.lifecycle import connect as connect_user_lif
 from mcp_oauth.authorization_server.lifecycle import connect_client as connect_client_lifecycle
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import sessions, wakeup
+from mcp_oauth.mcp_server.transport.observers import add_observer
+from mcp_oauth.observability import tracing
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
 from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
 from mcp_oauth.shared import db_pool
@@ -57,6 +59,7 @@ def wire(app_config: AppConfig) -> None:
     # The MCP method table: the transport core's methods plus the features' (mcp_oauth.mcp_server.features).
     features.install()
     register_auth_extensions()
+    tracing.install(add_observer)  # OpenTelemetry, when on (MCP_OAUTH["TRACING"]; OTEL_* variables)
     autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
     autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)
     autodiscover_modules(mcp_oauth_settings.PROMPTS_MODULE)

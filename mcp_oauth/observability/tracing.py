@@ -1,0 +1,91 @@
+"""Tracing switch: whether OpenTelemetry tracing is on in this process, and its installation.
+
+This module never imports ``opentelemetry``: with tracing off (the ``[otel]`` extra absent, the
+``TRACING`` setting False, or ``"auto"`` without an OTLP endpoint in the environment) nothing of
+OpenTelemetry is loaded and the MCP endpoint pays nothing (no observer is installed).
+
+``MCP_OAUTH["TRACING"]``:
+
+* ``"auto"`` (default): on when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+  ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set and ``OTEL_SDK_DISABLED`` is not ``true`` — the
+  standard variables an operator sets to point a process at a collector;
+* ``True``: on (system check ``mcp_oauth.E060`` when the ``[otel]`` extra is not installed);
+* ``False``: off.
+
+:func:`install` runs once at start-up (:mod:`mcp_oauth.wiring`); when tracing is on it loads
+:mod:`mcp_oauth.observability.tracing_runtime`, which installs the MCP observer and connects the
+Celery and session receivers. The SDK's providers and their export threads are created lazily, on
+first use in each process (a gunicorn worker, a Celery pool process), never in a parent that forks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from mcp_oauth.settings import mcp_oauth_settings
+
+__all__ = ["installed_runtime", "install", "otel_available", "tracing_enabled", "uninstall"]
+
+_ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+_runtime: ModuleType | None = None
+
+
+def otel_available() -> bool:
+    """Whether the ``[otel]`` extra (the OpenTelemetry SDK and its OTLP/HTTP exporter) is installed
+    (looked up without importing it)."""
+    try:
+        return all(
+            importlib.util.find_spec(name) is not None
+            for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+        )
+    except ModuleNotFoundError:
+        return False
+
+
+def tracing_enabled(setting: Any = None, environ: os._Environ[str] | dict[str, str] | None = None) -> bool:
+    """Whether tracing is on for ``setting`` (default: ``MCP_OAUTH["TRACING"]``) and ``environ``
+    (default: the process environment). See the module docstring."""
+    value = mcp_oauth_settings.TRACING if setting is None else setting
+    env = os.environ if environ is None else environ
+    if value == "auto":
+        if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+            return False
+        return any(env.get(name, "").strip() for name in _ENDPOINT_VARIABLES) and otel_available()
+    return bool(value) and otel_available()
+
+
+def install(add_observer: Callable[[Any], None]) -> bool:
+    """Install tracing in this process when :func:`tracing_enabled` (idempotent): its MCP observer
+    with ``add_observer`` (:func:`mcp_oauth.mcp_server.transport.observers.add_observer`, passed
+    by the composition module), the Celery and session receivers.
+
+    :returns: whether tracing is installed.
+    """
+    global _runtime
+    if _runtime is None and tracing_enabled():
+        # The only import of the OpenTelemetry-bound modules: deferred so that, with tracing off,
+        # ``opentelemetry`` is never imported.
+        from mcp_oauth.observability import tracing_runtime
+
+        tracing_runtime.install(add_observer)
+        _runtime = tracing_runtime
+    return _runtime is not None
+
+
+def uninstall(remove_observer: Callable[[Any], None]) -> None:
+    """Remove the observer (with ``remove_observer``) and the receivers :func:`install` added
+    (the providers stay)."""
+    global _runtime
+    if _runtime is not None:
+        _runtime.uninstall(remove_observer)
+        _runtime = None
+
+
+def installed_runtime() -> ModuleType | None:
+    """:mod:`~mcp_oauth.observability.tracing_runtime` when tracing is installed, else None."""
+    return _runtime
