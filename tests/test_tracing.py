@@ -19,9 +19,9 @@ from mcp_oauth.signals import ensure_default_resource
 
 from .live import free_port, run_asgi_server
 from .tracing_helpers import (  # noqa: F401 - otlp, traced: fixtures
+    CALLS,
     HTTP_SPAN_ID,
     HTTP_TRACE_ID,
-    CALLS,
     by_id,
     call_echo_three_ways,
     otlp,
