@@ -165,3 +165,11 @@ def test_content_is_not_recorded_by_default(live_site, traced, user, public_app,
 )
 def test_when_tracing_is_on(setting, environ, expected):
     assert tracing.tracing_enabled(setting, environ) is expected
+
+
+@pytest.mark.parametrize(
+    ("value", "ids"), [("yes", ["mcp_oauth.E130"]), (1.5, ["mcp_oauth.E130"]), (True, []), ("auto", [])]
+)
+def test_the_tracing_setting_is_checked(value, ids, settings):
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TRACING": value}
+    assert [message.id for message in tracing.check_tracing(None)] == ids

@@ -9,7 +9,7 @@ OpenTelemetry is loaded and the MCP endpoint pays nothing (no observer is instal
 * ``"auto"`` (default): on when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
   ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set and ``OTEL_SDK_DISABLED`` is not ``true`` — the
   standard variables an operator sets to point a process at a collector;
-* ``True``: on (system check ``mcp_oauth.E060`` when the ``[otel]`` extra is not installed);
+* ``True``: on (system check ``mcp_oauth.E131`` when the ``[otel]`` extra is not installed);
 * ``False``: off.
 
 :func:`install` runs once at start-up (:mod:`mcp_oauth.wiring`); when tracing is on it loads
@@ -26,9 +26,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from django.core.checks import CheckMessage, Error, register
+
 from mcp_oauth.settings import mcp_oauth_settings
 
-__all__ = ["installed_runtime", "install", "otel_available", "tracing_enabled", "uninstall"]
+__all__ = ["check_tracing", "installed_runtime", "install", "otel_available", "tracing_enabled", "uninstall"]
 
 _ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
@@ -61,7 +63,7 @@ def tracing_enabled(setting: Any = None, environ: os._Environ[str] | dict[str, s
 
 def install(add_observer: Callable[[Any], None]) -> bool:
     """Install tracing in this process when :func:`tracing_enabled` (idempotent): its MCP observer
-    with ``add_observer`` (:func:`mcp_oauth.mcp_server.transport.observers.add_observer`, passed
+    with ``add_observer`` (``mcp_oauth.mcp_server.transport.observers.add_observer``, passed
     by the composition module), the Celery and session receivers.
 
     :returns: whether tracing is installed.
@@ -89,3 +91,21 @@ def uninstall(remove_observer: Callable[[Any], None]) -> None:
 def installed_runtime() -> ModuleType | None:
     """:mod:`~mcp_oauth.observability.tracing_runtime` when tracing is installed, else None."""
     return _runtime
+
+
+@register()
+def check_tracing(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """``mcp_oauth.E130``: ``TRACING`` is not True, False or ``"auto"``; ``mcp_oauth.E131``: it
+    is True but the ``[otel]`` extra is not installed."""
+    value = mcp_oauth_settings.TRACING
+    if value not in (True, False, "auto"):
+        return [Error(f'MCP_OAUTH["TRACING"] must be True, False or "auto", not {value!r}.', id="mcp_oauth.E130")]
+    if value is True and not otel_available():
+        return [
+            Error(
+                'MCP_OAUTH["TRACING"] is True but the OpenTelemetry SDK is not installed.',
+                hint='pip install "django-mcp-authz[otel]", or set TRACING to "auto" or False.',
+                id="mcp_oauth.E131",
+            )
+        ]
+    return []
