@@ -14,6 +14,7 @@ from mcp_oauth.observability import tracing_setup
 from mcp_oauth.observability.tracing_http import oauth_endpoint, oauth_tracing_lane
 
 from .asgi_client import asgi_call
+from .https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from .tracing_helpers import otlp, traced  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -144,3 +145,43 @@ def test_tracing_off_leaves_the_application_alone(settings):
 
     assert tracing.installed_runtime() is None
     assert oauth_tracing_lane(app) is app
+
+
+def test_a_cimd_fetch_is_a_client_span_of_the_request(traced, cimd_env):
+    from opentelemetry import trace
+
+    from mcp_oauth.authorization_server.cimd.errors import FetchFailed
+    from mcp_oauth.authorization_server.cimd.fetcher import SafeMetadataFetcher
+
+    client_id = cimd_env.publish(max_age=600)
+    missing = cimd_env.url("/gone.json")
+    cimd_env.server.serve("/gone.json", status=404, body={})
+    with trace.get_tracer("tests").start_as_current_span("token request") as root:
+        assert SafeMetadataFetcher().fetch_document(client_id).status == 200
+        with pytest.raises(FetchFailed):
+            SafeMetadataFetcher().fetch_document(missing, etag='"v1"')
+    tracing_setup.flush()
+    trace_id, root_id = (
+        format(root.get_span_context().trace_id, "032x"),
+        format(root.get_span_context().span_id, "016x"),
+    )
+    fetched, failed = traced.wait_for(
+        lambda spans: (
+            (found := [s for s in spans if s["trace_id"] == trace_id and s["name"] == "cimd.fetch"])
+            and len(found) == 2
+            and found
+        )
+    )
+    assert (fetched["kind"], fetched["parent_span_id"], failed["parent_span_id"]) == ("CLIENT", root_id, root_id)
+    assert fetched["attributes"] == {
+        "http.request.method": "GET",
+        "url.full": client_id,
+        "server.address": "client.cimd.test",
+        "cimd.conditional": False,
+        "http.response.status_code": 200,
+    }
+    assert (failed["attributes"]["error.type"], failed["attributes"]["cimd.conditional"], failed["status"]) == (
+        "http_status",
+        True,
+        "ERROR",
+    )

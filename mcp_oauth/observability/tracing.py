@@ -20,21 +20,33 @@ first use in each process (a gunicorn worker, a Celery pool process), never in a
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from django.core.checks import CheckMessage, Error, register
 
 from mcp_oauth.settings import mcp_oauth_settings
 
-__all__ = ["check_tracing", "installed_runtime", "install", "otel_available", "tracing_enabled", "uninstall"]
+__all__ = [
+    "check_tracing",
+    "cimd_fetch_attributes",
+    "installed_runtime",
+    "install",
+    "otel_available",
+    "traced",
+    "tracing_enabled",
+    "uninstall",
+]
 
 _ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 _runtime: ModuleType | None = None
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def otel_available() -> bool:
@@ -91,6 +103,37 @@ def uninstall(remove_observer: Callable[[Any], None]) -> None:
 def installed_runtime() -> ModuleType | None:
     """:mod:`~mcp_oauth.observability.tracing_runtime` when tracing is installed, else None."""
     return _runtime
+
+
+def traced(name: str, describe: Callable[..., dict[str, Any]] | None = None) -> Callable[[_F], _F]:
+    """Decorate a function whose calls are CLIENT spans named ``name`` when tracing is on
+    (attributes: ``describe(*args, **kwargs)``; a raised exception sets ``error.type`` to its
+    ``reason`` attribute or its class name, status ERROR). With tracing off: one test of a
+    module global per call."""
+
+    def decorate(function: _F) -> _F:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            runtime = _runtime
+            if runtime is None:
+                return function(*args, **kwargs)
+            attributes = describe(*args, **kwargs) if describe is not None else {}
+            return runtime.call_in_span(name, attributes, function, args, kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def cimd_fetch_attributes(fetcher: Any, url: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The attributes of a CIMD (or key set) fetch span: the URL fetched, which is public (a
+    client's identifier or its ``jwks_uri``), its host, and whether the request is conditional."""
+    return {
+        "http.request.method": "GET",
+        "url.full": url,
+        "server.address": urlsplit(url).hostname or "",
+        "cimd.conditional": bool(kwargs.get("etag") or kwargs.get("last_modified")),
+    }
 
 
 @register()

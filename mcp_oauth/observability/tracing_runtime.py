@@ -22,7 +22,7 @@ from mcp_oauth.observability.tracing_oauth import Exchange
 from mcp_oauth.observability.tracing_setup import providers
 from mcp_oauth.signals import mcp_session_ended
 
-__all__ = ["OBSERVER", "begin_oauth_span", "end_oauth_span", "install", "uninstall"]
+__all__ = ["OBSERVER", "begin_oauth_span", "call_in_span", "end_oauth_span", "install", "uninstall"]
 
 #: The one tracing observer of the MCP endpoint.
 OBSERVER = McpTracingObserver()
@@ -84,3 +84,23 @@ def end_oauth_span(handle: tuple[trace.Span, object], exchange: Exchange) -> Non
             otel_context.detach(token)  # type: ignore[arg-type]
         finally:
             span.end()
+
+
+def call_in_span(name: str, attributes: dict[str, Any], function: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` inside a CLIENT span (see
+    :func:`mcp_oauth.observability.tracing.traced`); ``http.response.status_code`` from a
+    result's ``status`` attribute."""
+    with providers().tracer.start_as_current_span(
+        name, kind=SpanKind.CLIENT, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as span:
+        try:
+            result = function(*args, **kwargs)
+        except Exception as exc:
+            reason = getattr(exc, "reason", None)
+            span.set_attribute("error.type", reason if isinstance(reason, str) else type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            raise
+        status = getattr(result, "status", None)
+        if isinstance(status, int):
+            span.set_attribute("http.response.status_code", status)
+        return result
