@@ -65,8 +65,6 @@ def test_one_server_span_per_tool_call_parented_by_the_sdk_client(
         "mcp.protocol.version": PROTOCOL[mode],
         "gen_ai.tool.name": "echo",
         "gen_ai.operation.name": "execute_tool",
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
     }
     if session is not None:
         expected_base["mcp.session.id"] = str(session.pk)

@@ -3,8 +3,8 @@ pointed at it, tracing installed for one test, the official SDK client calling t
 
 from __future__ import annotations
 
+import atexit
 import os
-from collections.abc import Iterator
 
 import httpx2
 import pytest
@@ -23,10 +23,16 @@ HTTP_SPAN_ID = "00f067aa0ba902b7"
 HTTP_TRACEPARENT = f"00-{HTTP_TRACE_ID}-{HTTP_SPAN_ID}-01"
 
 
-@pytest.fixture(scope="session")
-def otlp() -> Iterator[otlp_receiver.Receiver]:
-    """The session's receiver, and this process's providers exporting to it (created here, with
-    the standard variables set only while the SDK reads them)."""
+_receiver: otlp_receiver.Receiver | None = None
+
+
+def shared_receiver() -> otlp_receiver.Receiver:
+    """The process's one receiver, and this process's providers exporting to it (created on the
+    first call, with the standard variables set only while the SDK reads them; shut down, then
+    the receiver, when the process exits). One per process: the providers are."""
+    global _receiver
+    if _receiver is not None:
+        return _receiver
     receivers = otlp_receiver.serve()
     receiver = next(receivers)
     variables = {
@@ -47,9 +53,20 @@ def otlp() -> Iterator[otlp_receiver.Receiver]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-    yield receiver
-    shut_down_providers()  # its last export before the receiver goes
-    receivers.close()
+
+    def close() -> None:
+        shut_down_providers()  # their last export before the receiver goes
+        receivers.close()
+
+    atexit.register(close)
+    _receiver = receiver
+    return receiver
+
+
+@pytest.fixture(scope="session")
+def otlp() -> otlp_receiver.Receiver:
+    """The OTLP/HTTP receiver the test process's providers export to."""
+    return shared_receiver()
 
 
 def shut_down_providers() -> None:

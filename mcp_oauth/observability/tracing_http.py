@@ -73,8 +73,7 @@ def oauth_endpoint(path: str) -> tuple[str, str] | None:
 def oauth_tracing_lane(app: ASGIApp) -> ASGIApp:
     """``app`` with a span around each request to an OAuth endpoint; ``app`` itself when tracing
     is off in this process."""
-    runtime = tracing.installed_runtime()
-    if runtime is None:
+    if tracing.installed_runtime() is None:
         return app
 
     async def lane(
@@ -82,7 +81,8 @@ def oauth_tracing_lane(app: ASGIApp) -> ASGIApp:
     ) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
         found = oauth_endpoint(path) if path else None
-        if found is None:
+        runtime = tracing.installed_runtime()  # None again after tracing.uninstall()
+        if found is None or runtime is None:
             await app(scope, receive, send)
             return
         exchange = Exchange(endpoint=found[0], method=scope.get("method", "GET"), route=found[1])

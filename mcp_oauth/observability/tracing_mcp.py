@@ -13,8 +13,9 @@ conventions, ``docs/gen-ai/mcp.md`` of open-telemetry/semantic-conventions-genai
   not the parent;
 * attributes ``mcp.method.name``, ``jsonrpc.request.id`` (text), ``mcp.protocol.version``,
   ``mcp.session.id`` (2025 era, with a session), ``gen_ai.tool.name`` and
-  ``gen_ai.operation.name=execute_tool`` / ``gen_ai.prompt.name`` / ``mcp.resource.uri``,
-  ``network.transport=tcp``, ``network.protocol.name=http``;
+  ``gen_ai.operation.name=execute_tool`` / ``gen_ai.prompt.name`` / ``mcp.resource.uri`` (the
+  convention's *recommended* ``network.transport`` / ``network.protocol.name`` are left out: the
+  same ``tcp`` / ``http`` on every span of the process, and each attribute costs on the hot path);
 * on failure ``error.type``: the JSON-RPC code as text (and ``rpc.response.status_code``) with
   status ERROR and the error message as description; ``tool_error`` for a ``tools/call`` result
   with ``isError`` true; ``insufficient_scope`` when the token lacks a scope (HTTP 403);
@@ -87,12 +88,7 @@ class McpTracingObserver:
         """
         method = call.method
         params = call.params if isinstance(call.params, dict) else {}
-        attributes: dict[str, Any] = {
-            "mcp.method.name": method,
-            "mcp.protocol.version": call.protocol_version,
-            "network.transport": "tcp",
-            "network.protocol.name": "http",
-        }
+        attributes: dict[str, Any] = {"mcp.method.name": method, "mcp.protocol.version": call.protocol_version}
         name = method
         target_attribute = _NAMED.get(method)
         target = params.get("name") if target_attribute else None
@@ -151,7 +147,7 @@ def record_session_end(session: Any) -> None:
     if session.created_at is None or session.ended_at is None:
         return
     seconds = max(0.0, (session.ended_at - session.created_at).total_seconds())
-    attributes = {"network.transport": "tcp", "network.protocol.name": "http"}
+    attributes = {}
     if session.protocol_version:
         attributes["mcp.protocol.version"] = session.protocol_version
     instruments().session.record(seconds, attributes)
