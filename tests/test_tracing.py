@@ -8,10 +8,13 @@ exports the client's spans to the same receiver: each server span's parent must 
 from __future__ import annotations
 
 import asyncio
+import json
+import secrets
 
 import pytest
 from opentelemetry import trace
 
+from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
 from mcp_oauth.models import McpSession
 from mcp_oauth.observability import tracing, tracing_setup
 from mcp_oauth.observability.tracing_mcp import DURATION_BUCKETS
@@ -171,3 +174,58 @@ def test_when_tracing_is_on(setting, environ, expected):
 def test_the_tracing_setting_is_checked(value, ids, settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TRACING": value}
     assert [message.id for message in tracing.check_tracing(None)] == ids
+
+
+SCOPED = ToolRegistry("tracing-tests")
+
+
+@SCOPED.tool(scopes=["files:write"])
+def write_file(ctx: ToolContext) -> str:
+    return "written"
+
+
+def test_a_refused_scope_and_a_meta_traceparent_sent_by_hand(
+    client, traced, settings, resource, user, public_app, mint_token
+):
+    """The parent comes from ``params._meta`` whatever client sent it; a step-up refusal (403) is
+    ``error.type=insufficient_scope``."""
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_REGISTRY": "tests.test_tracing.SCOPED"}
+    token = mint_token(user, public_app, "mcp", resource.uri)
+    trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "traceparent": f"00-{trace_id}-{parent_id}-01",
+        "tracestate": "vendor=abc",
+    }
+    message = {"jsonrpc": "2.0", "id": "req-9", "method": "tools/call", "params": {"name": "write_file", "_meta": meta}}
+    response = client.post(
+        "/mcp",
+        json.dumps(message),
+        content_type="application/json",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "write_file",
+        },
+    )
+    assert response.status_code == 403
+    tracing_setup.flush()
+    (span,) = traced.wait_for(lambda spans: [s for s in spans if s["trace_id"] == trace_id])
+    assert (span["name"], span["parent_span_id"], span["links"], span["status"]) == (
+        "tools/call write_file",
+        parent_id,
+        [],
+        "ERROR",
+    )
+    assert span["attributes"] == {
+        "mcp.method.name": "tools/call",
+        "mcp.protocol.version": "2026-07-28",
+        "gen_ai.tool.name": "write_file",
+        "gen_ai.operation.name": "execute_tool",
+        "jsonrpc.request.id": "req-9",
+        "error.type": "insufficient_scope",
+    }
