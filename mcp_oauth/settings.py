@@ -329,6 +329,15 @@ DEFAULTS: dict[str, Any] = {
     "DPOP_NONCE_REQUIRED": False,
     # How long one nonce stays valid (seconds; the previous slot's nonce is accepted too).
     "DPOP_NONCE_LIFETIME_SECONDS": 300,
+    # --- Tracing: OpenTelemetry (mcp_oauth.observability.tracing; extra [otel]) ---
+    # True: on; False: off (opentelemetry is never imported); "auto": on when the standard
+    # OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set and OTEL_SDK_DISABLED
+    # is not "true". Everything else (service name, resource attributes, sampler, batching, headers)
+    # comes from the standard OTEL_* variables, read by the OpenTelemetry SDK itself.
+    "TRACING": "auto",
+    # Opt-in (may hold personal data): record a tool call's arguments and result as the span
+    # attributes gen_ai.tool.call.arguments / gen_ai.tool.call.result (JSON text).
+    "TRACING_CAPTURE_CONTENT": False,
 }
 
 #: Settings that hold a dotted path (or the object itself), imported once on first access and kept

@@ -32,6 +32,8 @@ from mcp_oauth.authorization_server.user_data.lifecycle import connect as connec
 from mcp_oauth.authorization_server.user_data.lifecycle import connect_client as connect_client_lifecycle
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import sessions, wakeup
+from mcp_oauth.mcp_server.transport.observers import add_observer
+from mcp_oauth.observability import tracing
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
 from mcp_oauth.settings import apply_dot_defaults
 from mcp_oauth.shared import db_pool
@@ -58,6 +60,7 @@ def wire(app_config: AppConfig) -> None:
     features.install()
     register_auth_extensions()
     import_site_modules()  # every installed app's mcp_tools / mcp_resources / mcp_prompts, and the named modules
+    tracing.install(add_observer)  # OpenTelemetry, when on (MCP_OAUTH["TRACING"]; OTEL_* variables)
 
 
 def drop_cached_oauthlib_servers() -> None:

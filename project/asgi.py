@@ -24,7 +24,8 @@ django_application = get_asgi_application()
 from mcp_oauth.authorization_server.asgi import token_lane  # noqa: E402 - after Django is set up
 from mcp_oauth.health import health_lane  # noqa: E402
 from mcp_oauth.mcp_server.transport.asgi import mcp_lane  # noqa: E402
+from mcp_oauth.observability.tracing_http import oauth_tracing_lane  # noqa: E402
 
 # health_lane outermost: the probes before anything else, and the drain hook on lifespan.startup.
-application = health_lane(token_lane(mcp_lane(django_application)))
+application = health_lane(oauth_tracing_lane(token_lane(mcp_lane(django_application))))
 gc.freeze()

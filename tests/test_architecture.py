@@ -33,7 +33,7 @@ ALLOWED_ROLE_IMPORTS = {
     "shared": set(),
     "models": {"shared"},
     "dpop": {"shared", "models"},
-    "resource_server": {"shared", "models", "dpop"},
+    "resource_server": {"shared", "models", "dpop", "observability"},
     "observability": {"shared", "models"},
     "mcp_server": {"shared", "models", "dpop", "resource_server", "observability"},
     "authorization_server": {"shared", "models", "dpop", "resource_server", "mcp_server", "observability"},

@@ -43,6 +43,7 @@ from oauth2_provider.settings import oauth2_settings
 from mcp_oauth.authorization_server.cimd.addresses import vet_address
 from mcp_oauth.authorization_server.cimd.errors import FetchFailed, InvalidDocument
 from mcp_oauth.authorization_server.cimd.metadata_document import validate_client_id_url
+from mcp_oauth.observability.tracing import cimd_fetch_attributes, traced
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared import strict_json
 
@@ -210,6 +211,7 @@ class SafeMetadataFetcher:
             raise InvalidDocument("The metadata document must be a JSON object.", reason="not_object")
         return result.document, result.max_age
 
+    @traced("cimd.fetch", cimd_fetch_attributes)  # a CLIENT span when tracing is on
     def fetch_document(
         self, client_id: str, *, etag: str = "", last_modified: str = "", max_size: int | None = None
     ) -> FetchResult:
