@@ -33,6 +33,9 @@ from mcp_oauth.authorization_server.lifecycle import connect as connect_user_lif
 from mcp_oauth.authorization_server.lifecycle import connect_client as connect_client_lifecycle
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import sessions, wakeup
+from mcp_oauth.mcp_server.transport.observers import add_observer
+from mcp_oauth.observability import metrics_checks  # noqa: F401 - registers the metrics system checks
+from mcp_oauth.observability import metrics_receivers, request_log
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
 from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
 from mcp_oauth.shared import db_pool
@@ -57,6 +60,12 @@ def wire(app_config: AppConfig) -> None:
     # The MCP method table: the transport core's methods plus the features' (mcp_oauth.mcp_server.features).
     features.install()
     register_auth_extensions()
+    metrics_receivers.connect()  # Prometheus metrics (METRICS_ENABLED)
+    if mcp_oauth_settings.METRICS_ENABLED:
+        add_observer(metrics_receivers.observer)
+    request_log.connect()  # the JSON request log (REQUEST_LOG_ENABLED)
+    if mcp_oauth_settings.REQUEST_LOG_ENABLED:
+        add_observer(request_log.observer)
     autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
     autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)
     autodiscover_modules(mcp_oauth_settings.PROMPTS_MODULE)

@@ -109,6 +109,7 @@ def check(request: HttpRequest, scope: str, discriminator: str = "") -> int | No
 
     The returned value (≥ 1) is what goes into ``Retry-After``. A ``discriminator`` splits the
     caller's allowance further (e.g. per registered client software: one budget per caller and value).
+    A refusal sends :data:`mcp_oauth.signals.request_shed` with ``reason="throttled"``.
     """
     rate = rate_for(scope)
     if rate is None:
@@ -129,6 +130,7 @@ def check(request: HttpRequest, scope: str, discriminator: str = "") -> int | No
         count = 1
     if count <= limit:
         return None
+    _announce(request)  # every caller answers it 429 (throttle_error)
     return max(1, math.ceil((window + 1) * period - now))
 
 
@@ -210,3 +212,10 @@ def throttled(request: HttpRequest, scope: str, *, error: str = "slow_down") -> 
     if retry_after is None:
         return None
     return json_response(retry_after, error)
+
+
+def _announce(request: HttpRequest) -> None:
+    """Send :data:`mcp_oauth.signals.request_shed` (``reason="throttled"``) for a request answered 429."""
+    from mcp_oauth.signals import request_shed  # imports the models: not at app loading
+
+    request_shed.send(sender=None, reason="throttled", client_id=None, path=request.path)
