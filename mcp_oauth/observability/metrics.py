@@ -119,7 +119,9 @@ class Metrics:
         self.client_id_labels = client_id_labels
         client = ("client_id",) if client_id_labels else ()
         r = self.registry
-        self.tool_calls = Counter("mcp_tool_calls", "MCP tools/call requests.", ("tool", "outcome", *client), registry=r)
+        self.tool_calls = Counter(
+            "mcp_tool_calls", "MCP tools/call requests.", ("tool", "outcome", *client), registry=r
+        )
         self.request_duration = Histogram(
             "mcp_request_duration_seconds",
             "Duration of MCP JSON-RPC requests (seconds).",
@@ -135,7 +137,9 @@ class Metrics:
             "mcp_oauth_assertion_refusals", "JWT assertions refused.", ("assertion_kind", "reason"), registry=r
         )
         self.dpop_errors = Counter("mcp_dpop_proof_errors", "DPoP proofs refused.", ("endpoint", "error"), registry=r)
-        self.cimd_fetches = Counter("mcp_cimd_fetches", "Client ID Metadata Document fetches.", ("outcome",), registry=r)
+        self.cimd_fetches = Counter(
+            "mcp_cimd_fetches", "Client ID Metadata Document fetches.", ("outcome",), registry=r
+        )
         self.cimd_failures = Counter(
             "mcp_cimd_fetch_failures", "Client ID Metadata Document fetch failures.", ("reason",), registry=r
         )

@@ -62,6 +62,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+#: Where the lane puts the record in the ASGI scope (the MCP observer finds it through the request).
+SCOPE_KEY = "mcp_oauth.request_log"
+
 #: The record of the request being served (a dict the lane logs when the request ends); None outside one.
 _current: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("mcp_oauth_request_log", default=None)
 
@@ -109,6 +112,7 @@ def request_log_lane(app: ASGIApp) -> ASGIApp:
         entry["path"] = scope.get("path")
         entry["status"] = 0
         entry["trace_id"] = trace_id()
+        scope[SCOPE_KEY] = entry  # for the MCP observer: the MCP handler runs in a context of its own
         token = _current.set(entry)
         started = time.perf_counter()
 
@@ -131,12 +135,12 @@ class RequestLogObserver:
     """MCP request observer: puts the JSON-RPC method, target, client and user on the record."""
 
     def start(self, call: Any) -> None:
-        entry = _current.get()
+        entry = _entry_of(call)
         if entry is not None and entry["trace_id"] is None:
             entry["trace_id"] = trace_id()  # a tracing observer installed first made its span current
 
     def finish(self, token: Any, event: Any) -> None:
-        entry = _current.get()
+        entry = _entry_of(event.call)
         if entry is None:
             return
         call = event.call
@@ -146,6 +150,13 @@ class RequestLogObserver:
         if principal is not None:
             entry["client_id"] = principal.client_id
             entry["user_id"] = getattr(principal.user, "pk", None)
+
+
+def _entry_of(call: Any) -> dict[str, Any] | None:
+    """The record of the HTTP request that carried ``call`` (the MCP handler runs in a fresh
+    context, so it is found through the request's ASGI scope, not the context variable)."""
+    scope = getattr(call.http_request, "scope", None)
+    return scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
 
 
 #: The one observer instance (installed while the log is on).
