@@ -34,8 +34,11 @@ from mcp_oauth.authorization_server.lifecycle import connect_client as connect_c
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import sessions, wakeup
 from mcp_oauth.mcp_server.transport.observers import add_observer
-from mcp_oauth.observability import metrics_checks  # noqa: F401 - registers the metrics system checks
-from mcp_oauth.observability import metrics_receivers, request_log
+from mcp_oauth.observability import (
+    metrics_checks,  # noqa: F401 - registers the metrics system checks
+    metrics_receivers,
+    request_log,
+)
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
 from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
 from mcp_oauth.shared import db_pool

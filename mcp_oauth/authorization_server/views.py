@@ -52,8 +52,8 @@ from mcp_oauth.authorization_server.redeemed import SlotUnavailable, known_repla
 from mcp_oauth.authorization_server.resource_selection import InvalidTarget, select_resource
 from mcp_oauth.dpop.introspection import with_confirmation
 from mcp_oauth.errors import OAuthError
-from mcp_oauth.observability.metrics import observe_token_response
 from mcp_oauth.models import AuditEvent, Consent, ProtectedResource
+from mcp_oauth.observability.metrics import observe_token_response
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared import throttling
 from mcp_oauth.shared.overload import unavailable_response
