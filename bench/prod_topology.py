@@ -466,6 +466,7 @@ def scenario_compare(args, fx) -> None:
         starters[extra] = lambda port: gunicorn(
             extra, 1, port, app=app, PYTHONPATH=os.environ.get("BENCH_EXTRA_PATH", "")
         )
+        MODERN_ROWS[f"{extra}-modern"] = extra  # its 2026-07-28 row too
     if args.servers:  # a subset, e.g. ours-noauth alone for the auth overhead
         wanted = set(args.servers.split(",")) | {"ours"}
         starters = {name: start for name, start in starters.items() if name in wanted}

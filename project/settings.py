@@ -211,6 +211,7 @@ if os.environ.get("MCP_METRICS") == "1":
             n.strip() for n in os.environ["MCP_METRICS_ALLOWED_NETWORKS"].split(",") if n.strip()
         ]
     MCP_OAUTH["METRICS_BEARER_TOKEN"] = os.environ.get("MCP_METRICS_TOKEN") or None
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]  # Prometheus scrapes the workers over plain http
 MCP_OAUTH["REQUEST_LOG_ENABLED"] = os.environ.get("MCP_REQUEST_LOG") == "1"
 
 # The origin clients use (MCP_BASE_URL) is trusted for CSRF: behind a TLS proxy that forwards

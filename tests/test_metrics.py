@@ -231,6 +231,28 @@ def test_grants_refusals_and_consents(metrics_on, client, user, public_app, serv
     assert value(m, "mcp_oauth_consents_total", decision="denied") == 0
 
 
+def test_a_dpop_proof_error_at_the_token_endpoint(metrics_on, service):
+    app, secret = service
+    refused = Client().post(
+        "/oauth/token",
+        {"grant_type": "client_credentials"},
+        HTTP_AUTHORIZATION=basic(app.client_id, secret),
+        HTTP_DPOP="not-a-jwt",
+    )
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_dpop_proof"
+    assert value(metrics_on, "mcp_dpop_proof_errors_total", endpoint="token", error="invalid_dpop_proof") == 1
+    assert value(metrics_on, "mcp_oauth_token_refusals_total", error="invalid_dpop_proof") == 1
+    assert (
+        value(
+            metrics_on,
+            "mcp_oauth_grants_issued_total",
+            grant_type="client_credentials",
+            client_auth="client_secret_basic",
+        )
+        == 0
+    )
+
+
 def test_a_declined_consent(metrics_on, client, user, public_app):
     from .oauth_helpers import authorize_params, consent, pkce_pair
 
