@@ -43,7 +43,7 @@ def main() -> None:
     from oauth2_provider.models import get_application_model
 
     from mcp_oauth.models import ClientProfile, EnterpriseIdentity, EnterpriseIdentityProvider
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     override_settings(
         MCP_OAUTH={**settings.MCP_OAUTH, "THROTTLE_RATES": {"token": None}},

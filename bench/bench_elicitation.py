@@ -53,7 +53,7 @@ def main() -> None:
     from elicitation.providers import fresh_access_token
     from elicitation.url_mode import complete_elicitation
     from mcp_oauth.models import McpSession
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     resource = ensure_default_resource()
     user = get_user_model().objects.create_user("bench", password="x")

@@ -69,7 +69,7 @@ def main() -> None:
     from oauth2_provider.models import get_application_model, get_refresh_token_model
 
     from mcp_oauth.models import RefreshGeneration, RefreshTokenGeneration
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
     from tests.support.oauth_helpers import get_code, token_request
 
     ensure_default_resource()

@@ -44,7 +44,7 @@ def main() -> None:
     from mcp_oauth.mcp_server.registry.context import RequestContext
     from mcp_oauth.mcp_server.registry.handlers import handle
     from mcp_oauth.models import McpSession, ResourceSubscription
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
     from project.models import Note
 
     resource = ensure_default_resource()

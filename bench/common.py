@@ -65,7 +65,7 @@ def bench_token(username: str = "bench") -> tuple[Any, Any, Any, str]:
     from django.utils import timezone
     from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     resource = ensure_default_resource()
     user = get_user_model().objects.create_user(username, password="x")

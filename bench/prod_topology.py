@@ -244,7 +244,7 @@ def django_setup() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     ensure_default_resource()
 
@@ -261,7 +261,7 @@ def fixtures() -> dict:
         set_token_value,
     )
 
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     resource = ensure_default_resource()
     User = get_user_model()
@@ -466,6 +466,7 @@ def scenario_compare(args, fx) -> None:
         starters[extra] = lambda port: gunicorn(
             extra, 1, port, app=app, PYTHONPATH=os.environ.get("BENCH_EXTRA_PATH", "")
         )
+        MODERN_ROWS[f"{extra}-modern"] = extra  # its 2026-07-28 row too
     if args.servers:  # a subset, e.g. ours-noauth alone for the auth overhead
         wanted = set(args.servers.split(",")) | {"ours"}
         starters = {name: start for name, start in starters.items() if name in wanted}

@@ -73,7 +73,7 @@ def changer() -> None:
     from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
     from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     resource = ensure_default_resource()
     User, Application, AccessToken = get_user_model(), get_application_model(), get_access_token_model()

@@ -5,6 +5,7 @@
   (:mod:`elicitation.signals`);
 * joins a user's export and erasure (``mcp_oauth.signals.user_data_export`` /
   ``user_data_erase``: :mod:`elicitation.user_data`);
+* counts elicitations by mode and outcome when metrics are on (:mod:`elicitation.metrics`);
 * plugs its cipher in as ``MCP_OAUTH["TASKS_RESULT_CIPHER"]`` when the site sets none:
   :mod:`elicitation.crypto` (Fernet under ``ELICITATION["ENCRYPTION_KEYS"]``) encrypts the results
   of task tools declared with ``encrypt_result=True``. ``mcp_oauth`` names no cipher of
@@ -13,7 +14,7 @@
 
 from __future__ import annotations
 
-from elicitation import checks, signals, user_data  # noqa: F401 - registering checks and receivers
+from elicitation import checks, metrics, signals, user_data  # noqa: F401 - registering checks and receivers
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.signals import user_data_erase, user_data_export
 
@@ -25,4 +26,5 @@ def wire() -> None:
     """Connect the receivers and plug the cipher in (idempotent: ``dispatch_uid``, same default)."""
     user_data_erase.connect(user_data.erase_rows, dispatch_uid="elicitation.user_data.erase")
     user_data_export.connect(user_data.export_sections, dispatch_uid="elicitation.user_data.export")
+    metrics.connect()  # mcp_elicitations_total (no-op while metrics are off)
     mcp_oauth_settings.plug_default("TASKS_RESULT_CIPHER", TASKS_RESULT_CIPHER)

@@ -338,6 +338,25 @@ DEFAULTS: dict[str, Any] = {
     # Opt-in (may hold personal data): record a tool call's arguments and result as the span
     # attributes gen_ai.tool.call.arguments / gen_ai.tool.call.result (JSON text).
     "TRACING_CAPTURE_CONTENT": False,
+    # --- Prometheus metrics (mcp_oauth.observability.metrics; docs/how-to/metrics.md) ---
+    # Count the mcp_* metrics and serve them at METRICS_PATH (needs prometheus-client, the
+    # "metrics" extra). False: prometheus_client is not imported, nothing is counted, METRICS_PATH
+    # answers 404. Several processes (gunicorn workers, Celery): set PROMETHEUS_MULTIPROC_DIR.
+    "METRICS_ENABLED": False,
+    # Path of the metrics endpoint (routed by mcp_oauth.urls); None: not routed.
+    "METRICS_PATH": "/metrics",
+    # Addresses (CIDR strings, REMOTE_ADDR) allowed to scrape; others get 403. []: every address.
+    "METRICS_ALLOWED_NETWORKS": ["127.0.0.0/8", "::1/128"],
+    # A bearer token the scraper must send (Authorization: Bearer …, compared in constant time);
+    # a request without it gets 401. None: no token asked.
+    "METRICS_BEARER_TOKEN": None,
+    # Add a client_id label to mcp_tool_calls_total and mcp_oauth_grants_issued_total (one series
+    # per client: only for a bounded set of clients).
+    "METRICS_CLIENT_ID_LABELS": False,
+    # --- structured request log (mcp_oauth.observability.request_log) ---
+    # One JSON record per HTTP request on the logger "mcp_oauth.requests" (the ASGI application
+    # wrapped with request_log_lane; the JSON lines come from LOGGING with its JsonFormatter).
+    "REQUEST_LOG_ENABLED": False,
 }
 
 #: Settings that hold a dotted path (or the object itself), imported once on first access and kept

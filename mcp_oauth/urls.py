@@ -12,7 +12,9 @@
   (see :mod:`mcp_oauth.authorization_server.pages.login`);
 * the liveness and readiness probes at ``MCP_OAUTH["LIVENESS_PATH"]`` / ``["READINESS_PATH"]``
   (``/healthz``, ``/readyz``; :mod:`mcp_oauth.health`), for a site that does not serve them
-  before Django with :func:`mcp_oauth.health.health_lane`.
+  before Django with :func:`mcp_oauth.health.health_lane`;
+* the Prometheus metrics at ``MCP_OAUTH["METRICS_PATH"]`` (``/metrics``, URL name
+  ``mcp-oauth-metrics``; 404 unless ``METRICS_ENABLED``, :mod:`mcp_oauth.observability.metrics_view`).
 """
 
 import re
@@ -40,6 +42,7 @@ from mcp_oauth.authorization_server.views import (
 )
 from mcp_oauth.health import liveness_view, readiness_view
 from mcp_oauth.mcp_server.transport.views import mcp_endpoint
+from mcp_oauth.observability.metrics_view import metrics_view
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.cors import public_cors
 from mcp_oauth.shared.text import refuse_unstorable_params
@@ -90,9 +93,17 @@ health_urlpatterns = [
     if probe_path
 ]
 
+# Prometheus metrics (404 while METRICS_ENABLED is off; mcp_oauth.observability.metrics_view).
+metrics_urlpatterns = (
+    [path(str(mcp_oauth_settings.METRICS_PATH).lstrip("/"), metrics_view, name="mcp-oauth-metrics")]
+    if mcp_oauth_settings.METRICS_PATH
+    else []
+)
+
 urlpatterns = [
     *well_known_urlpatterns,
     *health_urlpatterns,
+    *metrics_urlpatterns,
     path("oauth/login", MCPLoginView.as_view(), name=LOGIN_URL_NAME),
     path("oauth/", include((oauth_urlpatterns, "oauth2_provider"))),
     path("oauth/connected-apps/", connected_apps, name="mcp-oauth-connected-apps"),

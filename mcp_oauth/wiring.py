@@ -26,6 +26,7 @@ from oauth2_provider.models import get_application_model
 from oauth2_provider.views.mixins import OAuthLibMixin
 
 from mcp_oauth import checks
+from mcp_oauth.audit import audit_event
 from mcp_oauth.authorization_server.client_auth.auth_extensions import register_auth_extensions
 from mcp_oauth.authorization_server.client_registry.clients import connect_receivers as connect_client_cache_receivers
 from mcp_oauth.authorization_server.user_data.lifecycle import connect as connect_user_lifecycle
@@ -33,11 +34,16 @@ from mcp_oauth.authorization_server.user_data.lifecycle import connect_client as
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import sessions, wakeup
 from mcp_oauth.mcp_server.transport.observers import add_observer
-from mcp_oauth.observability import tracing
+from mcp_oauth.observability import (
+    metrics_checks,  # noqa: F401 - registers the metrics system checks
+    metrics_receivers,
+    request_log,
+    tracing,
+)
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
-from mcp_oauth.settings import apply_dot_defaults
+from mcp_oauth.resource_server.default_resource import sync_default_resource
+from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
 from mcp_oauth.shared import db_pool
-from mcp_oauth.signals import sync_default_resource
 from mcp_oauth.site_modules import import_site_modules
 
 __all__ = ["drop_cached_oauthlib_servers", "wire"]
@@ -61,6 +67,12 @@ def wire(app_config: AppConfig) -> None:
     register_auth_extensions()
     import_site_modules()  # every installed app's mcp_tools / mcp_resources / mcp_prompts, and the named modules
     tracing.install(add_observer)  # OpenTelemetry, when on (MCP_OAUTH["TRACING"]; OTEL_* variables)
+    metrics_receivers.connect()  # Prometheus metrics (METRICS_ENABLED)
+    if mcp_oauth_settings.METRICS_ENABLED:
+        add_observer(metrics_receivers.observer)
+    request_log.connect(audit_event)  # the JSON request log (REQUEST_LOG_ENABLED)
+    if mcp_oauth_settings.REQUEST_LOG_ENABLED:
+        add_observer(request_log.observer)
 
 
 def drop_cached_oauthlib_servers() -> None:

@@ -3,7 +3,9 @@
 The MCP endpoint is served by the lean lane (:func:`mcp_oauth.mcp_server.transport.asgi.mcp_lane`) before
 Django's middleware stack, the token endpoint by the token lane in one thread hop
 (:func:`mcp_oauth.authorization_server.asgi.token_lane`); every other path (pages, admin, the
-other OAuth endpoints) by Django. The health probes (``/healthz``, ``/readyz``) and the ASGI
+other OAuth endpoints) by Django. With MCP_REQUEST_LOG=1 every request but the probes is logged
+as one JSON line (:func:`mcp_oauth.observability.request_log.request_log_lane`). The health
+probes (``/healthz``, ``/readyz``) and the ASGI
 lifespan are answered first, by :func:`mcp_oauth.health.health_lane` (it chains the drain
 handler that ends open streams on SIGTERM, :mod:`mcp_oauth.mcp_server.transport.drain`).
 
@@ -24,8 +26,11 @@ django_application = get_asgi_application()
 from mcp_oauth.authorization_server.asgi import token_lane  # noqa: E402 - after Django is set up
 from mcp_oauth.health import health_lane  # noqa: E402
 from mcp_oauth.mcp_server.transport.asgi import mcp_lane  # noqa: E402
+from mcp_oauth.observability.request_log import request_log_lane  # noqa: E402
 from mcp_oauth.observability.tracing_http import oauth_tracing_lane  # noqa: E402
 
-# health_lane outermost: the probes before anything else, and the drain hook on lifespan.startup.
-application = health_lane(oauth_tracing_lane(token_lane(mcp_lane(django_application))))
+# health_lane outermost: the probes before anything else, and the drain hook on lifespan.startup;
+# then the OAuth endpoints' spans (tracing on; absent when off) and the JSON request log
+# (MCP_REQUEST_LOG=1; absent when off), outside the two lanes so that they see every request.
+application = health_lane(oauth_tracing_lane(request_log_lane(token_lane(mcp_lane(django_application)))))
 gc.freeze()

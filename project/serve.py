@@ -19,7 +19,8 @@ worker is replaced by the master). SIGTERM or Ctrl-C to serve sends SIGTERM to e
 waits for them to drain and stop (15 s, then SIGKILL).
 
 Before that (:func:`prepare`) it creates the PostgreSQL database when missing, migrates and
-collects the static files. Secrets for this machine (DJANGO_SECRET_KEY, ELICITATION_ENCRYPTION_KEYS,
+collects the static files, and empties the metrics directory (``MCP_METRICS=1``:
+``PROMETHEUS_MULTIPROC_DIR``, .local/prometheus-multiproc by default). Secrets for this machine (DJANGO_SECRET_KEY, ELICITATION_ENCRYPTION_KEYS,
 MCP_REQUEST_STATE_KEYS) are read from the environment or kept in .local/ (created once, mode 0600).
 
 Where TLS terminates (:func:`transport_problem`; docs/how-to/production.md): behind a TLS proxy
@@ -33,7 +34,9 @@ administrator with ``manage.py createsuperuser``.
 
 Environment: DATABASE_URL, REDIS_URL, CELERY_BROKER_URL (default: REDIS_URL), HOST, PORT,
 WORKERS, DB_POOL_MAX_SIZE, DB_POOL_MAX_SIZE_CELERY, CELERY_CONCURRENCY, MCP_BASE_URL,
-DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER, DJANGO_INSECURE_LOOPBACK_HTTP, SERVE_DEMO_SUPERUSER.
+DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER, DJANGO_INSECURE_LOOPBACK_HTTP, SERVE_DEMO_SUPERUSER,
+MCP_METRICS (1: Prometheus metrics at /metrics, summed over every process), PROMETHEUS_MULTIPROC_DIR,
+MCP_REQUEST_LOG (1: one JSON line per request).
 
 Rolling restart (new code, new settings, no failed request): ``kill -HUP <pid of make serve>``
 (printed at start). The signal goes to gunicorn's master, which starts WORKERS new workers and
@@ -117,6 +120,10 @@ def environment() -> dict[str, str]:
     env.setdefault("DJANGO_DEBUG", "0")
     env.setdefault("MCP_LOG_LEVEL", "WARNING")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if env.get("MCP_METRICS") == "1":
+        # prometheus_client's multiprocess mode: every worker and Celery process counts in its own
+        # files there, a scrape of any worker sums them (emptied by prepare(), before they start)
+        env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(LOCAL / "prometheus-multiproc"))
     return env
 
 
@@ -176,6 +183,10 @@ def prepare(env: dict[str, str]) -> None:
     """Before any worker starts: the database (created when missing, migrated), the static files
     (``collectstatic``: the admin's CSS, served by WhiteNoise with hashed names), and the demo
     superuser only when asked (SERVE_DEMO_SUPERUSER=1). :raises subprocess.CalledProcessError: a step failed."""
+    if env.get("PROMETHEUS_MULTIPROC_DIR"):
+        from mcp_oauth.observability.metrics_gunicorn import prepare_multiprocess_dir
+
+        prepare_multiprocess_dir(env["PROMETHEUS_MULTIPROC_DIR"])
     if urlsplit(env["DATABASE_URL"]).scheme.startswith("postgres"):
         _ensure_database(env["DATABASE_URL"])
     manage = [sys.executable, str(ROOT / "manage.py")]
@@ -235,6 +246,8 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
             [
                 str(bin_dir / "gunicorn"),
                 "project.asgi:application",
+                "-c",  # server hooks: child_exit drops a dead worker's live metrics (no-op without metrics)
+                "python:mcp_oauth.observability.metrics_gunicorn",
                 "-k",
                 "uvicorn_worker.UvicornWorker",
                 "-w",

@@ -200,6 +200,20 @@ MCP_OAUTH = {
     "DRAIN_DELAY_SECONDS": float(os.environ.get("MCP_DRAIN_DELAY_SECONDS", "0")),
 }
 
+# Prometheus metrics at /metrics (docs/how-to/metrics.md): MCP_METRICS=1 turns them on;
+# MCP_METRICS_ALLOWED_NETWORKS (comma-separated CIDRs; default loopback, "" with a token: any
+# address), MCP_METRICS_TOKEN (a bearer token the scraper sends). MCP_REQUEST_LOG=1: one JSON line
+# per request on stderr (logger mcp_oauth.requests).
+if os.environ.get("MCP_METRICS") == "1":
+    MCP_OAUTH["METRICS_ENABLED"] = True
+    if "MCP_METRICS_ALLOWED_NETWORKS" in os.environ:
+        MCP_OAUTH["METRICS_ALLOWED_NETWORKS"] = [
+            n.strip() for n in os.environ["MCP_METRICS_ALLOWED_NETWORKS"].split(",") if n.strip()
+        ]
+    MCP_OAUTH["METRICS_BEARER_TOKEN"] = os.environ.get("MCP_METRICS_TOKEN") or None
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]  # Prometheus scrapes the workers over plain http
+MCP_OAUTH["REQUEST_LOG_ENABLED"] = os.environ.get("MCP_REQUEST_LOG") == "1"
+
 # The origin clients use (MCP_BASE_URL) is trusted for CSRF: behind a TLS proxy that forwards
 # "Host: $host" (no port) the browser's Origin https://host:8443 would not match the Host Django
 # sees, and every form POST (login, consent) would answer 403.
@@ -279,12 +293,18 @@ ELICITATION = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "mcp_oauth.observability.request_log.JsonFormatter"},
+    },
     "handlers": {
         "console": {"class": "logging.StreamHandler"},
         "errors": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "requests": {"class": "logging.StreamHandler", "formatter": "json"},
     },
     "loggers": {
+        # the structured request log (MCP_REQUEST_LOG=1): one JSON line per request
+        "mcp_oauth.requests": {"handlers": ["requests"], "level": "INFO", "propagate": False},
         "mcp_oauth": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
         "elicitation": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
         # 5xx with their tracebacks (4xx are warnings: left out); not propagated to "django"

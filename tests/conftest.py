@@ -35,7 +35,7 @@ def _base_url(settings):
 
 @pytest.fixture
 def resource(db, _base_url):
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     return ensure_default_resource()
 

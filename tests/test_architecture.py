@@ -32,9 +32,9 @@ MAX_MODULE_LINES = 600
 ALLOWED_ROLE_IMPORTS = {
     "shared": set(),
     "models": {"shared"},
+    "observability": {"shared", "models"},
     "dpop": {"shared", "models"},
     "resource_server": {"shared", "models", "dpop", "observability"},
-    "observability": {"shared", "models"},
     "mcp_server": {"shared", "models", "dpop", "resource_server", "observability"},
     "authorization_server": {"shared", "models", "dpop", "resource_server", "mcp_server", "observability"},
     "admin": {"shared", "models", "authorization_server", "resource_server", "mcp_server", "dpop", "observability"},
@@ -47,7 +47,7 @@ ALLOWED_ROLE_IMPORTS = {
 FOUNDATION_MODULES = {
     "settings": set(),
     "errors": set(),
-    "signals": {"shared", "models"},
+    "signals": set(),
     "audit": {"shared", "models"},
 }
 

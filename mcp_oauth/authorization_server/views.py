@@ -35,6 +35,7 @@ from mcp_oauth.authorization_server.token_endpoint.dpop import token_request_pro
 from mcp_oauth.authorization_server.tokens.redeemed import SlotUnavailable, known_replay, redemption_slot
 from mcp_oauth.dpop.introspection import with_confirmation
 from mcp_oauth.errors import OAuthError
+from mcp_oauth.observability.metrics import observe_token_response
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared import throttling
 from mcp_oauth.shared.overload import unavailable_response
@@ -65,6 +66,11 @@ class MCPTokenView(TokenView):
     """
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        response = self._answer(request, *args, **kwargs)
+        observe_token_response(request, response)  # metrics: grants and refusals (no-op when off)
+        return response
+
+    def _answer(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
             # clients and trust rules from memory while current (.clients); the DPoP proof checked and
             # kept for the validator (RFC 9449 §5, mcp_oauth.authorization_server.token_endpoint.dpop)

@@ -28,6 +28,7 @@ from mcp_oauth.dpop.resource import (
     mark_recorded,
 )
 from mcp_oauth.models import ProtectedResource
+from mcp_oauth.observability.metrics import count_dpop_proof_error
 from mcp_oauth.resource_server.cache import (
     RESOURCE_GENERATION_KEY,
     TOKEN_PREFIX,
@@ -190,6 +191,7 @@ def _authenticate_bearer(
     try:
         check_request(request, resource, token, access_token, used_dpop)
     except DPoPRefusal as refusal:
+        count_dpop_proof_error("resource", refusal.error)
         raise BearerChallenge(
             resource,
             error=refusal.error,

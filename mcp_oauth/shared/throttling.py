@@ -46,6 +46,7 @@ from django.http import HttpRequest, HttpResponse
 
 from mcp_oauth.errors import OAuthError
 from mcp_oauth.settings import DEFAULTS, mcp_oauth_settings
+from mcp_oauth.signals import request_shed
 
 PERIODS = {"s": 1, "second": 1, "m": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 _RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+)\s*$", re.IGNORECASE)
@@ -109,6 +110,7 @@ def check(request: HttpRequest, scope: str, discriminator: str = "") -> int | No
 
     The returned value (≥ 1) is what goes into ``Retry-After``. A ``discriminator`` splits the
     caller's allowance further (e.g. per registered client software: one budget per caller and value).
+    A refusal sends :data:`mcp_oauth.signals.request_shed` with ``reason="throttled"``.
     """
     rate = rate_for(scope)
     if rate is None:
@@ -129,6 +131,7 @@ def check(request: HttpRequest, scope: str, discriminator: str = "") -> int | No
         count = 1
     if count <= limit:
         return None
+    _announce(request)  # every caller answers it 429 (throttle_error)
     return max(1, math.ceil((window + 1) * period - now))
 
 
@@ -210,3 +213,8 @@ def throttled(request: HttpRequest, scope: str, *, error: str = "slow_down") -> 
     if retry_after is None:
         return None
     return json_response(retry_after, error)
+
+
+def _announce(request: HttpRequest) -> None:
+    """Send :data:`mcp_oauth.signals.request_shed` (``reason="throttled"``) for a request answered 429."""
+    request_shed.send(sender=None, reason="throttled", client_id=None, path=request.path)

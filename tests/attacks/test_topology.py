@@ -20,7 +20,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.resource_server.cache import TOKEN_PREFIX, token_checksum
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port
 from tests.support.topology import asgi_worker
 from tests.topology.test_production_topology import INIT, headers, shared  # noqa: F401 - shared is a fixture

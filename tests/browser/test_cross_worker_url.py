@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth.hashers import make_password
 
 from elicitation.models import Elicitation, StoredSecret
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.browser import (
     chromium_executable,  # noqa: F401 - fixture
     log_in,

@@ -21,7 +21,7 @@ def main() -> None:
     from django.utils import timezone
     from oauth2_provider.models import get_access_token_model, get_application_model, set_token_value
 
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     call_command("migrate", verbosity=0, interactive=False)
     resource = ensure_default_resource()

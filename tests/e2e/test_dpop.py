@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from oauth2_provider.models import get_application_model
 
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.dpop_helpers import DPoPAuth, DPoPKey
 from tests.support.live import free_port, run_asgi_server
 from tests.support.oauth_helpers import REDIRECT_URI, get_code

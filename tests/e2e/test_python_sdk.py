@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from oauth2_provider.models import get_access_token_model, get_application_model
 
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import HeadlessBrowser, forms_of, free_port, run_asgi_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

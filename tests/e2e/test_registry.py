@@ -32,7 +32,7 @@ from mcp_types import (
 )
 from oauth2_provider.models import get_application_model
 
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from project.models import Note
 from tests.support.live import free_port, run_asgi_server
 

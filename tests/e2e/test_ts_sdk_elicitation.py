@@ -29,7 +29,7 @@ from cryptography.fernet import Fernet
 from django.core.management import call_command
 
 from elicitation.models import Elicitation
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port, run_asgi_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

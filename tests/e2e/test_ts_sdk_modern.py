@@ -18,7 +18,7 @@ import pytest
 
 from elicitation.models import Elicitation
 from mcp_oauth.models import McpSession
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port, run_asgi_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

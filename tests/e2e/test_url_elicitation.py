@@ -50,7 +50,7 @@ from mcp_types import ElicitCompleteNotification, ElicitRequestFormParams, Elici
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection
 from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 from mcp_oauth.models import AuditEvent, McpSession
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.e2e.test_python_sdk import Live, MemoryStorage, make_provider
 from tests.support.live import HeadlessBrowser, forms_of, free_port, run_asgi_server
 

@@ -36,7 +36,7 @@ from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types import ElicitRequestURLParams, ElicitResult
 
 from elicitation.models import Elicitation, ThirdPartyConnection, ThirdPartyProvider
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.e2e.test_python_sdk import Live
 from tests.e2e.test_url_elicitation import (  # noqa: F401 - consumer_port is a fixture
     MCP_EMAIL,

@@ -50,7 +50,7 @@ from elicitation.url_mode import (
 from mcp_oauth.mcp_server.tools import ToolContext
 from mcp_oauth.mcp_server.transport.sessions import end_session
 from mcp_oauth.models import AuditEvent, McpSession
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.elicitation_helpers import (
     FORM_CAPS,
     PASSWORD,

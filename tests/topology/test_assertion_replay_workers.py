@@ -16,7 +16,7 @@ import pytest
 from oauth2_provider.models import get_application_model
 
 from mcp_oauth.models import ClientProfile, EnterpriseIdentity, EnterpriseIdentityProvider
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.jwt_keys import claims, make_key
 from tests.support.live import free_port, run_asgi_server
 from tests.support.topology import database_url, start_uvicorn

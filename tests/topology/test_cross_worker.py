@@ -20,7 +20,7 @@ import pytest
 
 from elicitation.models import Elicitation
 from mcp_oauth.models import McpSession
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port, run_asgi_server
 from tests.support.topology import database_url, start_uvicorn
 

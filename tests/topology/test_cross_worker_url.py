@@ -24,7 +24,7 @@ from django.contrib.auth.hashers import make_password
 
 from elicitation.models import Elicitation, StoredSecret
 from mcp_oauth.models import McpSession
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.cross_worker_url import (
     KEY,
     STORED,

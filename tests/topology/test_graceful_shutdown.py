@@ -38,7 +38,7 @@ from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 from mcp_oauth.mcp_server.transport.sse import outbox_stream
 from mcp_oauth.mcp_server.transport.wakeup import released
 from mcp_oauth.models import McpSession
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port
 from tests.support.topology import REDIS_URL, require_postgres_and_redis
 from tests.support.workers import gunicorn_server, stopped_gracefully, uvicorn_worker, wait_for, worker_env, worker_pids

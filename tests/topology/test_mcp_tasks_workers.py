@@ -30,7 +30,7 @@ import pytest
 import redis
 
 from mcp_oauth.models import McpTask
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port
 from tests.support.task_client import poll, request
 from tests.support.topology import REDIS_URL, require_postgres_and_redis

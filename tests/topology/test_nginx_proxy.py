@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.https_server import shared_pki
 from tests.support.live import free_port
 from tests.support.topology import database_url

@@ -23,7 +23,7 @@ import pytest
 from oauth2_provider.models import get_access_token_model
 
 from mcp_oauth.resource_server.cache import TOKEN_PREFIX, token_checksum
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port
 from tests.support.topology import asgi_worker, database_url, redis_cache_settings, require_postgres_and_redis
 

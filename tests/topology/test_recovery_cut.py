@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 import pytest
 
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port
 from tests.support.recovery_load import CutFigures, idle_cut, run_cut
 from tests.support.tcp_forwarder import TcpForwarder

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port
 from tests.support.pinned_workers import Worker
 from tests.support.topology import REDIS_URL, require_postgres_and_redis

@@ -22,8 +22,7 @@ from celery import Celery
 from opentelemetry import trace
 
 from mcp_oauth.observability import tracing_setup
-from mcp_oauth.signals import ensure_default_resource
-
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port
 from tests.support.topology import REDIS_URL, require_postgres_and_redis
 from tests.support.tracing_helpers import (  # noqa: F401 - otlp, traced: fixtures

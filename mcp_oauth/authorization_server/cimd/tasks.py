@@ -12,6 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from mcp_oauth.authorization_server.cimd.leased_fetch import perform_fetch
+from mcp_oauth.observability.metrics import count_cimd_fetch
 
 
 @shared_task(name="mcp_oauth.cimd.fetch_client_metadata", ignore_result=True)
@@ -23,7 +24,7 @@ def fetch_client_metadata(client_id: str, lease_token: str, requester_ip: str | 
     :param requester_ip: client IP of the request that caused the fetch (audit log only).
     :returns: ``"fetched"``, ``"not_modified"``, ``"failed"`` or ``"skipped"``.
     """
-    return perform_fetch(client_id, lease_token, requester_ip)
+    return count_cimd_fetch(perform_fetch(client_id, lease_token, requester_ip))
 
 
 @shared_task(name="mcp_oauth.cimd.refresh_client_metadata", ignore_result=True)
@@ -33,4 +34,4 @@ def refresh_client_metadata(client_id: str, lease_token: str, requester_ip: str 
     Started in the background before the document expires (stale-while-revalidate),
     or when a request finds it expired. Arguments and result as :func:`fetch_client_metadata`.
     """
-    return perform_fetch(client_id, lease_token, requester_ip)
+    return count_cimd_fetch(perform_fetch(client_id, lease_token, requester_ip))

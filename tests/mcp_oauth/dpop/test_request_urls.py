@@ -17,7 +17,7 @@ def test_htu_in_either_loopback_spelling(client, settings, user, public_app, min
     from django.utils import timezone
 
     from mcp_oauth.dpop.bindings import bind_tokens
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "BASE_URL": "http://127.0.0.1:8000"}
     resource = ensure_default_resource()

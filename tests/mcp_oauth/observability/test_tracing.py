@@ -18,8 +18,7 @@ from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
 from mcp_oauth.models import McpSession
 from mcp_oauth.observability import tracing, tracing_setup
 from mcp_oauth.observability.tracing_mcp import DURATION_BUCKETS
-from mcp_oauth.signals import ensure_default_resource
-
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port, run_asgi_server
 from tests.support.tracing_helpers import (  # noqa: F401 - otlp, traced: fixtures
     CALLS,

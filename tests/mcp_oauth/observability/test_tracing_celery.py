@@ -14,8 +14,7 @@ import pytest
 from opentelemetry import trace
 
 from mcp_oauth.observability import tracing_setup
-from mcp_oauth.signals import ensure_default_resource
-
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.topology import REDIS_URL, database_url, require_redis
 from tests.support.tracing_helpers import otlp, traced  # noqa: F401 - fixtures
 from tests.support.workers import ROOT

@@ -12,7 +12,6 @@ from oauth2_provider.models import get_application_model
 
 from mcp_oauth.observability import tracing_setup
 from mcp_oauth.observability.tracing_http import oauth_endpoint, oauth_tracing_lane
-
 from tests.support.asgi_client import asgi_call
 from tests.support.https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from tests.support.tracing_helpers import otlp, traced  # noqa: F401 - fixtures

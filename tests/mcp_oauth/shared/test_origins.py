@@ -19,7 +19,7 @@ from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
 from mcp_oauth.models import ProtectedResource
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.e2e.test_python_sdk import PASSWORD, USERNAME, MemoryStorage, client_metadata, live, structured  # noqa: F401
 from tests.support.live import HeadlessBrowser
 

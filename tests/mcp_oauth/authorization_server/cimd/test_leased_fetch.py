@@ -85,7 +85,7 @@ def _worker_process(config: dict, barrier, results) -> None:
 
 
 def _setup(cimd_env, user) -> str:
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
 
     ensure_default_resource()
     client_id = cimd_env.publish()

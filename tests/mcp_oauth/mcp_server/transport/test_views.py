@@ -415,7 +415,7 @@ async def read_events(iterator, count: int) -> list[dict]:
 @pytest.fixture
 def uvicorn_server(transactional_db, settings):
     """The reference project under uvicorn on a free loopback port, with this module's tools."""
-    from mcp_oauth.signals import ensure_default_resource
+    from mcp_oauth.resource_server.default_resource import ensure_default_resource
     from project.asgi import application
     from tests.support.live import free_port, run_asgi_server
 

@@ -25,7 +25,7 @@ from mcp_oauth.mcp_server.transport.sessions import enqueue_session_message
 from mcp_oauth.mcp_server.transport.sse import outbox_stream
 from mcp_oauth.mcp_server.transport.wakeup import WakeupHub, hub
 from mcp_oauth.models import McpSession, McpSessionEvent
-from mcp_oauth.signals import ensure_default_resource
+from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.live import free_port
 from tests.support.topology import REDIS_URL, asgi_worker
 
