@@ -308,12 +308,14 @@ class McpLane(ASGIHandler):
         self.app = app
         self._view = view
         self._serve_get: Any = None
+        self._admission: Any = None
 
     def _load_endpoint(self) -> None:
         # The one deferred import: a site's asgi.py imports this module before Django's app
         # loading, and the view and the stream lane import the models.
-        from mcp_oauth.mcp_server.transport import stream_lane, views
+        from mcp_oauth.mcp_server.transport import admission, stream_lane, views
 
+        self._admission = admission
         if self._view is None:
             self._view = views.mcp_endpoint
         self._serve_get = stream_lane.serve_get
@@ -332,6 +334,13 @@ class McpLane(ASGIHandler):
             self._load_endpoint()
         return self._serve_get
 
+    @property
+    def admission(self) -> Any:
+        """:mod:`.admission` (the in-flight bound), imported on first use."""
+        if self._admission is None:
+            self._load_endpoint()
+        return self._admission
+
     def serves(self, scope: dict[str, Any]) -> bool:
         path = http_path(scope)
         mcp_path = str(mcp_oauth_settings.MCP_PATH).rstrip("/")
@@ -347,12 +356,49 @@ class McpLane(ASGIHandler):
             # between events it keeps only a small state object (stream_lane.py).
             await self.serve_get(self, scope, receive, send)
             return
+        ticket = None
+        admission = self.admission
+        if scope.get("method") in admission.COUNTED_METHODS:
+            # The in-flight bound (admission.py), before any other work: past it, a fast 503.
+            ticket = admission.admit()
+            if ticket is None:
+                await self.shed(scope, receive, send)
+                return
+            scope[admission.ADMITTED_SCOPE_KEY] = ticket
         thread = RequestThread()
         try:
             async with ThreadSensitiveContext(executor=thread):
                 await self.handle(scope, receive, send, thread)
         finally:
             thread.release()
+            if ticket is not None:
+                ticket.leave()
+
+    async def shed(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Answer a request past the in-flight bound: 503, ``Retry-After``, JSON-RPC -32000 with
+        the request's id when its body is small enough to read (:data:`.admission.ID_PEEK_BYTES`)."""
+        admission = self.admission
+        request_id = None
+        declared = _content_length(scope)
+        if declared is not None and declared <= admission.ID_PEEK_BYTES:
+            try:
+                body_file = await self.read_body(receive)
+            except RequestAborted:
+                return
+            request_id = admission.request_id_of(body_file.read(admission.ID_PEEK_BYTES + 1))
+            body_file.close()
+        origin = None
+        for name, value in scope.get("headers", ()):
+            if name == b"origin":
+                origin = value.decode("latin1")
+                break
+        response = admission.overloaded_response(request_id, origin=origin, path=scope.get("path", ""))
+        add_security_headers(response)
+        response.headers["Content-Length"] = str(len(response.content))
+        try:
+            await self.send_response(response, send)
+        except asyncio.CancelledError:
+            pass  # the client left
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any, thread: RequestThread | None = None) -> None:
         try:
@@ -444,6 +490,10 @@ class McpLane(ASGIHandler):
     async def _respond(self, request: ASGIRequest, send: Any) -> HttpResponse:
         try:
             response = await self.view(request)
+            if response.streaming:  # an event stream from now on: it no longer holds the in-flight bound
+                ticket = request.scope.get(self.admission.ADMITTED_SCOPE_KEY)
+                if ticket is not None:
+                    ticket.leave()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every failure gets a defined answer
@@ -467,6 +517,17 @@ class McpLane(ASGIHandler):
         except asyncio.CancelledError:
             pass  # the client left during the response
         return response
+
+
+def _content_length(scope: dict[str, Any]) -> int | None:
+    """The request's ``Content-Length`` (None when absent or not a number: chunked, or malformed)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 def mcp_lane(app: Any) -> McpLane:

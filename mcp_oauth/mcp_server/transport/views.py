@@ -76,7 +76,7 @@ from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_exempt
 
 from mcp_oauth.adapter import get_adapter
-from mcp_oauth.mcp_server.transport import wakeup
+from mcp_oauth.mcp_server.transport import admission, wakeup
 from mcp_oauth.mcp_server.transport.context import pending_requests
 from mcp_oauth.mcp_server.transport.jsonrpc import (
     INTERNAL_ERROR,
@@ -256,7 +256,26 @@ class McpView:
         return registry
 
     async def dispatch(self, request: HttpRequest) -> HttpResponseBase:
-        """Authorize, then route by HTTP method; protocol errors become JSON-RPC error responses."""
+        """Admit (the in-flight bound, unless the ASGI lane counted the request already), authorize,
+        rate-limit the client, then route by HTTP method; protocol errors become JSON-RPC error
+        responses (:mod:`.admission` for the 503 and 429)."""
+        scope = getattr(request, "scope", None)
+        if request.method not in admission.COUNTED_METHODS or (
+            scope is not None and admission.ADMITTED_SCOPE_KEY in scope
+        ):
+            return await self.admitted(request)
+        ticket = admission.admit()
+        if ticket is None:
+            return admission.overloaded_response(
+                admission.peek_id(request), origin=request.headers.get("Origin"), path=request.path
+            )
+        try:
+            return await self.admitted(request)
+        finally:
+            ticket.leave()  # an event stream (returned, not yet sent) holds no place
+
+    async def admitted(self, request: HttpRequest) -> HttpResponseBase:
+        """:meth:`dispatch` once the request is admitted."""
         origin = request.headers.get("Origin")
         origin_ok = origin is None or origin_allowed(origin)
         prefetched: dict[str, Any] = {}
@@ -275,6 +294,9 @@ class McpView:
             if isinstance(outcome, HttpResponse):
                 return outcome
             principal = outcome
+        limited = await admission.rate_limited(request, principal)
+        if limited is not None:
+            return limited
         method = request.method
         if method not in ("POST", "GET", "DELETE"):
             response = json_response(error_message(None, McpError(INVALID_REQUEST, "Method Not Allowed")), status=405)
