@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import signal
@@ -269,18 +270,16 @@ class Result:
 
 
 class Pool:
-    """Idle keep-alive connections, a new one when none is idle."""
+    """Idle keep-alive connections, a new one when none is idle (the closed-loop clients)."""
 
     def __init__(self, port: int) -> None:
         self.port = port
         self.idle: list[Connection] = []
-        self.opened = 0
 
     async def take(self) -> Connection:
         if self.idle:
             return self.idle.pop()
         connection = Connection("127.0.0.1", self.port)
-        self.opened += 1
         await connection.open()
         return connection
 
@@ -291,6 +290,16 @@ class Pool:
         for connection in self.idle:
             await connection.close()
         self.idle.clear()
+
+
+def check_answer(result: Result, status: int, head: bytes, body: bytes, n: int, seconds: float) -> None:
+    result.add(status, seconds)
+    if status == 503 and (b"\r\nretry-after:" not in head.lower() or not is_jsonrpc_error(body, -32000)):
+        result.bad_503 += 1
+    elif status == 429 and b"\r\nretry-after:" not in head.lower():
+        result.bad_429 += 1
+    elif is_success(status, body, n):
+        result.ok += 1
 
 
 async def one_call(pool: Pool, headers: dict[str, str], n: int, result: Result, timeout: float) -> None:
@@ -311,15 +320,8 @@ async def one_call(pool: Pool, headers: dict[str, str], n: int, result: Result, 
         if connection is not None:
             await connection.close()
         return
-    result.add(response.status, time.perf_counter() - started)
-    if response.status == 503 and (
-        not response.headers.get("retry-after") or not is_jsonrpc_error(response.body, -32000)
-    ):
-        result.bad_503 += 1
-    if response.status == 429 and not response.headers.get("retry-after"):
-        result.bad_429 += 1
-    if is_success(response.status, response.body, n):
-        result.ok += 1
+    head = "".join(f"\r\n{k}: {v}" for k, v in response.headers.items()).encode()
+    check_answer(result, response.status, head, response.body, n, time.perf_counter() - started)
     if response.headers.get("connection", "").lower() == "close":
         await connection.close()
     else:
@@ -346,31 +348,157 @@ async def closed_loop(port: int, token: str, connections: int, seconds: float) -
     return result
 
 
-async def open_loop(port: int, token: str, rate: float, seconds: float, timeout: float) -> Result:
-    """Requests started at ``rate`` per second for ``seconds``, whatever the answers do."""
-    result = Result()
-    headers = call_headers(token)
-    pool = Pool(port)
-    tasks: set[asyncio.Task] = set()
-    started = time.monotonic()
-    n = 0
-    while True:
-        now = time.monotonic()
-        if now - started >= seconds:
-            break
-        due = int((now - started) * rate)
-        while n < due:
-            n += 1
-            result.sent += 1
-            task = asyncio.create_task(one_call(pool, headers, n, result, timeout))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        await asyncio.sleep(0.002)
-    result.seconds = time.monotonic() - started
-    if tasks:
-        await asyncio.gather(*tasks)
-    await pool.close()
-    return result
+class _Client(asyncio.Protocol):
+    """One keep-alive connection of :class:`OpenLoop`: one request at a time, Content-Length
+    answers (what the MCP endpoint sends for JSON), parsed with a few byte searches."""
+
+    def __init__(self, driver: OpenLoop) -> None:
+        self.driver = driver
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.n = 0
+        self.scheduled = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, n: int, scheduled: float) -> None:
+        self.n, self.scheduled = n, scheduled
+        assert self.transport is not None
+        self.transport.write(self.driver.request(n))
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0 or not self.n:
+            return
+        head = bytes(self.buffer[:end])
+        lower = head.lower()
+        at = lower.find(b"\r\ncontent-length:")
+        if at < 0:  # not an answer this client reads (chunked): count it as dropped
+            self.driver.lost(self, answered=False)
+            assert self.transport is not None
+            self.transport.close()
+            return
+        line_end = lower.find(b"\r\n", at + 2)
+        length = int(lower[at + 17 : line_end if line_end > 0 else len(lower)])
+        if len(self.buffer) < end + 4 + length:
+            return
+        body = bytes(self.buffer[end + 4 : end + 4 + length])
+        del self.buffer[: end + 4 + length]
+        n, self.n = self.n, 0
+        self.driver.answered(self, int(head[9:12]), lower, body, n, self.scheduled)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.driver.lost(self, answered=not self.n)
+
+
+class OpenLoop:
+    """Open-loop load on ``connections`` keep-alive connections (as wrk2 does): requests are due
+    on a fixed schedule; one due while every connection is busy waits for the next free one, and
+    its latency counts from when it was due (no coordinated omission). A request still waiting
+    ``timeout`` seconds after it was due is a timeout."""
+
+    def __init__(self, port: int, token: str, connections: int, timeout: float) -> None:
+        self.port, self.connections, self.timeout = port, connections, timeout
+        self.result = Result()
+        self.idle: list[_Client] = []
+        self.busy: set[_Client] = set()
+        self.backlog: collections.deque[tuple[int, float]] = collections.deque()
+        headers = "".join(f"{k}: {v}\r\n" for k, v in call_headers(token).items())
+        self._head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}".encode()
+        self._reconnects: set[asyncio.Task] = set()
+
+    def request(self, n: int) -> bytes:
+        body = call_body(n)
+        return self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            _, client = await loop.create_connection(lambda: _Client(self), "127.0.0.1", self.port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            self._reconnect()
+            return
+        self._free(client)
+
+    def _reconnect(self) -> None:
+        task = asyncio.ensure_future(self.connect())
+        self._reconnects.add(task)
+        task.add_done_callback(self._reconnects.discard)
+
+    def _free(self, client: _Client) -> None:
+        now = time.perf_counter()
+        while self.backlog:
+            n, due = self.backlog.popleft()
+            if now - due > self.timeout:
+                self.result.timeouts += 1
+                continue
+            self.busy.add(client)
+            client.send(n, due)
+            return
+        self.busy.discard(client)
+        self.idle.append(client)
+
+    def submit(self, n: int, due: float) -> None:
+        self.result.sent += 1
+        if self.idle:
+            client = self.idle.pop()
+            self.busy.add(client)
+            client.send(n, due)
+        else:
+            self.backlog.append((n, due))
+
+    def answered(self, client: _Client, status: int, head: bytes, body: bytes, n: int, due: float) -> None:
+        check_answer(self.result, status, head, body, n, time.perf_counter() - due)
+        if b"\r\nconnection: close" in head:
+            self.busy.discard(client)
+            assert client.transport is not None
+            client.transport.close()
+            return
+        self._free(client)
+
+    def lost(self, client: _Client, answered: bool) -> None:
+        if client in self.busy:
+            self.busy.discard(client)
+            if not answered:
+                client.n = 0
+                self.result.dropped += 1
+            self._reconnect()
+        elif client in self.idle:
+            self.idle.remove(client)
+            self._reconnect()
+
+    async def run(self, rate: float, seconds: float) -> Result:
+        await asyncio.gather(*(self.connect() for _ in range(self.connections)))
+        started = time.perf_counter()
+        n = 0
+        while True:
+            now = time.perf_counter()
+            if now - started >= seconds:
+                break
+            due = int((now - started) * rate)
+            while n < due:
+                n += 1
+                self.submit(n, started + n / rate)
+            await asyncio.sleep(0.001)
+        self.result.seconds = time.perf_counter() - started
+        deadline = time.perf_counter() + self.timeout
+        while (self.busy or self.backlog) and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+        self.result.timeouts += len(self.busy) + len(self.backlog)
+        for client in [*self.idle, *self.busy]:
+            if client.transport is not None:
+                client.transport.close()
+        return self.result
+
+
+async def open_loop(
+    port: int, token: str, rate: float, seconds: float, timeout: float, connections: int = 256
+) -> Result:
+    """Requests due at ``rate`` per second for ``seconds``, whatever the answers do (:class:`OpenLoop`)."""
+    return await OpenLoop(port, token, connections, timeout).run(rate, seconds)
 
 
 @dataclass
@@ -400,15 +528,26 @@ async def probe_readyz(port: int, stop: asyncio.Event, probes: Probes, interval:
             pass
 
 
-async def overload(port: int, token: str, rate: float, seconds: float, timeout: float) -> tuple[Result, Probes]:
+async def overload(
+    port: int, token: str, rate: float, seconds: float, timeout: float, connections: int = 256
+) -> tuple[Result, Probes]:
     stop, probes = asyncio.Event(), Probes()
     prober = asyncio.create_task(probe_readyz(port, stop, probes))
     try:
-        result = await open_loop(port, token, rate, seconds, timeout)
+        result = await open_loop(port, token, rate, seconds, timeout, connections)
     finally:
         stop.set()
         await prober
     return result, probes
+
+
+def run(coroutine):
+    """``asyncio.run`` on uvloop when installed (uvicorn's loop: a leaner load generator)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
 
 
 def summary(result: Result) -> str:
@@ -430,6 +569,7 @@ def main() -> None:
     parser.add_argument("--capacity-seconds", type=float, default=10)
     parser.add_argument("--factor", type=float, default=5)
     parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--open-connections", type=int, default=256, help="overload: keep-alive connections")
     parser.add_argument("--timeout", type=float, default=10, help="a request unanswered this long is a timeout")
     parser.add_argument("--max-in-flight", default=None, help="MCP_MAX_IN_FLIGHT of the site (default: the setting's)")
     parser.add_argument(
@@ -452,7 +592,7 @@ def main() -> None:
             print("knee (in-flight bound off): concurrency -> calls/s, p50, p99")
             best, rows, concurrency = 0.0, [], 1
             while concurrency <= args.knee_max:
-                result = asyncio.run(closed_loop(site.port, token, concurrency, args.knee_seconds))
+                result = run(closed_loop(site.port, token, concurrency, args.knee_seconds))
                 rate = result.ok / result.seconds
                 best = max(best, rate)
                 rows.append((concurrency, rate))
@@ -466,15 +606,15 @@ def main() -> None:
 
     with Site(port=port, max_in_flight=args.max_in_flight, cpus=server_cpus) as site:
         token = mint_token(site.base)
-        asyncio.run(closed_loop(site.port, token, 8, 2))  # warm-up: connections, caches
-        result = asyncio.run(closed_loop(site.port, token, args.connections, args.capacity_seconds))
+        run(closed_loop(site.port, token, 8, 2))  # warm-up: connections, caches
+        result = run(closed_loop(site.port, token, args.connections, args.capacity_seconds))
         capacity = result.ok / result.seconds
         print(
             f"capacity ({args.connections} closed-loop connections, {args.capacity_seconds:.0f} s): {capacity:.0f} calls/s"
         )
         print(f"  {summary(result)}")
         rate = capacity * args.factor
-        result, probes = asyncio.run(overload(site.port, token, rate, args.seconds, args.timeout))
+        result, probes = run(overload(site.port, token, rate, args.seconds, args.timeout, args.open_connections))
         print(f"overload: open loop at {args.factor:g} x capacity = {rate:.0f} req/s offered for {args.seconds:.0f} s")
         print(f"  {summary(result)}")
         print(

@@ -229,7 +229,7 @@ DEFAULTS: dict[str, Any] = {
     # once with 503 + Retry-After and a JSON-RPC error (-32000 "Server overloaded"). GET streams,
     # event streams once started, and the health probes are not counted. Measured: the capacity
     # knee of tools/call on a worker (docs/how-to/load-shedding.md). None: no bound.
-    "MCP_MAX_IN_FLIGHT": 64,
+    "MCP_MAX_IN_FLIGHT": 32,
     # Retry-After (seconds) of that 503.
     "MCP_SHED_RETRY_AFTER_SECONDS": 1,
     # Per-client token bucket on MCP requests: {"rate": <requests per second>, "burst": <requests>}

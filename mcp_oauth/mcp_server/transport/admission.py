@@ -44,10 +44,12 @@ import json
 import threading
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from mcp_oauth.adapter import get_adapter
 from mcp_oauth.mcp_server.transport.jsonrpc import is_valid_id
+from mcp_oauth.mcp_server.transport.security_headers import add_security_headers
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.cors import EXPOSE_HEADERS, origin_allowed
 from mcp_oauth.shared.rate_limit import RateLimit, retry_after_seconds, take
@@ -62,6 +64,7 @@ __all__ = [
     "Ticket",
     "admit",
     "in_flight",
+    "overloaded_asgi",
     "overloaded_response",
     "peek_id",
     "rate_limit_for",
@@ -175,6 +178,50 @@ def _refusal(
         response["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
         response["Vary"] = "Origin"
     return response
+
+
+_UNSET = object()
+_asgi_template: tuple[Any, list[tuple[bytes, bytes]]] = (_UNSET, [])
+
+
+def _overloaded_headers() -> list[tuple[bytes, bytes]]:
+    """The fixed headers of the lane's 503 (built through an ``HttpResponse`` once per
+    ``Retry-After`` value and settings change, as :func:`overloaded_response` sets them)."""
+    global _asgi_template
+    retry_after = int(mcp_oauth_settings.MCP_SHED_RETRY_AFTER_SECONDS)
+    key = (
+        retry_after,
+        getattr(settings, "SECURE_CONTENT_TYPE_NOSNIFF", True),
+        getattr(settings, "SECURE_REFERRER_POLICY", None),
+    )
+    if _asgi_template[0] != key:
+        response = _refusal(503, SERVER_OVERLOADED, "Server overloaded", "in_flight", retry_after, None, None)
+        add_security_headers(response)
+        headers = [(name.encode("latin1"), value.encode("latin1")) for name, value in response.items()]
+        _asgi_template = (key, headers)
+    return _asgi_template[1]
+
+
+def overloaded_asgi(
+    request_id: Any = None, *, origin: str | None = None, path: str = ""
+) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """:func:`overloaded_response` as ASGI response headers and body, for the lane: the same
+    answer without building a response object (a shed request must cost next to nothing)."""
+    request_shed.send(sender=None, reason="in_flight", client_id=None, path=path)
+    retry_after = int(mcp_oauth_settings.MCP_SHED_RETRY_AFTER_SECONDS)
+    body = (
+        b'{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"Server overloaded",'
+        b'"data":{"reason":"in_flight","retryAfter":%d}}}'
+        % (json.dumps(request_id).encode(), SERVER_OVERLOADED, retry_after)
+    )
+    headers = [*_overloaded_headers(), (b"content-length", str(len(body)).encode())]
+    if origin and origin_allowed(origin):
+        headers += [
+            (b"access-control-allow-origin", origin.encode("latin1")),
+            (b"access-control-expose-headers", EXPOSE_HEADERS.encode()),
+            (b"vary", b"Origin"),
+        ]
+    return headers, body
 
 
 def overloaded_response(request_id: Any = None, *, origin: str | None = None, path: str = "") -> HttpResponse:

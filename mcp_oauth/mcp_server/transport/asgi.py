@@ -376,29 +376,30 @@ class McpLane(ASGIHandler):
 
     async def shed(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Answer a request past the in-flight bound: 503, ``Retry-After``, JSON-RPC -32000 with
-        the request's id when its body is small enough to read (:data:`.admission.ID_PEEK_BYTES`)."""
+        the request's id when its body is small enough to read (:data:`.admission.ID_PEEK_BYTES`).
+        Raw ASGI messages: no request or response object (a shed request must cost next to nothing)."""
         admission = self.admission
         request_id = None
-        declared = _content_length(scope)
-        if declared is not None and declared <= admission.ID_PEEK_BYTES:
-            try:
-                body_file = await self.read_body(receive)
-            except RequestAborted:
-                return
-            request_id = admission.request_id_of(body_file.read(admission.ID_PEEK_BYTES + 1))
-            body_file.close()
         origin = None
+        declared = None
         for name, value in scope.get("headers", ()):
-            if name == b"origin":
+            if name == b"content-length":
+                declared = value
+            elif name == b"origin":
                 origin = value.decode("latin1")
-                break
-        response = admission.overloaded_response(request_id, origin=origin, path=scope.get("path", ""))
-        add_security_headers(response)
-        response.headers["Content-Length"] = str(len(response.content))
-        try:
-            await self.send_response(response, send)
-        except asyncio.CancelledError:
-            pass  # the client left
+        if declared is not None and declared.isdigit() and int(declared) <= admission.ID_PEEK_BYTES:
+            body = b""
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                body += message.get("body", b"")
+                if not message.get("more_body") or len(body) > admission.ID_PEEK_BYTES:
+                    break
+            request_id = admission.request_id_of(body)
+        headers, content = admission.overloaded_asgi(request_id, origin=origin, path=scope.get("path", ""))
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any, thread: RequestThread | None = None) -> None:
         try:
@@ -517,17 +518,6 @@ class McpLane(ASGIHandler):
         except asyncio.CancelledError:
             pass  # the client left during the response
         return response
-
-
-def _content_length(scope: dict[str, Any]) -> int | None:
-    """The request's ``Content-Length`` (None when absent or not a number: chunked, or malformed)."""
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
 
 
 def mcp_lane(app: Any) -> McpLane:
