@@ -28,6 +28,7 @@ from mcp_oauth.health import CHECKS as READINESS_CHECK_NAMES
 from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
 from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
 from mcp_oauth.mcp_server.tools import ToolRegistry
+from mcp_oauth.mcp_server.transport.admission import check_settings as admission_messages
 from mcp_oauth.resource_server.revocation import is_local
 from mcp_oauth.settings import DOT_SECURITY_KEYS, mcp_oauth_settings
 from mcp_oauth.shared.scopes import check_settings as scope_messages
@@ -654,3 +655,9 @@ def check_revocation_settings(app_configs, **kwargs):
             )
         )
     return messages
+
+
+@register()
+def check_admission_settings(app_configs, **kwargs):
+    """E098 a load-shedding or per-client rate-limit setting out of shape (:mod:`mcp_oauth.mcp_server.transport.admission`)."""
+    return admission_messages()

@@ -45,6 +45,7 @@ import threading
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import Error
 from django.http import HttpRequest, HttpResponse
 
 from mcp_oauth.adapter import get_adapter
@@ -63,6 +64,7 @@ __all__ = [
     "InFlight",
     "Ticket",
     "admit",
+    "check_settings",
     "in_flight",
     "overloaded_asgi",
     "overloaded_response",
@@ -237,6 +239,23 @@ def rate_limited_response(
     """The 429 of a client over its rate limit (and the ``request_shed`` signal, ``rate_limit``)."""
     request_shed.send(sender=None, reason="rate_limit", client_id=client_id, path=path)
     return _refusal(429, RATE_LIMITED, "Rate limit exceeded", "rate_limit", retry_after, request_id, origin)
+
+
+def check_settings() -> list[Error]:
+    """System-check messages: ``mcp_oauth.E098`` for ``MCP_MAX_IN_FLIGHT`` (None or an integer ≥ 0),
+    ``MCP_SHED_RETRY_AFTER_SECONDS`` (an integer ≥ 1) or ``MCP_RATE_LIMIT`` (see :meth:`RateLimit.parse`)."""
+    problems = []
+    bound = mcp_oauth_settings.MCP_MAX_IN_FLIGHT
+    if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 0):
+        problems.append('MCP_OAUTH["MCP_MAX_IN_FLIGHT"] must be None or an integer of at least 0.')
+    retry = mcp_oauth_settings.MCP_SHED_RETRY_AFTER_SECONDS
+    if isinstance(retry, bool) or not isinstance(retry, int) or retry < 1:
+        problems.append('MCP_OAUTH["MCP_SHED_RETRY_AFTER_SECONDS"] must be an integer of at least 1.')
+    try:
+        RateLimit.parse(mcp_oauth_settings.MCP_RATE_LIMIT)
+    except ValueError as exc:
+        problems.append(f'MCP_OAUTH["MCP_RATE_LIMIT"]: {exc}')
+    return [Error(problem, id="mcp_oauth.E098") for problem in problems]
 
 
 def rate_limit_for(principal: Any) -> RateLimit | None:

@@ -25,6 +25,12 @@ the caches, an async tool: :func:`~mcp_oauth.resource_server.authentication.auth
 opened no database connection, so its response is closed (``request_finished``) on the event loop,
 without Django's receivers that clean up a thread's state (:func:`close_on_loop`).
 
+**Admission.** A ``POST`` or ``DELETE`` counts against the worker's in-flight bound
+(``MCP_MAX_IN_FLIGHT``, :mod:`~mcp_oauth.mcp_server.transport.admission`) from the moment its path is
+known, before its body is read; past the bound it is answered at once (:meth:`McpLane.shed`: 503,
+``Retry-After``, JSON-RPC -32000) from raw ASGI messages. Its place is given back when the view
+returned a response that streams, or once the response is sent.
+
 A site that keeps its own ``asgi.py`` unchanged still serves the endpoint through its URLconf
 (``mcp_oauth.urls``), only slower.
 

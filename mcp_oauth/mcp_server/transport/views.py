@@ -21,9 +21,11 @@ Checks, in order (the first failing one answers):
 =========================================================  ======  ==============
 check                                                      status  JSON-RPC code
 =========================================================  ======  ==============
+POST/DELETE past the worker's in-flight bound (admission)  503     -32000
 URL is not an enabled protected resource                   404     -32600
 ``Origin`` present and not allowed (DNS rebinding)         403     -32600
 bearer token (missing, invalid, foreign, expired; scope)   401/403 (challenge)
+the client over its rate limit (admission)                 429     -32029
 GET/DELETE with a 2026-07-28 ``MCP-Protocol-Version``      405     (no body)
 POST: ``Accept`` lacks ``application/json`` or             406     -32600
 ``text/event-stream``; GET: lacks ``text/event-stream``
