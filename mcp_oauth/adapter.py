@@ -140,7 +140,7 @@ class DefaultMCPAdapter:
     def mcp_rate_limit(self, principal) -> Any:
         """The token bucket of ``principal``'s client on the MCP endpoint
         (:mod:`mcp_oauth.mcp_server.transport.admission`): ``{"rate": <requests per second>,
-        "burst": <requests>}``, a :class:`mcp_oauth.shared.rate_limit.RateLimit`, or None for no
+        "burst": <requests>}``, a ``mcp_oauth.shared.rate_limit.RateLimit``, or None for no
         limit. Called on every MCP request (on the event loop: no database query here), after
         authentication; ``principal.client_id`` names the bucket.
 

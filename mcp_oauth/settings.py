@@ -228,8 +228,8 @@ DEFAULTS: dict[str, Any] = {
     # MCP requests (POST, DELETE) one worker process works on at once; one more is answered at
     # once with 503 + Retry-After and a JSON-RPC error (-32000 "Server overloaded"). GET streams,
     # event streams once started, and the health probes are not counted. Measured: the capacity
-    # knee of tools/call on a worker (docs/how-to/load-shedding.md). None: no bound.
-    "MCP_MAX_IN_FLIGHT": 32,
+    # knee of tools/call on a worker, x4 (docs/how-to/load-shedding.md). None: no bound.
+    "MCP_MAX_IN_FLIGHT": 16,
     # Retry-After (seconds) of that 503.
     "MCP_SHED_RETRY_AFTER_SECONDS": 1,
     # Per-client token bucket on MCP requests: {"rate": <requests per second>, "burst": <requests>}

@@ -299,3 +299,34 @@ def test_request_id_of():
     assert admission.request_id_of(b'{"id": true}') is None
     assert admission.request_id_of(b'{"id": null}') is None
     assert admission.request_id_of(b"") is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"MCP_MAX_IN_FLIGHT": -1}, 'MCP_OAUTH["MCP_MAX_IN_FLIGHT"] must be None or an integer of at least 0.'),
+        ({"MCP_MAX_IN_FLIGHT": "32"}, 'MCP_OAUTH["MCP_MAX_IN_FLIGHT"] must be None or an integer of at least 0.'),
+        (
+            {"MCP_SHED_RETRY_AFTER_SECONDS": 0},
+            'MCP_OAUTH["MCP_SHED_RETRY_AFTER_SECONDS"] must be an integer of at least 1.',
+        ),
+        (
+            {"MCP_RATE_LIMIT": {"rate": 0}},
+            'MCP_OAUTH["MCP_RATE_LIMIT"]: rate must be a number of requests per second > 0, got 0',
+        ),
+    ],
+)
+def test_system_check_e098(settings, overrides, problem):
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, **overrides}
+    assert [(m.id, m.msg) for m in admission.check_settings()] == [("mcp_oauth.E098", problem)]
+    with pytest.raises(SystemCheckError, match="mcp_oauth.E098"):
+        call_command("check")
+
+
+def test_system_check_accepts_the_defaults_and_none(settings):
+    assert admission.check_settings() == []
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "MCP_MAX_IN_FLIGHT": None, "MCP_RATE_LIMIT": {"rate": 5, "burst": 10}}
+    assert admission.check_settings() == []

@@ -204,7 +204,7 @@ async def take(cache_alias: str, name: str, limit: RateLimit) -> float | None:
         async_client = getattr(cache, "_async_client", None)
         if async_client is not None:  # mcp_oauth's backend: redis.asyncio on this loop
             return await _async_take(async_client(), key, limit)
-        client = cache._cache.get_client(key, write=True)  # type: ignore[attr-defined]  # Django private
+        client = cache._cache.get_client(key, write=True)
         return await sync_to_async(_sync_take, thread_sensitive=False)(client, key, limit)
     except RedisError as exc:
         log.warning("rate-limit bucket unavailable, request allowed: %s: %s", type(exc).__name__, exc)
