@@ -11,7 +11,8 @@ Where the buckets live (:func:`take`):
   (:data:`TOKEN_BUCKET_LUA`, run with ``EVALSHA``: one round trip, atomic, the clock is Redis's
   ``TIME`` so that the workers' clocks do not matter). The hash expires once the bucket would be
   full again. Shared by every worker: the limit is the client's, not the worker's. On the event
-  loop with :class:`~mcp_oauth.shared.redis_cache.RedisCache` (no thread hop).
+  loop with :class:`~mcp_oauth.shared.redis_cache.RedisCache` (no thread hop; its lean connections,
+  :meth:`~mcp_oauth.shared.redis_cache.RedisCache.aexecute_raw`).
 * **In process** (any other cache backend: LocMemCache, Memcached, the database):
   :class:`LocalBuckets`, one dict per process. With N worker processes a client then gets up to
   N times its rate.
@@ -34,6 +35,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
+
+from mcp_oauth.shared.redis_cache import RedisCache
 
 try:
     from redis.exceptions import NoScriptError, RedisError
@@ -181,11 +184,12 @@ def _sync_take(client: Any, key: str, limit: RateLimit) -> float | None:
     return _decode(reply)
 
 
-async def _async_take(client: Any, key: str, limit: RateLimit) -> float | None:
+async def _async_take(cache: Any, key: str, limit: RateLimit) -> float | None:
+    rate, burst = repr(limit.rate), limit.burst
     try:
-        reply = await client.evalsha(_SHA, 1, key, repr(limit.rate), limit.burst)
+        reply = await cache.aexecute_raw("EVALSHA", _SHA, 1, key, rate, burst)
     except NoScriptError:  # first call on this Redis (or after SCRIPT FLUSH): EVAL loads it
-        reply = await client.eval(TOKEN_BUCKET_LUA, 1, key, repr(limit.rate), limit.burst)
+        reply = await cache.aexecute_raw("EVAL", TOKEN_BUCKET_LUA, 1, key, rate, burst)
     return _decode(reply)
 
 
@@ -201,9 +205,8 @@ async def take(cache_alias: str, name: str, limit: RateLimit) -> float | None:
         return local_buckets.take(f"{cache_alias}:{name}", limit)
     key = cache.make_key(KEY_PREFIX + name)
     try:
-        async_client = getattr(cache, "_async_client", None)
-        if async_client is not None:  # mcp_oauth's backend: redis.asyncio on this loop
-            return await _async_take(async_client(), key, limit)
+        if isinstance(cache, RedisCache):  # mcp_oauth's backend: its lean connections on this loop
+            return await _async_take(cache, key, limit)
         client = cache._cache.get_client(key, write=True)
         return await sync_to_async(_sync_take, thread_sensitive=False)(client, key, limit)
     except RedisError as exc:
