@@ -138,6 +138,17 @@ class DefaultMCPAdapter:
         """
         return introspection_policy.may_introspect(client, token)
 
+    def mcp_rate_limit(self, principal) -> Any:
+        """The token bucket of ``principal``'s client on the MCP endpoint
+        (:mod:`mcp_oauth.mcp_server.transport.admission`): ``{"rate": <requests per second>,
+        "burst": <requests>}``, a ``mcp_oauth.shared.rate_limit.RateLimit``, or None for no
+        limit. Called on every MCP request (on the event loop: no database query here), after
+        authentication; ``principal.client_id`` names the bucket.
+
+        Default: ``MCP_OAUTH["MCP_RATE_LIMIT"]`` for every client.
+        """
+        return mcp_oauth_settings.MCP_RATE_LIMIT
+
     def keeps_default_token_checks(self) -> bool:
         """Whether :meth:`authenticate_request` and :meth:`user_for_token` are :class:`DefaultMCPAdapter`'s,
         not overridden: then a token whose checks the shared cache can answer is accepted on the event

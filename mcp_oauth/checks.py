@@ -37,6 +37,7 @@ from mcp_oauth.dpop.checks import (  # noqa: F401 - importable from here
 from mcp_oauth.health import CHECKS as READINESS_CHECK_NAMES
 from mcp_oauth.mcp_server import checks as mcp_checks
 from mcp_oauth.mcp_server.checks import (  # noqa: F401 - importable from here
+    check_admission_settings,
     check_request_state_keys,
     check_request_state_keys_set,
     check_resource_and_prompt_registries,
@@ -142,6 +143,7 @@ CHECKS = (
     (shared_checks.check_base_url, (Tags.security,), False),
     (as_checks.check_dot_settings, (Tags.security,), False),
     (mcp_checks.check_tool_registry, (), False),
+    (mcp_checks.check_admission_settings, (), False),
     (mcp_checks.check_resource_and_prompt_registries, (Tags.urls, Tags.templates), False),
     (shared_checks.check_referrer_policy, (Tags.security,), False),
     (as_checks.check_login_url, (), False),

@@ -227,6 +227,22 @@ DEFAULTS: dict[str, Any] = {
     # database is slow past its statement_timeout, or the cache is unreachable.
     "OVERLOAD_RETRY_AFTER_SECONDS": 2,
     # --- health probes and draining (mcp_oauth.health, mcp_oauth.mcp_server.transport.drain) ---
+    # --- load shedding and per-client rate limits (mcp_oauth.mcp_server.transport.admission,
+    # mcp_oauth.shared.rate_limit) ---
+    # MCP requests (POST, DELETE) one worker process works on at once; one more is answered at
+    # once with 503 + Retry-After and a JSON-RPC error (-32000 "Server overloaded"). GET streams,
+    # event streams once started, and the health probes are not counted. Measured: the capacity
+    # knee of tools/call on a worker, x4 (docs/how-to/load-shedding.md). None: no bound.
+    "MCP_MAX_IN_FLIGHT": 16,
+    # Retry-After (seconds) of that 503.
+    "MCP_SHED_RETRY_AFTER_SECONDS": 1,
+    # Per-client token bucket on MCP requests: {"rate": <requests per second>, "burst": <requests>}
+    # (burst defaults to the rate, at least 1), per client_id, shared by the workers through a
+    # Redis THROTTLE_CACHE (in-process buckets with another cache). Over it: 429 + Retry-After and a
+    # JSON-RPC error (-32029 "Rate limit exceeded"). The adapter's mcp_rate_limit() overrides it per
+    # client. None: no limit.
+    "MCP_RATE_LIMIT": None,
+    # --- health probes and draining (mcp_oauth.health, mcp_oauth.mcp_server.drain) ---
     # Liveness probe path: 200 while the process serves, no dependency touched. None: off.
     "LIVENESS_PATH": "/healthz",
     # Readiness probe path: 200 when every check in READINESS_CHECKS is up, else (or while the

@@ -186,6 +186,12 @@ LOGIN_REDIRECT_URL = "/"
 
 PORT = int(os.environ.get("PORT", "8000"))
 
+
+def _max_in_flight(value: str) -> int | None:
+    """``MCP_MAX_IN_FLIGHT``: a number of requests per worker, or ``none`` (no bound)."""
+    return None if value.strip().lower() in ("", "none", "off") else int(value)
+
+
 MCP_OAUTH = {
     "BASE_URL": os.environ.get("MCP_BASE_URL", f"http://127.0.0.1:{PORT}"),
     "DEFAULT_RESOURCE_NAME": "django-mcp-authz demo",
@@ -198,6 +204,14 @@ MCP_OAUTH = {
     "THROTTLE_RATES": json.loads(os.environ.get("MCP_THROTTLE_RATES", "{}")),
     # seconds a stopping worker keeps accepting (readiness 503) before it stops (mcp_oauth.mcp_server.transport.drain)
     "DRAIN_DELAY_SECONDS": float(os.environ.get("MCP_DRAIN_DELAY_SECONDS", "0")),
+    # load shedding (mcp_oauth.mcp_server.transport.admission): MCP_MAX_IN_FLIGHT=<n per worker>
+    # or "none"; MCP_RATE_LIMIT='{"rate": 50, "burst": 100}' (JSON, per client; unset: no limit)
+    **(
+        {"MCP_MAX_IN_FLIGHT": _max_in_flight(os.environ["MCP_MAX_IN_FLIGHT"])}
+        if "MCP_MAX_IN_FLIGHT" in os.environ
+        else {}
+    ),
+    "MCP_RATE_LIMIT": json.loads(os.environ.get("MCP_RATE_LIMIT") or "null"),
 }
 
 # Prometheus metrics at /metrics (docs/how-to/metrics.md): MCP_METRICS=1 turns them on;

@@ -10,6 +10,7 @@ from django.core.checks import Error, Warning
 from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
 from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
 from mcp_oauth.mcp_server.tools import ToolRegistry
+from mcp_oauth.mcp_server.transport.admission import check_settings as admission_messages
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.checks import is_number
 
@@ -125,3 +126,8 @@ def check_tasks(app_configs, **kwargs):
                 )
             )
     return errors
+
+
+def check_admission_settings(app_configs, **kwargs):
+    """E098 a load-shedding or per-client rate-limit setting out of shape (:mod:`mcp_oauth.mcp_server.transport.admission`)."""
+    return admission_messages()

@@ -102,16 +102,25 @@ class LeanReads:
         """A connection of the pool's class and options, without redis-py's per-step timeouts."""
         return self._pool.connection_class(**self._connection_kwargs)
 
-    async def _round_trip(self, connection: Any, keys: list[str]) -> Any:
+    async def _round_trip(self, connection: Any, args: tuple[Any, ...]) -> Any:
         if not connection.is_connected:
             await connection.connect()
-        await connection.send_command("MGET", *keys, check_health=False)
+        await connection.send_command(*args, check_health=False)
         return await connection.read_response()
 
     async def mget(self, keys: list[str]) -> list[bytes | None]:
         """The values of ``keys`` in order (None: absent), as redis-py's ``mget`` answers them.
 
         :raises redis.exceptions.RedisError: connection, timeout or server errors.
+        """
+        return await self.execute("MGET", *keys)
+
+    async def execute(self, *args: Any) -> Any:
+        """One command (``args``: its name and arguments), its raw answer (as read by redis-py's
+        parser): ``MGET`` for the hot path's reads, ``EVALSHA`` for the rate-limit buckets.
+
+        :raises redis.exceptions.RedisError: connection, timeout or server errors (a
+            ``NoScriptError`` for an ``EVALSHA`` of a script the server does not know).
         """
         slots = self._slots
         if slots.locked():
@@ -132,12 +141,12 @@ class LeanReads:
                     if timeout:
                         try:
                             async with asyncio.timeout(timeout):
-                                values = await self._round_trip(connection, keys)
+                                values = await self._round_trip(connection, args)
                         except TimeoutError:
                             await connection.disconnect(nowait=True)
                             raise RedisTimeoutError("Timeout reading from Redis") from None
                     else:
-                        values = await self._round_trip(connection, keys)
+                        values = await self._round_trip(connection, args)
                 except (RedisConnectionError, RedisTimeoutError, OSError):
                     await connection.disconnect(nowait=True)
                     if not reused:
@@ -256,6 +265,15 @@ class RedisCache(DjangoRedisCache):
         if reads is None:
             reads = self._lean_reads()
         return await reads.mget([make_key(key) for key in keys])
+
+    async def aexecute_raw(self, *args: Any) -> Any:
+        """One Redis command from the event loop on :class:`LeanReads`' connections, its raw answer
+        (keys are used as given: make them with :meth:`make_key`). For
+        :mod:`mcp_oauth.shared.rate_limit`'s ``EVALSHA``.
+
+        :raises redis.exceptions.RedisError: connection, timeout or server errors.
+        """
+        return await self._lean_reads().execute(*args)
 
     async def aadd_get_many_raw(
         self, add_key: str, value: bytes, timeout: int, keys: list[str]

@@ -25,6 +25,12 @@ the caches, an async tool: :func:`~mcp_oauth.resource_server.authentication.auth
 opened no database connection, so its response is closed (``request_finished``) on the event loop,
 without Django's receivers that clean up a thread's state (:func:`close_on_loop`).
 
+**Admission.** A ``POST`` or ``DELETE`` counts against the worker's in-flight bound
+(``MCP_MAX_IN_FLIGHT``, :mod:`~mcp_oauth.mcp_server.transport.admission`) from the moment its path is
+known, before its body is read; past the bound it is answered at once (:meth:`McpLane.shed`: 503,
+``Retry-After``, JSON-RPC -32000) from raw ASGI messages. Its place is given back when the view
+returned a response that streams, or once the response is sent.
+
 A site that keeps its own ``asgi.py`` unchanged still serves the endpoint through its URLconf
 (``mcp_oauth.urls``), only slower.
 
@@ -91,12 +97,14 @@ class McpLane(ASGIHandler):
         self.app = app
         self._view = view
         self._serve_get: Any = None
+        self._admission: Any = None
 
     def _load_endpoint(self) -> None:
         # The one deferred import: a site's asgi.py imports this module before Django's app
         # loading, and the view and the stream lane import the models.
-        from mcp_oauth.mcp_server.transport import stream_lane, views
+        from mcp_oauth.mcp_server.transport import admission, stream_lane, views
 
+        self._admission = admission
         if self._view is None:
             self._view = views.mcp_endpoint
         self._serve_get = stream_lane.serve_get
@@ -115,6 +123,13 @@ class McpLane(ASGIHandler):
             self._load_endpoint()
         return self._serve_get
 
+    @property
+    def admission(self) -> Any:
+        """:mod:`.admission` (the in-flight bound), imported on first use."""
+        if self._admission is None:
+            self._load_endpoint()
+        return self._admission
+
     def serves(self, scope: dict[str, Any]) -> bool:
         path = http_path(scope)
         mcp_path = str(mcp_oauth_settings.MCP_PATH).rstrip("/")
@@ -130,12 +145,50 @@ class McpLane(ASGIHandler):
             # between events it keeps only a small state object (stream_lane.py).
             await self.serve_get(self, scope, receive, send)
             return
+        ticket = None
+        admission = self.admission
+        if scope.get("method") in admission.COUNTED_METHODS:
+            # The in-flight bound (admission.py), before any other work: past it, a fast 503.
+            ticket = admission.admit()
+            if ticket is None:
+                await self.shed(scope, receive, send)
+                return
+            scope[admission.ADMITTED_SCOPE_KEY] = ticket
         thread = RequestThread()
         try:
             async with ThreadSensitiveContext(executor=thread):
                 await self.handle(scope, receive, send, thread)
         finally:
             thread.release()
+            if ticket is not None:
+                ticket.leave()
+
+    async def shed(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Answer a request past the in-flight bound: 503, ``Retry-After``, JSON-RPC -32000 with
+        the request's id when its body is small enough to read (:data:`.admission.ID_PEEK_BYTES`).
+        Raw ASGI messages: no request or response object (a shed request must cost next to nothing)."""
+        admission = self.admission
+        request_id = None
+        origin = None
+        declared = None
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                declared = value
+            elif name == b"origin":
+                origin = value.decode("latin1")
+        if declared is not None and declared.isdigit() and int(declared) <= admission.ID_PEEK_BYTES:
+            body = b""
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                body += message.get("body", b"")
+                if not message.get("more_body") or len(body) > admission.ID_PEEK_BYTES:
+                    break
+            request_id = admission.request_id_of(body)
+        headers, content = admission.overloaded_asgi(request_id, origin=origin, path=scope.get("path", ""))
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any, thread: RequestThread | None = None) -> None:
         try:
@@ -227,6 +280,10 @@ class McpLane(ASGIHandler):
     async def _respond(self, request: ASGIRequest, send: Any) -> HttpResponse:
         try:
             response = await self.view(request)
+            if response.streaming:  # an event stream from now on: it no longer holds the in-flight bound
+                ticket = request.scope.get(self.admission.ADMITTED_SCOPE_KEY)
+                if ticket is not None:
+                    ticket.leave()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every failure gets a defined answer

@@ -21,9 +21,11 @@ Checks, in order (the first failing one answers):
 =========================================================  ======  ==============
 check                                                      status  JSON-RPC code
 =========================================================  ======  ==============
+POST/DELETE past the worker's in-flight bound (admission)  503     -32000
 URL is not an enabled protected resource                   404     -32600
 ``Origin`` present and not allowed (DNS rebinding)         403     -32600
 bearer token (missing, invalid, foreign, expired; scope)   401/403 (challenge)
+the client over its rate limit (admission)                 429     -32029
 GET/DELETE with a 2026-07-28 ``MCP-Protocol-Version``      405     (no body)
 POST: ``Accept`` lacks ``application/json`` or             406     -32600
 ``text/event-stream``; GET: lacks ``text/event-stream``
@@ -75,7 +77,7 @@ from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_exempt
 
-from mcp_oauth.mcp_server.transport import wakeup
+from mcp_oauth.mcp_server.transport import admission, wakeup
 from mcp_oauth.mcp_server.transport.context import pending_requests
 from mcp_oauth.mcp_server.transport.jsonrpc import (
     INTERNAL_ERROR,
@@ -255,7 +257,26 @@ class McpView:
         return registry
 
     async def dispatch(self, request: HttpRequest) -> HttpResponseBase:
-        """Authorize, then route by HTTP method; protocol errors become JSON-RPC error responses."""
+        """Admit (the in-flight bound, unless the ASGI lane counted the request already), authorize,
+        rate-limit the client, then route by HTTP method; protocol errors become JSON-RPC error
+        responses (:mod:`.admission` for the 503 and 429)."""
+        scope = getattr(request, "scope", None)
+        if request.method not in admission.COUNTED_METHODS or (
+            scope is not None and admission.ADMITTED_SCOPE_KEY in scope
+        ):
+            return await self.admitted(request)
+        ticket = admission.admit()
+        if ticket is None:
+            return admission.overloaded_response(
+                admission.peek_id(request), origin=request.headers.get("Origin"), path=request.path
+            )
+        try:
+            return await self.admitted(request)
+        finally:
+            ticket.leave()  # an event stream (returned, not yet sent) holds no place
+
+    async def admitted(self, request: HttpRequest) -> HttpResponseBase:
+        """:meth:`dispatch` once the request is admitted."""
         origin = request.headers.get("Origin")
         origin_ok = origin is None or origin_allowed(origin)
         prefetched: dict[str, Any] = {}
@@ -274,6 +295,9 @@ class McpView:
             if isinstance(outcome, HttpResponse):
                 return outcome
             principal = outcome
+        limited = await admission.rate_limited(request, principal)
+        if limited is not None:
+            return limited
         method = request.method
         if method not in ("POST", "GET", "DELETE"):
             response = json_response(error_message(None, McpError(INVALID_REQUEST, "Method Not Allowed")), status=405)
