@@ -35,8 +35,16 @@ class ToolCallRecord(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     created_at = models.DateTimeField(_("when"), db_index=True, help_text=_("When the request started."))
+    # No database constraint: rows are inserted by the trail's writer in its own transaction,
+    # possibly before the request's own transaction committed the user; deletion is the ORM's
+    # (SET_NULL) and the erasure's (mcp_oauth.observability.audit_trail_users).
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
     )
     client_id = models.CharField(_("client ID"), max_length=255)
     resource = models.CharField(_("resource"), max_length=255)
@@ -72,7 +80,7 @@ class ToolCallUse(models.Model):
     """
 
     client_id = models.CharField(_("client ID"), max_length=255)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     last_used_at = models.DateTimeField(_("last used"))
 
     class Meta:
