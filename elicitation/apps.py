@@ -12,8 +12,9 @@ class ElicitationConfig(AppConfig):
     def ready(self) -> None:
         # Imported here (registering the checks and receivers): signals imports the models, which
         # app loading forbids at this module's import.
-        from elicitation import checks, signals, user_data  # noqa: F401
-        from mcp_oauth.signals import user_data_erase, user_data_export
+        from elicitation import checks, dashboard, signals, user_data  # noqa: F401
+        from mcp_oauth.signals import admin_dashboard, user_data_erase, user_data_export
 
         user_data_erase.connect(user_data.erase_rows, dispatch_uid="elicitation.user_data.erase")
         user_data_export.connect(user_data.export_sections, dispatch_uid="elicitation.user_data.export")
+        admin_dashboard.connect(dashboard.add_panel, dispatch_uid="elicitation.dashboard")

@@ -10,7 +10,9 @@ inside the method and every import below sits at the top. :func:`wire`:
   user and client lifecycle, the default resource after ``migrate``, and the drop of DOT's cached
   oauthlib servers when a setting they were built from changes;
 * assembles the MCP method table and the authorization extensions;
-* imports the modules where installed apps and the site register tools, resources and prompts.
+* imports the modules where installed apps and the site register tools, resources and prompts;
+* installs the tool-call audit trail's observer when ``TOOL_CALL_AUDIT`` is on (again whenever
+  ``MCP_OAUTH`` changes) and connects its user-data export and erasure receivers.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ from mcp_oauth.authorization_server.auth_extensions import register_auth_extensi
 from mcp_oauth.authorization_server.clients import connect_receivers as connect_client_cache_receivers
 from mcp_oauth.authorization_server.lifecycle import connect as connect_user_lifecycle
 from mcp_oauth.authorization_server.lifecycle import connect_client as connect_client_lifecycle
-from mcp_oauth.mcp_server import features  # checks: registers the system checks
+from mcp_oauth.mcp_server import drain, features  # features: registers the system checks
 from mcp_oauth.mcp_server.transport import sessions, wakeup
+from mcp_oauth.mcp_server.transport.observers import add_observer, remove_observer
+from mcp_oauth.observability import audit_trail, audit_trail_users
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
 from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
 from mcp_oauth.shared import db_pool
-from mcp_oauth.signals import sync_default_resource
+from mcp_oauth.signals import sync_default_resource, user_data_erase, user_data_export
 
 __all__ = ["drop_cached_oauthlib_servers", "wire"]
 
@@ -57,6 +61,10 @@ def wire(app_config: AppConfig) -> None:
     # The MCP method table: the transport core's methods plus the features' (mcp_oauth.mcp_server.features).
     features.install()
     register_auth_extensions()
+    _sync_audit_trail()
+    drain.add_listener(audit_trail.writer.wake)  # a draining worker writes its queued calls at once
+    user_data_export.connect(audit_trail_users.export_tool_calls, dispatch_uid="mcp_oauth.audit_trail.export")
+    user_data_erase.connect(audit_trail_users.erase_tool_calls, dispatch_uid="mcp_oauth.audit_trail.erase")
     autodiscover_modules(mcp_oauth_settings.TOOLS_MODULE)
     autodiscover_modules(mcp_oauth_settings.RESOURCES_MODULE)
     autodiscover_modules(mcp_oauth_settings.PROMPTS_MODULE)
@@ -89,3 +97,10 @@ def _dot_settings_changed(*, setting: str, **kwargs: Any) -> None:
     # at its import); the servers are rebuilt from those on the next request.
     if setting in ("MCP_OAUTH", "OAUTH2_PROVIDER"):
         drop_cached_oauthlib_servers()
+    if setting == "MCP_OAUTH":
+        _sync_audit_trail()
+
+
+def _sync_audit_trail() -> None:
+    """Install the tool-call audit trail's observer when ``TOOL_CALL_AUDIT`` is on, else remove it."""
+    (add_observer if mcp_oauth_settings.TOOL_CALL_AUDIT else remove_observer)(audit_trail.observer)

@@ -28,12 +28,13 @@ ALLOWED_ROLE_IMPORTS = {
     "shared": set(),
     "models": {"shared"},
     "dpop": {"shared", "models"},
-    "resource_server": {"shared", "models", "dpop"},
-    "mcp_server": {"shared", "models", "dpop", "resource_server"},
-    "authorization_server": {"shared", "models", "dpop", "resource_server", "mcp_server"},
-    "admin": {"shared", "models", "authorization_server", "resource_server", "mcp_server", "dpop"},
+    "observability": {"shared", "models"},
+    "resource_server": {"shared", "models", "dpop", "observability"},
+    "mcp_server": {"shared", "models", "dpop", "resource_server", "observability"},
+    "authorization_server": {"shared", "models", "dpop", "resource_server", "mcp_server", "observability"},
+    "admin": {"shared", "models", "authorization_server", "resource_server", "mcp_server", "dpop", "observability"},
     "templatetags": {"shared", "authorization_server"},
-    "management": {"shared", "models", "authorization_server", "resource_server", "mcp_server"},
+    "management": {"shared", "models", "authorization_server", "resource_server", "mcp_server", "observability"},
 }
 
 

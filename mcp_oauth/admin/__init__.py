@@ -30,8 +30,10 @@ from oauth2_provider.models import (
 )
 from oauth2_provider.settings import oauth2_settings
 
+from mcp_oauth.admin import dashboard as dashboard_admin  # noqa: F401  (registers the MCP dashboard)
 from mcp_oauth.admin import enterprise as enterprise_admin
 from mcp_oauth.admin import large_lists
+from mcp_oauth.admin import tool_calls as tool_calls_admin  # noqa: F401  (registers the tool-call list)
 from mcp_oauth.admin.cascade import CascadeDeletable, reregister_cascade_deletable
 from mcp_oauth.admin.user_data import add_user_data_actions
 from mcp_oauth.audit import record

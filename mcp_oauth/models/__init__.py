@@ -17,7 +17,7 @@ from mcp_oauth.models.mcp_tasks import McpTask, new_task_id
 from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.models.revocation import RevocationStamp
 from mcp_oauth.models.subscriptions import ResourceSubscription
-from mcp_oauth.models.tool_calls import ToolCallRecord, ToolCallUse
+from mcp_oauth.models.tool_calls import ToolCallDashboard, ToolCallRecord, ToolCallUse
 from mcp_oauth.models.trust import TrustRule
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "RefreshTokenGeneration",
     "ResourceSubscription",
     "RevocationStamp",
+    "ToolCallDashboard",
     "ToolCallRecord",
     "ToolCallUse",
     "TrustRule",

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["ToolCallRecord", "ToolCallUse"]
+__all__ = ["ToolCallDashboard", "ToolCallRecord", "ToolCallUse"]
 
 
 class ToolCallRecord(models.Model):
@@ -90,3 +90,12 @@ class ToolCallUse(models.Model):
 
     def __str__(self) -> str:
         return f"{self.client_id} last used {self.last_used_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ToolCallDashboard(ToolCallRecord):
+    """The admin dashboard's entry on the admin index (:mod:`mcp_oauth.admin.dashboard`); no table of its own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("MCP dashboard")
+        verbose_name_plural = _("MCP dashboard")

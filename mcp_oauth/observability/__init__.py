@@ -1,0 +1,1 @@
+"""Observability: traces, metrics, the tool-call audit trail and load shedding."""

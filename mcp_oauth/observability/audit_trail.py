@@ -1,0 +1,310 @@
+"""The tool-call audit trail: an observer of the MCP endpoint that records every audited request.
+
+:class:`AuditTrailObserver` is installed by :mod:`mcp_oauth.wiring` when ``TOOL_CALL_AUDIT`` is on
+(the default). For each request of a method in ``TOOL_CALL_AUDIT_METHODS`` (``tools/call``), its
+``finish`` appends one tuple to the process's :class:`TrailWriter` queue: no I/O, no JSON, no hashing
+on the request path. The writer's thread turns the queue into :class:`~mcp_oauth.models.ToolCallRecord`
+rows, ``TOOL_CALL_AUDIT_BATCH_SIZE`` at a time with one ``bulk_create`` (one ``INSERT``), every
+``TOOL_CALL_AUDIT_FLUSH_MILLISECONDS`` or as soon as a batch is full; then, once per batch and per
+client, it moves the "last used" times forward (``ClientProfile.last_used_at`` and
+:class:`~mcp_oauth.models.ToolCallUse`). The digest of the arguments (SHA-256 of their canonical
+JSON) and the adapter's :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.redact_tool_arguments` run there too.
+
+Bounds and losses (docs/how-to/audit-trail.md):
+
+* the queue holds at most ``TOOL_CALL_AUDIT_QUEUE_SIZE`` records; when it is full a record is
+  counted (:attr:`TrailWriter.dropped`) and dropped: a request never waits for the database;
+* on a normal exit (``SIGTERM``: the server drains, then the interpreter exits) the ``atexit``
+  hook writes what is queued; when the worker starts draining the writer is woken at once;
+* a crash (``SIGKILL``, out of memory) loses what was queued and not yet written: at most one flush
+  interval of calls (or one batch in flight), measured in bench/audit_crash.py;
+* a batch the database refuses is logged and counted (:attr:`TrailWriter.failed`), not retried.
+
+The writer's thread is started by the first record of each process (after a ``fork`` too).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import close_old_connections, connections, transaction
+from django.db.models import Q
+
+from mcp_oauth.models import ClientProfile, ToolCallRecord, ToolCallUse
+from mcp_oauth.settings import mcp_oauth_settings
+
+try:  # the trace of the request, when OpenTelemetry is installed and a span is current
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # pragma: no cover - optional
+    _otel_trace = None  # type: ignore[assignment]
+
+__all__ = ["AuditTrailObserver", "TrailWriter", "arguments_digest", "canonical_json", "observer", "writer"]
+
+logger = logging.getLogger("mcp_oauth.audit_trail")
+
+#: One queued call: (started_at, user_pk, client_id, resource, tool, method, era, protocol_version,
+#: outcome, error_code, duration_s, arguments, trace_id).
+Entry = tuple[float, Any, str, str, str, str, str, str, str, "int | None", float, Any, str]
+
+
+def canonical_json(value: Any) -> bytes:
+    """``value`` as canonical JSON: sorted keys, no spaces, UTF-8 (non-ASCII kept as is)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+
+def arguments_digest(arguments: Any) -> str:
+    """SHA-256 (64 hex digits) of the canonical JSON of ``arguments`` (``{}`` when absent)."""
+    return hashlib.sha256(canonical_json({} if arguments is None else arguments)).hexdigest()
+
+
+class TrailWriter:
+    """The per-process queue of calls and the thread that writes them in batches.
+
+    :attr:`enqueued`, :attr:`written`, :attr:`dropped` (queue full) and :attr:`failed` (refused by
+    the database) count records since the process started.
+    """
+
+    def __init__(self) -> None:
+        self._queue: deque[Entry] = deque()
+        self._wake = threading.Event()
+        self._done = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._stopping = False
+        self.enqueued = self.written = self.dropped = self.failed = 0
+
+    # -- the request path ------------------------------------------------------------------
+    def put(self, entry: Entry) -> None:
+        """Queue one call (never blocks; counts and drops it when the queue is full)."""
+        queue = self._queue
+        if len(queue) >= mcp_oauth_settings.TOOL_CALL_AUDIT_QUEUE_SIZE:
+            self.dropped += 1
+            return
+        queue.append(entry)
+        self.enqueued += 1
+        if self._pid != os.getpid():
+            self._start()
+        elif len(queue) >= mcp_oauth_settings.TOOL_CALL_AUDIT_BATCH_SIZE:
+            self._wake.set()
+
+    # -- the thread ------------------------------------------------------------------------
+    def _start(self) -> None:
+        with self._done:
+            if self._pid == os.getpid() and self._thread is not None:
+                return
+            if self._pid:  # a forked child: the parent's thread did not come along, nor its queue's ownership
+                self.enqueued = len(self._queue)
+                self.written = self.dropped = self.failed = 0
+            self._pid, self._stopping = os.getpid(), False
+            self._thread = threading.Thread(target=self._run, name="mcp-audit-trail", daemon=True)
+            self._thread.start()
+            if not getattr(self, "_atexit", False):
+                atexit.register(self.stop)
+                self._atexit = True
+
+    def _run(self) -> None:
+        interval = mcp_oauth_settings.TOOL_CALL_AUDIT_FLUSH_MILLISECONDS / 1000
+        while True:
+            self._wake.wait(interval)
+            self._wake.clear()
+            stopping = self._stopping
+            self._drain()
+            if stopping:
+                return
+
+    def _drain(self) -> None:
+        size = max(1, int(mcp_oauth_settings.TOOL_CALL_AUDIT_BATCH_SIZE))
+        queue = self._queue
+        try:
+            while queue:
+                batch = [queue.popleft() for _ in range(min(size, len(queue)))]
+                self._write(batch)
+        finally:
+            close_old_connections()
+            connections["default"].close()  # back to the pool (or closed): no connection held while idle
+            with self._done:
+                self._done.notify_all()
+
+    def _write(self, batch: list[Entry]) -> None:
+        keep_arguments = mcp_oauth_settings.TOOL_CALL_AUDIT_ARGUMENTS
+        adapter = mcp_oauth_settings.adapter if keep_arguments else None
+        rows = []
+        for (
+            started,
+            user,
+            client_id,
+            resource,
+            tool,
+            method,
+            era,
+            version,
+            outcome,
+            code,
+            duration,
+            args,
+            trace,
+        ) in batch:
+            stored = None
+            if adapter is not None:
+                try:
+                    stored = adapter.redact_tool_arguments(tool, args if args is not None else {})
+                except Exception:
+                    logger.exception("redact_tool_arguments failed for %s; arguments not kept", tool)
+            rows.append(
+                ToolCallRecord(
+                    created_at=datetime.fromtimestamp(started, tz=UTC),
+                    user_id=user,
+                    client_id=client_id[:255],
+                    resource=resource[:255],
+                    tool=tool[:200],
+                    method=method[:40],
+                    era=era[:16],
+                    protocol_version=version[:16],
+                    outcome=outcome,
+                    error_code=code,
+                    duration_ms=round(duration * 1000, 3),
+                    arguments_digest=arguments_digest(args),
+                    arguments=stored,
+                    trace_id=trace,
+                )
+            )
+        try:
+            with transaction.atomic():
+                ToolCallRecord.objects.bulk_create(rows)
+        except Exception:
+            self.failed += len(rows)
+            logger.exception("tool-call audit trail: a batch of %d records was not written", len(rows))
+            connections["default"].close()
+            return
+        self.written += len(rows)
+        try:
+            _touch_last_used(rows)
+        except Exception:
+            logger.exception("tool-call audit trail: last-used times not updated")
+
+    # -- control ---------------------------------------------------------------------------
+    def wake(self) -> None:
+        """Ask the thread to write what is queued now (e.g. when the worker starts draining)."""
+        self._wake.set()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything queued before this call is written (or refused). :returns: False on timeout."""
+        target = self.enqueued
+        deadline = time.monotonic() + timeout
+        with self._done:
+            while self.written + self.failed < target:
+                if self._thread is None or not self._thread.is_alive():
+                    return False
+                self._wake.set()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._done.wait(min(remaining, 0.05)):
+                    if time.monotonic() >= deadline:
+                        return False
+        return True
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Write what is queued and end the thread (``atexit``; tests)."""
+        thread = self._thread
+        if thread is None or self._pid != os.getpid():
+            return
+        self._stopping = True
+        self._wake.set()
+        thread.join(timeout)
+        self._thread, self._pid = None, 0
+
+    def pending(self) -> int:
+        """Records queued and not yet written."""
+        return len(self._queue)
+
+
+def _touch_last_used(rows: list[ToolCallRecord]) -> None:
+    """Move ``ClientProfile.last_used_at`` (per client) and :class:`ToolCallUse` (per client and user)
+    forward to the newest call of the batch; never backward (another process may have written later)."""
+    per_client: dict[str, datetime] = {}
+    per_user: dict[tuple[Any, str], datetime] = {}
+    for row in rows:
+        if row.created_at > per_client.get(row.client_id, row.created_at.min.replace(tzinfo=UTC)):
+            per_client[row.client_id] = row.created_at
+        if row.user_id is not None:
+            key = (row.user_id, row.client_id)
+            if key not in per_user or row.created_at > per_user[key]:
+                per_user[key] = row.created_at
+    for client_id, at in per_client.items():
+        ClientProfile.objects.filter(application__client_id=client_id).filter(
+            Q(last_used_at__lt=at) | Q(last_used_at__isnull=True)
+        ).update(last_used_at=at)
+    for (user_id, client_id), at in per_user.items():
+        if not ToolCallUse.objects.filter(user_id=user_id, client_id=client_id, last_used_at__lt=at).update(
+            last_used_at=at
+        ):
+            ToolCallUse.objects.bulk_create(
+                [ToolCallUse(user_id=user_id, client_id=client_id, last_used_at=at)], ignore_conflicts=True
+            )
+
+
+class AuditTrailObserver:
+    """The observer (:mod:`mcp_oauth.mcp_server.transport.observers`): queues the audited calls."""
+
+    def __init__(self, trail: TrailWriter) -> None:
+        self.trail = trail
+
+    def start(self, call: Any) -> str:
+        """The trace id of the current OpenTelemetry span (32 hex digits), else ``""``."""
+        if _otel_trace is not None:
+            context = _otel_trace.get_current_span().get_span_context()
+            if context.is_valid:
+                return format(context.trace_id, "032x")
+        return ""
+
+    def finish(self, token: str, event: Any) -> None:
+        call = event.call
+        if call.method not in mcp_oauth_settings.TOOL_CALL_AUDIT_METHODS:
+            return
+        principal = call.principal
+        user = principal.user
+        application = principal.application
+        if not token:
+            token = _traceparent_id(call.http_request)
+        params = call.params
+        self.trail.put(
+            (
+                event.started_at,
+                user.pk if user is not None else None,
+                application.client_id if application is not None else "",
+                principal.resource.uri,
+                event.target or "",
+                call.method,
+                call.era,
+                call.protocol_version or "",
+                event.outcome,
+                event.error_code,
+                event.duration,
+                params.get("arguments") if call.method == "tools/call" else None,
+                token,
+            )
+        )
+
+
+def _traceparent_id(request: Any) -> str:
+    """The trace id of a W3C ``traceparent`` header (``00-<32 hex>-<16 hex>-<2 hex>``), else ``""``."""
+    meta = getattr(request, "META", None)
+    value = meta.get("HTTP_TRACEPARENT") if meta else None
+    if value and len(value) >= 55 and value[2] == "-":
+        trace = value[3:35]
+        if trace != "0" * 32 and all(c in "0123456789abcdef" for c in trace):
+            return trace
+    return ""
+
+
+#: The process's writer and observer (installed by :mod:`mcp_oauth.wiring` when ``TOOL_CALL_AUDIT`` is on).
+writer = TrailWriter()
+observer = AuditTrailObserver(writer)
