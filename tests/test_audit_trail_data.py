@@ -47,7 +47,7 @@ def rows(user):
         [
             row(user=user),
             row(created_at=T0 + timedelta(hours=1), tool="search", outcome="error", error_code=-32602),
-            row(created_at=T0 + timedelta(days=1), client_id="client-b", arguments={"q": "é,\"x\""}, trace_id="f" * 32),
+            row(created_at=T0 + timedelta(days=1), client_id="client-b", arguments={"q": 'é,"x"'}, trace_id="f" * 32),
         ]
     )
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.db.models import Count, Q
@@ -35,12 +35,15 @@ from mcp_oauth.models import AuditEvent, McpTask, ToolCallDashboard
 from mcp_oauth.models.tool_calls import ToolCallRecord
 from mcp_oauth.signals import admin_dashboard
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
 __all__ = ["RANGES", "REFUSAL_KINDS", "DashboardAdmin", "dashboard_context"]
 
 
 @dataclass(frozen=True)
 class Range:
-    label: str
+    label: StrOrPromise
     span: timedelta
     bucket: str  # a Trunc kind
     step: timedelta
