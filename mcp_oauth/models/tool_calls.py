@@ -22,7 +22,7 @@ class ToolCallRecord(models.Model):
     ``arguments_digest`` is the SHA-256 (hex) of the arguments' canonical JSON (sorted keys, no
     spaces, UTF-8), so two identical calls can be matched without keeping their values;
     ``arguments`` holds the values only when ``TOOL_CALL_AUDIT_ARGUMENTS`` is on, after the adapter's
-    :meth:`~mcp_oauth.adapter.MCPOAuthAdapter.redact_tool_arguments`. ``duration_ms`` is the time
+    :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.redact_tool_arguments`. ``duration_ms`` is the time
     from the request's start to its response, in milliseconds.
     """
 
