@@ -217,9 +217,7 @@ def test_last_used_moves_forward_per_client_and_per_user(client, token, user, pu
     assert (use.user_id, use.client_id, use.last_used_at) == (user.pk, public_app.client_id, newest)
     # never backward: an older batch (another process, late) leaves it alone
     ToolCallRecord.objects.all().delete()
-    audit_trail._touch_last_used(
-        [ToolCallRecord(created_at=newest - timedelta(hours=1), user_id=user.pk, client_id=public_app.client_id)]
-    )
+    audit_trail._touch_last_used([(newest - timedelta(hours=1), user.pk, public_app.client_id)])
     assert ToolCallUse.objects.get().last_used_at == newest
     assert ClientProfile.objects.get(application=public_app).last_used_at == newest
 

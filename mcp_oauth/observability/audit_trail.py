@@ -20,7 +20,8 @@ Bounds and losses (docs/how-to/audit-trail.md):
   interval of calls (or one batch in flight), measured in bench/audit_crash.py;
 * a batch the database refuses is logged and counted (:attr:`TrailWriter.failed`), not retried.
 
-The writer's thread is started by the first record of each process (after a ``fork`` too).
+The writer's thread is started by the first record of each process (a forked child starts afresh:
+the parent's queued records are the parent's to write).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,11 +76,17 @@ class TrailWriter:
     """
 
     def __init__(self) -> None:
+        self._reset()
+        self._atexit = False
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        """A fresh state (also in a forked child: the parent's thread, locks and queued records,
+        which the parent writes, stay with the parent)."""
         self._queue: deque[Entry] = deque()
         self._wake = threading.Event()
         self._done = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._pid = 0
         self._stopping = False
         self.enqueued = self.written = self.dropped = self.failed = 0
 
@@ -91,7 +99,7 @@ class TrailWriter:
             return
         queue.append(entry)
         self.enqueued += 1
-        if self._pid != os.getpid():
+        if self._thread is None:
             self._start()
         elif len(queue) >= mcp_oauth_settings.TOOL_CALL_AUDIT_BATCH_SIZE:
             self._wake.set()
@@ -99,15 +107,13 @@ class TrailWriter:
     # -- the thread ------------------------------------------------------------------------
     def _start(self) -> None:
         with self._done:
-            if self._pid == os.getpid() and self._thread is not None:
+            if self._thread is not None:
                 return
-            if self._pid:  # a forked child: the parent's thread did not come along, nor its queue's ownership
-                self.enqueued = len(self._queue)
-                self.written = self.dropped = self.failed = 0
-            self._pid, self._stopping = os.getpid(), False
-            self._thread = threading.Thread(target=self._run, name="mcp-audit-trail", daemon=True)
-            self._thread.start()
-            if not getattr(self, "_atexit", False):
+            self._stopping = False
+            thread = threading.Thread(target=self._run, name="mcp-audit-trail", daemon=True)
+            thread.start()
+            self._thread = thread
+            if not self._atexit:
                 atexit.register(self.stop)
                 self._atexit = True
 
@@ -160,26 +166,25 @@ class TrailWriter:
                 except Exception:
                     logger.exception("redact_tool_arguments failed for %s; arguments not kept", tool)
             rows.append(
-                ToolCallRecord(
-                    created_at=datetime.fromtimestamp(started, tz=UTC),
-                    user_id=user,
-                    client_id=client_id[:255],
-                    resource=resource[:255],
-                    tool=tool[:200],
-                    method=method[:40],
-                    era=era[:16],
-                    protocol_version=version[:16],
-                    outcome=outcome,
-                    error_code=code,
-                    duration_ms=round(duration * 1000, 3),
-                    arguments_digest=arguments_digest(args),
-                    arguments=stored,
-                    trace_id=trace,
+                (
+                    datetime.fromtimestamp(started, tz=UTC),
+                    user,
+                    client_id[:255],
+                    resource[:255],
+                    tool[:200],
+                    method[:40],
+                    era[:16],
+                    version[:16],
+                    outcome,
+                    code,
+                    round(duration * 1000, 3),
+                    arguments_digest(args),
+                    stored,
+                    trace,
                 )
             )
         try:
-            with transaction.atomic():
-                ToolCallRecord.objects.bulk_create(rows)
+            _insert(rows)
         except Exception:
             self.failed += len(rows)
             logger.exception("tool-call audit trail: a batch of %d records was not written", len(rows))
@@ -187,7 +192,7 @@ class TrailWriter:
             return
         self.written += len(rows)
         try:
-            _touch_last_used(rows)
+            _touch_last_used((row[0], row[1], row[2]) for row in rows)
         except Exception:
             logger.exception("tool-call audit trail: last-used times not updated")
 
@@ -214,30 +219,72 @@ class TrailWriter:
     def stop(self, timeout: float = 10.0) -> None:
         """Write what is queued and end the thread (``atexit``; tests)."""
         thread = self._thread
-        if thread is None or self._pid != os.getpid():
+        if thread is None:
             return
         self._stopping = True
         self._wake.set()
         thread.join(timeout)
-        self._thread, self._pid = None, 0
+        with self._done:
+            self._thread = None
 
     def pending(self) -> int:
         """Records queued and not yet written."""
         return len(self._queue)
 
 
-def _touch_last_used(rows: list[ToolCallRecord]) -> None:
+#: The columns :func:`_insert` writes, in the order of a row.
+COLUMNS = (
+    "created_at",
+    "user_id",
+    "client_id",
+    "resource",
+    "tool",
+    "method",
+    "era",
+    "protocol_version",
+    "outcome",
+    "error_code",
+    "duration_ms",
+    "arguments_digest",
+    "arguments",
+    "trace_id",
+)
+
+
+def _insert(rows: list[tuple[Any, ...]]) -> None:
+    """Insert ``rows`` (tuples of :data:`COLUMNS`) in one statement: ``COPY`` on PostgreSQL (a few
+    microseconds of CPU per row, where the ORM's ``bulk_create`` spends about 45 preparing each
+    field), ``bulk_create`` elsewhere."""
+    connection = connections["default"]
+    if connection.vendor == "postgresql":
+        from psycopg.types.json import Jsonb
+
+        table = connection.ops.quote_name(ToolCallRecord._meta.db_table)
+        sql = f"COPY {table} ({', '.join(COLUMNS)}) FROM STDIN"
+        with transaction.atomic(), connection.cursor() as cursor:
+            with cursor.cursor.copy(sql) as copy:
+                for row in rows:
+                    if row[12] is not None:
+                        row = (*row[:12], Jsonb(row[12]), row[13])
+                    copy.write_row(row)
+        return
+    with transaction.atomic():
+        ToolCallRecord.objects.bulk_create([ToolCallRecord(**dict(zip(COLUMNS, row, strict=True))) for row in rows])
+
+
+def _touch_last_used(calls: Iterable[tuple[datetime, Any, str]]) -> None:
     """Move ``ClientProfile.last_used_at`` (per client) and :class:`ToolCallUse` (per client and user)
-    forward to the newest call of the batch; never backward (another process may have written later)."""
+    forward to the newest of ``calls`` (``(created_at, user_pk, client_id)``); never backward (another
+    process may have written later)."""
     per_client: dict[str, datetime] = {}
     per_user: dict[tuple[Any, str], datetime] = {}
-    for row in rows:
-        if row.created_at > per_client.get(row.client_id, row.created_at.min.replace(tzinfo=UTC)):
-            per_client[row.client_id] = row.created_at
-        if row.user_id is not None:
-            key = (row.user_id, row.client_id)
-            if key not in per_user or row.created_at > per_user[key]:
-                per_user[key] = row.created_at
+    for at, user_id, client_id in calls:
+        if client_id not in per_client or at > per_client[client_id]:
+            per_client[client_id] = at
+        if user_id is not None:
+            key = (user_id, client_id)
+            if key not in per_user or at > per_user[key]:
+                per_user[key] = at
     for client_id, at in per_client.items():
         ClientProfile.objects.filter(application__client_id=client_id).filter(
             Q(last_used_at__lt=at) | Q(last_used_at__isnull=True)
