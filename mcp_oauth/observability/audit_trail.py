@@ -35,7 +35,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import close_old_connections, connections, transaction
@@ -87,7 +87,7 @@ class TrailWriter:
         self._wake = threading.Event()
         self._done = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._stopping = False
+        self._stopping = self._release = False
         self.enqueued = self.written = self.dropped = self.failed = 0
 
     # -- the request path ------------------------------------------------------------------
@@ -120,10 +120,18 @@ class TrailWriter:
     def _run(self) -> None:
         interval = mcp_oauth_settings.TOOL_CALL_AUDIT_FLUSH_MILLISECONDS / 1000
         while True:
-            self._wake.wait(interval)
+            woken = self._wake.wait(interval)
             self._wake.clear()
-            stopping = self._stopping
-            self._drain()
+            stopping, release = self._stopping, self._release
+            if self._queue:
+                self._drain()
+            elif not woken:
+                release = True  # a whole interval without a call: idle
+            if release or stopping:
+                # Idle (or asked): the connection goes back to the pool, or is closed. A busy writer
+                # keeps it: opening one per batch would cost more than the batch.
+                self._release = False
+                connections["default"].close()
             if stopping:
                 return
 
@@ -131,12 +139,11 @@ class TrailWriter:
         size = max(1, int(mcp_oauth_settings.TOOL_CALL_AUDIT_BATCH_SIZE))
         queue = self._queue
         try:
+            close_old_connections()  # CONN_MAX_AGE and a connection the server closed, as per request
             while queue:
                 batch = [queue.popleft() for _ in range(min(size, len(queue)))]
                 self._write(batch)
         finally:
-            close_old_connections()
-            connections["default"].close()  # back to the pool (or closed): no connection held while idle
             with self._done:
                 self._done.notify_all()
 
@@ -214,6 +221,8 @@ class TrailWriter:
                 if remaining <= 0 or not self._done.wait(min(remaining, 0.05)):
                     if time.monotonic() >= deadline:
                         return False
+        self._release = True  # a caller waiting for the rows is done with the trail for now
+        self._wake.set()
         return True
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -261,7 +270,7 @@ def _insert(rows: list[tuple[Any, ...]]) -> None:
 
         table = connection.ops.quote_name(ToolCallRecord._meta.db_table)
         sql = f"COPY {table} ({', '.join(COLUMNS)}) FROM STDIN"
-        with transaction.atomic(), connection.cursor() as cursor:
+        with connection.cursor() as cursor:  # one COPY statement: atomic on its own, one round trip
             with cursor.cursor.copy(sql) as copy:
                 for row in rows:
                     if row[12] is not None:
@@ -270,6 +279,14 @@ def _insert(rows: list[tuple[Any, ...]]) -> None:
         return
     with transaction.atomic():
         ToolCallRecord.objects.bulk_create([ToolCallRecord(**dict(zip(COLUMNS, row, strict=True))) for row in rows])
+
+
+#: "Last used" is written at most once per this many seconds per client (and per client and user) and
+#: process; the times shown are the minute's (the validator writes ``ClientProfile.last_used_at`` at
+#: token grants with the same resolution).
+LAST_USED_RESOLUTION_SECONDS = 60
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_written: dict[Any, datetime] = {}
 
 
 def _touch_last_used(calls: Iterable[tuple[datetime, Any, str]]) -> None:
@@ -285,6 +302,15 @@ def _touch_last_used(calls: Iterable[tuple[datetime, Any, str]]) -> None:
             key = (user_id, client_id)
             if key not in per_user or at > per_user[key]:
                 per_user[key] = at
+    # At most one write per client (and per client and user) per LAST_USED_RESOLUTION_SECONDS and
+    # process: each statement is a round trip on which the request thread may wait for the GIL.
+    resolution = timedelta(seconds=LAST_USED_RESOLUTION_SECONDS)
+    if len(_written) > 10_000:
+        _written.clear()
+    per_client = {key: at for key, at in per_client.items() if at - _written.get(key, _EPOCH) >= resolution}
+    per_user = {key: at for key, at in per_user.items() if at - _written.get(key, _EPOCH) >= resolution}
+    _written.update(per_client)
+    _written.update(per_user)
     for client_id, at in per_client.items():
         ClientProfile.objects.filter(application__client_id=client_id).filter(
             Q(last_used_at__lt=at) | Q(last_used_at__isnull=True)
