@@ -82,7 +82,10 @@ def test_grants_refusals_tasks_and_the_elicitation_panel(user, public_app, resou
     for status in ("accepted", "completed", "declined", "pending"):
         Elicitation.objects.create(message="m", status=status, user=user)
     figures = dashboard_context("24h")
-    assert [(r.label, r.value) for r in figures["grants"].rows] == [("authorization_code", 2), ("client_credentials", 1)]
+    assert [(r.label, r.value) for r in figures["grants"].rows] == [
+        ("authorization_code", 2),
+        ("client_credentials", 1),
+    ]
     assert [(r.label, r.value) for r in figures["refusals"].rows] == [
         ("invalid resource requested", 2),
         ("trust policy denied a client", 1),
