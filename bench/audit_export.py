@@ -43,6 +43,7 @@ def main() -> None:
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("Set DATABASE_URL to a PostgreSQL database (COPY).")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    os.environ.setdefault("DB_STATEMENT_TIMEOUT_MS", "600000")  # the COPY of a million rows (children too)
     sys.path.insert(0, str(ROOT))
     import django
 
