@@ -27,7 +27,9 @@ The decisions:
   without the consent page;
 * :meth:`~DefaultMCPAdapter.user_for_token` — the user an access token speaks for;
 * :meth:`~DefaultMCPAdapter.enterprise_user` — the user an enterprise IdP's ID-JAG speaks for;
-* :meth:`~DefaultMCPAdapter.may_introspect` — whether a client may learn about a token by introspection.
+* :meth:`~DefaultMCPAdapter.may_introspect` — whether a client may learn about a token by introspection;
+* :meth:`~DefaultMCPAdapter.redact_tool_arguments` — what the tool-call audit trail keeps of a call's
+  arguments (only with ``TOOL_CALL_AUDIT_ARGUMENTS``).
 """
 
 from __future__ import annotations
@@ -149,6 +151,21 @@ class DefaultMCPAdapter:
         """
         return mcp_oauth_settings.MCP_RATE_LIMIT
 
+    #: Argument names (case-insensitive substrings) whose values :meth:`redact_tool_arguments` hides.
+    REDACTED_ARGUMENT_NAMES: tuple[str, ...] = ("password", "secret", "token", "apikey", "api_key", "authorization")
+
+    def redact_tool_arguments(self, tool: str, arguments: Any) -> Any:
+        """What the tool-call audit trail stores of ``arguments`` (``TOOL_CALL_AUDIT_ARGUMENTS`` on).
+
+        Runs on the trail's writer thread, never on the request path. :param tool: the tool (or
+        prompt, resource URI) named by the call. :param arguments: the call's ``arguments`` (JSON
+        values, not to be mutated). :returns: JSON-able values to store, or None to store nothing.
+
+        Default: a copy where the value of every object key containing one of
+        :attr:`REDACTED_ARGUMENT_NAMES` (at any depth) is ``"[redacted]"``.
+        """
+        return _redacted(arguments, self.REDACTED_ARGUMENT_NAMES)
+
     def keeps_default_token_checks(self) -> bool:
         """Whether :meth:`authenticate_request` and :meth:`user_for_token` are :class:`DefaultMCPAdapter`'s,
         not overridden: then a token whose checks the shared cache can answer is accepted on the event
@@ -159,6 +176,17 @@ class DefaultMCPAdapter:
             kind.authenticate_request is DefaultMCPAdapter.authenticate_request
             and kind.user_for_token is DefaultMCPAdapter.user_for_token
         )
+
+
+def _redacted(value: Any, names: tuple[str, ...]) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: "[redacted]" if any(n in str(key).lower() for n in names) else _redacted(item, names)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_redacted(item, names) for item in value]
+    return value
 
 
 def get_adapter() -> DefaultMCPAdapter:

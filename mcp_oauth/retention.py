@@ -15,6 +15,8 @@ One setting per table (``MCP_OAUTH``; documented defaults in the settings refere
 (0)                                 the assertion's expiry (never less: the replay check needs them)
 ``CIMD_CACHE_RETENTION_DAYS`` (30)  cached Client ID Metadata Documents that no client uses (no
                                     application, or no valid document) untouched this long
+``TOOL_CALL_RETENTION_DAYS`` (90)   tool-call audit trail rows (:class:`~mcp_oauth.models.ToolCallRecord`)
+                                    older than this (the "last used" times stay)
 ==================================  ==========================================================
 
 ``None`` switches a rule off (the rows are kept). DPoP proof ``jti`` records are not a table:
@@ -31,7 +33,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from mcp_oauth.models import AuditEvent, ClientMetadataDocument, McpTask, UsedAssertion
+from mcp_oauth.models import AuditEvent, ClientMetadataDocument, McpTask, ToolCallRecord, UsedAssertion
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.batches import delete_in_batches, update_in_batches
 
@@ -85,6 +87,14 @@ def prune_cimd_cache(now: datetime) -> int:
     )
 
 
+def prune_tool_calls(now: datetime) -> int:
+    """Delete tool-call audit trail rows older than ``TOOL_CALL_RETENTION_DAYS`` (by ``created_at``)."""
+    cutoff = _days_ago(now, mcp_oauth_settings.TOOL_CALL_RETENTION_DAYS)
+    if cutoff is None:
+        return 0
+    return delete_in_batches(ToolCallRecord.objects.filter(created_at__lt=cutoff))
+
+
 def prune(now: datetime | None = None) -> dict[str, int]:
     """Apply every retention rule above. :returns: rows deleted (or cleared) per rule."""
     now = now or timezone.now()
@@ -93,4 +103,5 @@ def prune(now: datetime | None = None) -> dict[str, int]:
         "tasks": prune_tasks(now),
         "used_assertions": prune_used_assertions(now),
         "cimd_documents": prune_cimd_cache(now),
+        "tool_calls": prune_tool_calls(now),
     }

@@ -100,6 +100,8 @@ DEFAULTS: dict[str, Any] = {
     "USED_ASSERTION_RETENTION_SECONDS": 0,
     # Cached CIMD documents no client uses (no application, or never valid), untouched this long, are deleted (days).
     "CIMD_CACHE_RETENTION_DAYS": 30,
+    # Tool-call audit trail rows (mcp_oauth.models.ToolCallRecord) older than this are deleted (days).
+    "TOOL_CALL_RETENTION_DAYS": 90,
     # Where signed-out users go to sign in before approving a client (a path, URL or URL name).
     # None: settings.LOGIN_URL when the site set it or routes Django's default /accounts/login/,
     # else the app's own page /oauth/login (see mcp_oauth.authorization_server.pages.login).
@@ -242,7 +244,7 @@ DEFAULTS: dict[str, Any] = {
     # JSON-RPC error (-32029 "Rate limit exceeded"). The adapter's mcp_rate_limit() overrides it per
     # client. None: no limit.
     "MCP_RATE_LIMIT": None,
-    # --- health probes and draining (mcp_oauth.health, mcp_oauth.mcp_server.drain) ---
+    # --- health probes and draining (mcp_oauth.health, mcp_oauth.mcp_server.transport.drain) ---
     # Liveness probe path: 200 while the process serves, no dependency touched. None: off.
     "LIVENESS_PATH": "/healthz",
     # Readiness probe path: 200 when every check in READINESS_CHECKS is up, else (or while the
@@ -373,6 +375,23 @@ DEFAULTS: dict[str, Any] = {
     # One JSON record per HTTP request on the logger "mcp_oauth.requests" (the ASGI application
     # wrapped with request_log_lane; the JSON lines come from LOGGING with its JsonFormatter).
     "REQUEST_LOG_ENABLED": False,
+    # --- tool-call audit trail (mcp_oauth.observability.audit_trail; docs/how-to/audit-trail.md) ---
+    # One ToolCallRecord row per audited MCP request, written off the request path: queued in memory
+    # and inserted in batches by one background thread per process. On by default: a request pays
+    # one append to an in-memory queue (no I/O); False installs no observer (zero cost).
+    "TOOL_CALL_AUDIT": True,
+    # The JSON-RPC methods audited (keep room for "prompts/get", "resources/read").
+    "TOOL_CALL_AUDIT_METHODS": ["tools/call"],
+    # The writer inserts what is queued every this many milliseconds ...
+    "TOOL_CALL_AUDIT_FLUSH_MILLISECONDS": 200,
+    # ... or as soon as this many rows are queued (one bulk INSERT per batch).
+    "TOOL_CALL_AUDIT_BATCH_SIZE": 500,
+    # Most rows queued per process; when full a record is counted and dropped (the request is
+    # never blocked). A crash (SIGKILL) loses at most what is queued: about one flush interval.
+    "TOOL_CALL_AUDIT_QUEUE_SIZE": 10000,
+    # Keep the tool arguments themselves (JSON), after the adapter's redact_tool_arguments().
+    # Off: only their SHA-256 digest is kept.
+    "TOOL_CALL_AUDIT_ARGUMENTS": False,
 }
 
 #: Settings that hold a dotted path (or the object itself), imported once on first access and kept

@@ -32,6 +32,11 @@ import it).
   answered 503; ``"rate_limit"``, a client's rate limit, answered 429; ``"throttled"``, an
   OAuth endpoint's throttle, answered 429). Sent synchronously on the refusing path: a
   receiver must be cheap (count it, don't write).
+* :data:`admin_dashboard` — ``sender=None, since=…, until=…, panels=[…]`` while the admin
+  dashboard (:mod:`mcp_oauth.admin.dashboard`) is built: a receiver appends a panel, a dict
+  ``{"id": str, "title": str, "figures": [(label, value), ...], "ratio": (part, whole) or None,
+  "ratio_label": str}``, from bounded queries over ``since``..``until``. The ``elicitation`` app
+  adds its completion rate this way (mcp_oauth never imports it).
 """
 
 from __future__ import annotations
@@ -49,3 +54,4 @@ task_finished = Signal()
 user_data_export = Signal()
 user_data_erase = Signal()
 request_shed = Signal()
+admin_dashboard = Signal()

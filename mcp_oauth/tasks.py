@@ -56,10 +56,11 @@ def cleanup() -> dict[str, int]:
     """Delete dead sessions, old redeemed-code records, the DPoP bindings of expired tokens
     (:func:`mcp_oauth.dpop.bindings.prune_bindings`), and apply the retention settings
     (:func:`mcp_oauth.retention.prune`: audit events and their IP addresses, finished tasks, the
-    ``jti`` records of expired JWT assertions, unused CIMD documents), in bounded batches.
+    ``jti`` records of expired JWT assertions, unused CIMD documents, old tool-call audit trail rows),
+    in bounded batches.
 
     :returns: ``{"sessions": n, "redeemed_codes": m, "used_assertions": k, "dpop_bindings": b,
-        "audit_events": a, "audit_ips_cleared": i, "tasks": t, "cimd_documents": c}`` — rows deleted
+        "audit_events": a, "audit_ips_cleared": i, "tasks": t, "cimd_documents": c, "tool_calls": r}`` — rows deleted
         (or cleared; outbox rows not counted).
     """
     now = timezone.now()

@@ -11,7 +11,9 @@ inside the method and every import below sits at the top. :func:`wire`:
   oauthlib servers when a setting they were built from changes;
 * assembles the MCP method table and the authorization extensions;
 * imports the modules where installed apps and the site register tools, resources and prompts
-  (:mod:`mcp_oauth.site_modules`, whose checks register on this import).
+  (:mod:`mcp_oauth.site_modules`, whose checks register on this import).;
+* installs the tool-call audit trail's observer when ``TOOL_CALL_AUDIT`` is on (again whenever
+  ``MCP_OAUTH`` changes) and connects its user-data export and erasure receivers.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from mcp_oauth.authorization_server.client_registry.clients import connect_recei
 from mcp_oauth.authorization_server.user_data.lifecycle import connect as connect_user_lifecycle
 from mcp_oauth.authorization_server.user_data.lifecycle import connect_client as connect_client_lifecycle
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
-from mcp_oauth.mcp_server.transport import sessions, wakeup
-from mcp_oauth.mcp_server.transport.observers import add_observer
+from mcp_oauth.mcp_server.transport import drain, sessions, wakeup
+from mcp_oauth.mcp_server.transport.observers import add_observer, remove_observer
 from mcp_oauth.observability import (
+    audit_trail,
+    audit_trail_users,
     metrics_checks,  # noqa: F401 - registers the metrics system checks
     metrics_receivers,
     request_log,
@@ -44,6 +48,7 @@ from mcp_oauth.resource_server.cache import connect_receivers as connect_token_c
 from mcp_oauth.resource_server.default_resource import sync_default_resource
 from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
 from mcp_oauth.shared import db_pool
+from mcp_oauth.signals import user_data_erase, user_data_export
 from mcp_oauth.site_modules import import_site_modules
 
 __all__ = ["drop_cached_oauthlib_servers", "wire"]
@@ -73,6 +78,10 @@ def wire(app_config: AppConfig) -> None:
     request_log.connect(audit_event)  # the JSON request log (REQUEST_LOG_ENABLED)
     if mcp_oauth_settings.REQUEST_LOG_ENABLED:
         add_observer(request_log.observer)
+    _sync_audit_trail()
+    drain.add_listener(audit_trail.writer.wake)  # a draining worker writes its queued calls at once
+    user_data_export.connect(audit_trail_users.export_tool_calls, dispatch_uid="mcp_oauth.audit_trail.export")
+    user_data_erase.connect(audit_trail_users.erase_tool_calls, dispatch_uid="mcp_oauth.audit_trail.erase")
 
 
 def drop_cached_oauthlib_servers() -> None:
@@ -95,3 +104,10 @@ def _dot_settings_changed(*, setting: str, **kwargs: Any) -> None:
     # at its import); the servers are rebuilt from those on the next request.
     if setting in ("MCP_OAUTH", "OAUTH2_PROVIDER"):
         drop_cached_oauthlib_servers()
+    if setting == "MCP_OAUTH":
+        _sync_audit_trail()
+
+
+def _sync_audit_trail() -> None:
+    """Install the tool-call audit trail's observer when ``TOOL_CALL_AUDIT`` is on, else remove it."""
+    (add_observer if mcp_oauth_settings.TOOL_CALL_AUDIT else remove_observer)(audit_trail.observer)

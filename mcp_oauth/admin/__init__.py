@@ -12,6 +12,8 @@ classes stay importable from here.
 
 from __future__ import annotations
 
+from mcp_oauth.admin import dashboard as dashboard_admin  # noqa: F401  (registers the MCP dashboard)
+from mcp_oauth.admin import tool_calls as tool_calls_admin  # noqa: F401  (registers the tool-call list)
 from mcp_oauth.admin.audit import AuditEventAdmin
 from mcp_oauth.admin.cimd import ClientMetadataDocumentAdmin, DocumentStateFilter
 from mcp_oauth.admin.clients import (

@@ -17,6 +17,7 @@ from mcp_oauth.models.mcp_tasks import McpTask, new_task_id
 from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.models.revocation import RevocationStamp
 from mcp_oauth.models.subscriptions import ResourceSubscription
+from mcp_oauth.models.tool_calls import ToolCallDashboard, ToolCallRecord, ToolCallUse
 from mcp_oauth.models.trust import TrustRule
 
 __all__ = [
@@ -36,6 +37,9 @@ __all__ = [
     "RefreshTokenGeneration",
     "ResourceSubscription",
     "RevocationStamp",
+    "ToolCallDashboard",
+    "ToolCallRecord",
+    "ToolCallUse",
     "TrustRule",
     "UsedAssertion",
     "new_session_id",

@@ -41,6 +41,7 @@ def test_cleanup_deletes_dead_sessions_and_old_codes(settings, resource, user, p
         "audit_ips_cleared": 0,
         "tasks": 0,
         "cimd_documents": 0,
+        "tool_calls": 0,
     }
     assert list(McpSession.objects.all()) == [live]
     assert not McpSessionEvent.objects.exists()

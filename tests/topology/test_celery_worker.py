@@ -68,6 +68,7 @@ def test_cleanup_runs_on_a_real_worker(worker, resource, user, public_app):
         "audit_ips_cleared": 0,
         "tasks": 0,
         "cimd_documents": 0,
+        "tool_calls": 0,
     }
     assert list(McpSession.objects.all()) == [live]
     assert not RedeemedAuthorizationCode.objects.exists()

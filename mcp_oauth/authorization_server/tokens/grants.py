@@ -24,7 +24,7 @@ from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.audit import record
-from mcp_oauth.models import AuditEvent, Consent, RefreshGeneration, RefreshTokenGeneration
+from mcp_oauth.models import AuditEvent, Consent, RefreshGeneration, RefreshTokenGeneration, ToolCallUse
 from mcp_oauth.signals import user_grants_revoked
 
 #: How each ``Application.registration_source`` is named to users.
@@ -48,7 +48,7 @@ class Grant:
     scope_items: list[tuple[str, str]]  # (scope, its description in OAUTH2_PROVIDER["SCOPES"])
     resources: list[str]
     granted_at: datetime
-    last_used_at: datetime | None  # the newest token issued to the client for this user
+    last_used_at: datetime | None  # the newest token issued to, or tool call by, the client for this user
     client_id_short: str = ""  # a CIMD client_id URL in full, another client_id's first 8 characters and "…"
     registered_at: datetime | None = None  # when the application was registered (``Application.created``)
     redirect_hosts: tuple[str, ...] = ()  # the hosts of its redirect URIs, in order, once each
@@ -94,6 +94,15 @@ def user_grants(user) -> list[Grant]:
         .annotate(last=Max("created"))
         .values_list("application", "last")
     )
+    # The newest tool call through the client for this user (the audit trail's ToolCallUse, one row
+    # per client and user) counts too: a client may use one long-lived token for weeks.
+    for client_id, at in ToolCallUse.objects.filter(
+        user=user, client_id__in=[c.application.client_id for c in consents]
+    ).values_list("client_id", "last_used_at"):
+        for consent in consents:
+            if consent.application.client_id == client_id:
+                current = last_used.get(consent.application_id)
+                last_used[consent.application_id] = at if current is None or at > current else current
     descriptions = get_scopes_backend().get_all_scopes()
     names = Counter(_name_key(consent.application.name or consent.application.client_id) for consent in consents)
     shorts = Counter(short_client_id(consent.application.client_id) for consent in consents)

@@ -145,6 +145,7 @@ def test_pruning_takes_tokens_and_consents_with_it(user):
         "audit_ips_cleared": 0,
         "tasks": 0,
         "cimd_documents": 0,
+        "tool_calls": 0,
     }  # the other task is still there
 
 

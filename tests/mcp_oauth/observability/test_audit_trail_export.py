@@ -1,0 +1,249 @@
+"""The tool-call audit trail's data: retention, the export command and admin action (exact
+columns), a user's data export and erasure, the read-only admin list."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from mcp_oauth import retention
+from mcp_oauth.authorization_server.user_data.erasure import erase_user_data
+from mcp_oauth.authorization_server.user_data.export import export_user_data
+from mcp_oauth.models import ToolCallRecord, ToolCallUse
+from mcp_oauth.observability.audit_trail_export import COLUMNS
+from mcp_oauth.observability.audit_trail_users import EXPORT_FIELDS
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def row(**values):
+    defaults = {
+        "created_at": T0,
+        "client_id": "client-a",
+        "resource": "http://testserver/mcp",
+        "tool": "echo",
+        "method": "tools/call",
+        "era": "modern",
+        "protocol_version": "2026-07-28",
+        "outcome": "ok",
+        "duration_ms": 1.5,
+        "arguments_digest": "ab" * 32,
+    }
+    return ToolCallRecord(**{**defaults, **values})
+
+
+@pytest.fixture
+def rows(user):
+    return ToolCallRecord.objects.bulk_create(
+        [
+            row(user=user),
+            row(created_at=T0 + timedelta(hours=1), tool="search", outcome="error", error_code=-32602),
+            row(created_at=T0 + timedelta(days=1), client_id="client-b", arguments={"q": 'é,"x"'}, trace_id="f" * 32),
+        ]
+    )
+
+
+# --- retention -------------------------------------------------------------------------------
+
+
+def test_retention_deletes_rows_older_than_the_setting(settings):
+    now = timezone.now()
+    ToolCallRecord.objects.bulk_create(
+        [row(created_at=now - timedelta(days=days)) for days in (1, 89, 91, 200)] + [row(created_at=now)]
+    )
+    assert retention.prune(now)["tool_calls"] == 2
+    assert sorted(round((now - r.created_at) / timedelta(days=1)) for r in ToolCallRecord.objects.all()) == [0, 1, 89]
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_CALL_RETENTION_DAYS": 0.5}
+    assert retention.prune(now)["tool_calls"] == 2
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_CALL_RETENTION_DAYS": None}
+    assert retention.prune(now + timedelta(days=999))["tool_calls"] == 0
+    assert ToolCallRecord.objects.count() == 1
+
+
+def test_the_cleanup_task_applies_it(settings):
+    from mcp_oauth.tasks import cleanup
+
+    ToolCallRecord.objects.bulk_create([row(created_at=timezone.now() - timedelta(days=100))])
+    assert cleanup()["tool_calls"] == 1
+
+
+def test_a_bad_retention_setting_is_a_check_error(settings):
+    from mcp_oauth.checks import check_retention
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_CALL_RETENTION_DAYS": "90"}
+    assert [e.id for e in check_retention(None)] == ["mcp_oauth.E120"]
+
+
+# --- export ----------------------------------------------------------------------------------
+
+
+def test_export_jsonl_has_every_column_in_order(rows, user):
+    out = io.StringIO()
+    call_command("export_tool_calls", stdout=out)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [list(line) for line in lines] == [list(COLUMNS)] * 3
+    assert COLUMNS == (
+        "id",
+        "created_at",
+        "user_id",
+        "client_id",
+        "resource",
+        "method",
+        "tool",
+        "era",
+        "protocol_version",
+        "outcome",
+        "error_code",
+        "duration_ms",
+        "arguments_digest",
+        "arguments",
+        "trace_id",
+    )
+    assert lines[0] == {
+        "id": rows[0].pk,
+        "created_at": "2026-12-01T12:00:00+00:00",
+        "user_id": user.pk,
+        "client_id": "client-a",
+        "resource": "http://testserver/mcp",
+        "method": "tools/call",
+        "tool": "echo",
+        "era": "modern",
+        "protocol_version": "2026-07-28",
+        "outcome": "ok",
+        "error_code": None,
+        "duration_ms": 1.5,
+        "arguments_digest": "ab" * 32,
+        "arguments": None,
+        "trace_id": "",
+    }
+    assert lines[2]["arguments"] == {"q": 'é,"x"'}
+
+
+def test_export_csv_quotes_and_filters(rows, tmp_path):
+    target = tmp_path / "calls.csv"
+    err = io.StringIO()
+    call_command("export_tool_calls", "--format", "csv", "--output", str(target), stderr=err)
+    assert err.getvalue().strip() == f"3 tool calls written to {target}."
+    text = target.read_text(encoding="utf-8")
+    assert text.splitlines()[0] == ",".join(COLUMNS)
+    parsed = list(csv.DictReader(io.StringIO(text)))
+    assert [r["tool"] for r in parsed] == ["echo", "search", "echo"]
+    assert parsed[1]["error_code"] == "-32602" and parsed[0]["error_code"] == ""
+    assert parsed[2]["arguments"] == '{"q": "é,\\"x\\""}'
+    assert parsed[2]["trace_id"] == "f" * 32
+
+    def export(*args):
+        out = io.StringIO()
+        call_command("export_tool_calls", "--format", "csv", *args, stdout=out)
+        return [r["id"] for r in csv.DictReader(io.StringIO(out.getvalue()))]
+
+    ids = [str(r.pk) for r in rows]
+    assert export("--since", "2026-12-01T12:30:00+00:00") == ids[1:]
+    assert export("--until", "2026-12-02") == ids[:2]
+    assert export("--client", "client-b") == ids[2:]
+    assert export("--tool", "search", "--tool", "echo", "--client", "client-a") == ids[:2]
+
+
+def test_export_pages_through_more_rows_than_a_page(monkeypatch):
+    from mcp_oauth.observability import audit_trail_export
+
+    ToolCallRecord.objects.bulk_create([row(tool=f"t{n}") for n in range(25)])
+    got = list(audit_trail_export.records(page_size=7))
+    assert [r["tool"] for r in got] == [f"t{n}" for n in range(25)]
+
+
+def test_export_refuses_a_bad_date():
+    with pytest.raises(CommandError, match="--since: not an ISO 8601 date"):
+        call_command("export_tool_calls", "--since", "yesterday", stdout=io.StringIO())
+
+
+# --- a user's data ---------------------------------------------------------------------------
+
+
+def test_a_users_export_has_their_tool_calls(rows, user):
+    document = json.loads("".join(export_user_data(user).stream()))
+    [mine] = document["sections"]["tool_calls"]
+    assert list(mine) == list(EXPORT_FIELDS)
+    assert (mine["tool"], mine["client_id"], mine["outcome"]) == ("echo", "client-a", "ok")
+
+
+def test_erasure_anonymises_their_calls_and_deletes_their_last_use(rows, user, other_user):
+    ToolCallRecord.objects.bulk_create([row(user=other_user, arguments={"a": 1})])
+    ToolCallRecord.objects.filter(user=user).update(arguments={"secret": "mine"})
+    ToolCallUse.objects.create(user=user, client_id="client-a", last_used_at=T0)
+    ToolCallUse.objects.create(user=other_user, client_id="client-a", last_used_at=T0)
+    counts = erase_user_data(user)
+    assert (counts["tool_calls_anonymised"], counts["tool_call_uses"]) == (1, 1)
+    erased = ToolCallRecord.objects.get(pk=rows[0].pk)
+    assert (erased.user_id, erased.arguments, erased.arguments_digest) == (None, None, "")
+    assert (erased.tool, erased.client_id, erased.outcome) == ("echo", "client-a", "ok")
+    assert ToolCallRecord.objects.filter(user=other_user, arguments={"a": 1}).count() == 1
+    assert list(ToolCallUse.objects.values_list("user_id", flat=True)) == [other_user.pk]
+
+
+def test_deleting_the_account_erases_too(rows, user):
+    pk = user.pk
+    user.delete()
+    assert ToolCallRecord.objects.filter(user_id=pk).count() == 0
+    assert ToolCallRecord.objects.get(pk=rows[0].pk).arguments_digest == ""
+
+
+# --- admin -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def staff(admin_client):
+    return admin_client
+
+
+def test_the_admin_list_is_read_only_and_filterable(rows, staff):
+    page = staff.get("/admin/mcp_oauth/toolcallrecord/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "client-b" in body and "search" in body
+    assert "Add tool call" not in body
+    assert staff.get("/admin/mcp_oauth/toolcallrecord/add/").status_code == 403
+    filtered = staff.get("/admin/mcp_oauth/toolcallrecord/?outcome__exact=error").context["cl"]
+    assert [r.pk for r in filtered.result_list] == [rows[1].pk]
+    by_tool = staff.get("/admin/mcp_oauth/toolcallrecord/?tool=echo").context["cl"]
+    assert sorted(r.pk for r in by_tool.result_list) == [rows[0].pk, rows[2].pk]
+    by_client = staff.get("/admin/mcp_oauth/toolcallrecord/?client_id=client-b").context["cl"]
+    assert [r.pk for r in by_client.result_list] == [rows[2].pk]
+    searched = staff.get("/admin/mcp_oauth/toolcallrecord/?q=" + "f" * 32).context["cl"]
+    assert [r.pk for r in searched.result_list] == [rows[2].pk]
+    detail = staff.get(f"/admin/mcp_oauth/toolcallrecord/{rows[2].pk}/change/")
+    assert detail.status_code == 200 and "&quot;q&quot;" in detail.content.decode()
+
+
+def test_the_admin_export_action_streams_the_selection(rows, staff):
+    response = staff.post(
+        "/admin/mcp_oauth/toolcallrecord/",
+        {"action": "export_csv", "_selected_action": [rows[0].pk, rows[2].pk], "select_across": "0", "index": "0"},
+    )
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"].startswith('attachment; filename="tool-calls-')
+    text = b"".join(response.streaming_content).decode()
+    assert [r["id"] for r in csv.DictReader(io.StringIO(text))] == [str(rows[0].pk), str(rows[2].pk)]
+    everything = staff.post(
+        "/admin/mcp_oauth/toolcallrecord/?outcome__exact=ok",
+        {"action": "export_jsonl", "_selected_action": [rows[0].pk], "select_across": "1", "index": "0"},
+    )
+    lines = b"".join(everything.streaming_content).decode().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [rows[0].pk, rows[2].pk]
+
+
+def test_non_staff_get_the_admin_login(client, user, rows):
+    client.force_login(user)
+    for path in ("/admin/mcp_oauth/toolcallrecord/", "/admin/mcp_oauth/toolcalldashboard/"):
+        response = client.get(path)
+        assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
