@@ -27,7 +27,7 @@ from oauth2_provider.models import get_access_token_model
 
 from mcp_oauth.models import AuditEvent, ClientProfile, EnterpriseIdentityProvider
 from mcp_oauth.shared import strict_json
-from tests.mcp_oauth.authorization_server.test_jwt_bearer import (
+from tests.mcp_oauth.authorization_server.enterprise_identity.test_jwt_bearer import (
     IDP,
     ISSUER,
     TYP,

@@ -13,7 +13,7 @@ from oauth2_provider.models import get_access_token_model
 from mcp_oauth.authorization_server.client_auth.assertions import AssertionRefused, remember_jti, verify_assertion
 from mcp_oauth.models import AuditEvent, UsedAssertion
 from mcp_oauth.tasks import cleanup
-from tests.mcp_oauth.authorization_server.test_client_assertion import (  # noqa: F401 - fixtures
+from tests.mcp_oauth.authorization_server.client_auth.test_client_assertion import (  # noqa: F401 - fixtures
     ASSERTION_TYPE,
     ISSUER,
     assert_invalid_client,

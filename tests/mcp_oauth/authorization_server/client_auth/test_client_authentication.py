@@ -7,7 +7,7 @@ import base64
 import pytest
 from oauth2_provider.models import get_access_token_model
 
-from tests.mcp_oauth.authorization_server.test_client_assertion import (  # noqa: F401 - fixtures
+from tests.mcp_oauth.authorization_server.client_auth.test_client_assertion import (  # noqa: F401 - fixtures
     ASSERTION_TYPE,
     ISSUER,
     assert_invalid_client,

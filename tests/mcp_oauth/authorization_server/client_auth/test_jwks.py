@@ -25,7 +25,7 @@ from jwt.algorithms import RSAAlgorithm
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.models import AuditEvent, ClientProfile
-from tests.mcp_oauth.authorization_server.test_jwt_bearer import (
+from tests.mcp_oauth.authorization_server.enterprise_identity.test_jwt_bearer import (
     IDP,
     ISSUER,
     TYP,

@@ -11,7 +11,7 @@ from mcp_oauth.models import (
     EnterpriseIdentity,
     EnterpriseIdentityProvider,
 )
-from tests.mcp_oauth.authorization_server.test_jwt_bearer import (  # noqa: F401 - fixtures
+from tests.mcp_oauth.authorization_server.enterprise_identity.test_jwt_bearer import (  # noqa: F401 - fixtures
     IDP,
     ISSUER,
     JWT_BEARER,

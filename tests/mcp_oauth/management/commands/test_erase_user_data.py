@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.mcp_oauth.authorization_server.test_erasure import revocation  # noqa: F401 - fixtures
+from tests.mcp_oauth.authorization_server.user_data.test_erasure import revocation  # noqa: F401 - fixtures
 from tests.support.lifecycle_helpers import leftovers, populate
 
 pytestmark = pytest.mark.django_db
