@@ -21,7 +21,6 @@ from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
 from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
 from mcp_oauth.mcp_server.tools import ToolRegistry
 from mcp_oauth.site_modules import import_site_modules, project_packages
-
 from tests.mcp_oauth.mcp_server.transport.test_modern import body, call_tool, post, result_of
 
 PACKAGE = "tests.support.site_package"

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from mcp_oauth.authorization_server.client_auth.assertions import AssertionRefused, verify_assertion
-from tests.mcp_oauth.authorization_server.client_auth.test_client_assertion import ISSUER, client_claims, jwt_client, key  # noqa: F401 - fixtures
+from tests.mcp_oauth.authorization_server.client_auth.test_client_assertion import (  # noqa: F401 - fixtures
+    ISSUER,
+    client_claims,
+    jwt_client,
+    key,
+)
 from tests.support.https_server import cimd_dns, cimd_env, egress_guard  # noqa: F401 - fixtures
 from tests.support.jwt_keys import hs256_with_public_key
 
