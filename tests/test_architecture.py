@@ -45,6 +45,7 @@ ALLOWED_ROLE_IMPORTS = {
 #: The app's top-level modules every floor may import (its foundation), each with the role
 #: packages it may import itself; they may import one another.
 FOUNDATION_MODULES = {
+    "defaults": set(),
     "settings": set(),
     "errors": set(),
     "signals": set(),

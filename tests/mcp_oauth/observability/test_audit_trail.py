@@ -13,7 +13,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from mcp_oauth.adapter import DefaultMCPAdapter
@@ -176,6 +176,9 @@ def test_turned_off_the_observer_is_removed_and_nothing_is_written(client, token
     assert ToolCallRecord.objects.count() == 0
 
 
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="needs PostgreSQL (LOCK TABLE; DATABASE_URL=postgres://…)"
+)
 def test_a_stuck_database_never_blocks_a_request_the_overflow_is_counted_and_dropped(client, token, settings):
     """The table is locked by another transaction: the writer's INSERT waits, the queue fills, and
     the requests still answer at once; past TOOL_CALL_AUDIT_QUEUE_SIZE records are dropped."""
