@@ -1,16 +1,16 @@
-"""The tool-call audit trail's data: retention, the export command and admin action (exact
-columns), a user's data export and erasure, the read-only admin list."""
+"""The tool-call audit trail's export (mcp_oauth.observability.audit_trail_export: exact columns in
+order, paged) and its retention. The command's options are in
+tests/mcp_oauth/management/commands/test_export_tool_calls.py, a user's data in
+test_audit_trail_users.py, the admin screen in tests/mcp_oauth/admin/test_tool_calls.py."""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.utils import timezone
 
 from mcp_oauth import retention
@@ -125,45 +125,9 @@ def test_export_jsonl_has_every_column_in_order(rows, user):
     assert lines[2]["arguments"] == {"q": 'é,"x"'}
 
 
-def test_export_csv_quotes_and_filters(rows, tmp_path):
-    target = tmp_path / "calls.csv"
-    err = io.StringIO()
-    call_command("export_tool_calls", "--format", "csv", "--output", str(target), stderr=err)
-    assert err.getvalue().strip() == f"3 tool calls written to {target}."
-    text = target.read_text(encoding="utf-8")
-    assert text.splitlines()[0] == ",".join(COLUMNS)
-    parsed = list(csv.DictReader(io.StringIO(text)))
-    assert [r["tool"] for r in parsed] == ["echo", "search", "echo"]
-    assert parsed[1]["error_code"] == "-32602" and parsed[0]["error_code"] == ""
-    assert parsed[2]["arguments"] == '{"q": "é,\\"x\\""}'
-    assert parsed[2]["trace_id"] == "f" * 32
-
-    def export(*args):
-        out = io.StringIO()
-        call_command("export_tool_calls", "--format", "csv", *args, stdout=out)
-        return [r["id"] for r in csv.DictReader(io.StringIO(out.getvalue()))]
-
-    ids = [str(r.pk) for r in rows]
-    assert export("--since", "2026-12-01T12:30:00+00:00") == ids[1:]
-    assert export("--until", "2026-12-02") == ids[:2]
-    assert export("--client", "client-b") == ids[2:]
-    assert export("--tool", "search", "--tool", "echo", "--client", "client-a") == ids[:2]
-
-
 def test_export_pages_through_more_rows_than_a_page(monkeypatch):
     from mcp_oauth.observability import audit_trail_export
 
     ToolCallRecord.objects.bulk_create([row(tool=f"t{n}") for n in range(25)])
     got = list(audit_trail_export.records(page_size=7))
     assert [r["tool"] for r in got] == [f"t{n}" for n in range(25)]
-
-
-def test_export_refuses_a_bad_date():
-    with pytest.raises(CommandError, match="--since: not an ISO 8601 date"):
-        call_command("export_tool_calls", "--since", "yesterday", stdout=io.StringIO())
-
-
-# --- a user's data ---------------------------------------------------------------------------
-
-
-# --- admin -----------------------------------------------------------------------------------
