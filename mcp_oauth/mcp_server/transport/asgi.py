@@ -154,6 +154,7 @@ class McpLane(ASGIHandler):
                 await self.shed(scope, receive, send)
                 return
             scope[admission.ADMITTED_SCOPE_KEY] = ticket
+            send = _leaving_on_last_body(send, ticket)
         thread = RequestThread()
         try:
             async with ThreadSensitiveContext(executor=thread):
@@ -312,3 +313,16 @@ class McpLane(ASGIHandler):
 def mcp_lane(app: Any) -> McpLane:
     """Wrap a site's ASGI application so that the MCP endpoint skips Django's middleware stack."""
     return McpLane(app)
+
+
+def _leaving_on_last_body(send: Any, ticket: Any) -> Any:
+    """``send`` that gives ``ticket``'s place back just before the response's last body message:
+    a keep-alive client's next request may arrive before this request's task has finished, and
+    must not find its own previous request still counted (a spurious 503 at the bound)."""
+
+    async def send_and_leave(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            ticket.leave()
+        await send(message)
+
+    return send_and_leave

@@ -105,7 +105,7 @@ def test_client_auth_failures_are_counted_by_the_throttle_key_function(service, 
     settings.MCP_OAUTH = {
         **settings.MCP_OAUTH,
         "THROTTLE_RATES": {"client_auth_failure": "2/minute", "token": None},
-        "THROTTLE_KEY_FUNCTION": "tests.mcp_oauth.authorization_server.test_client_secrets.caller_by_header",
+        "THROTTLE_KEY_FUNCTION": "tests.mcp_oauth.authorization_server.client_auth.test_client_secrets.caller_by_header",
     }
     app, secret = service
 

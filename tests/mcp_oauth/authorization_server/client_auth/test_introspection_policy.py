@@ -106,7 +106,7 @@ def test_an_unknown_token_is_inactive_for_a_resource_server(client, resource_ser
 def test_the_adapter_decides(client, settings, service, user, public_app, mint_token, resource):
     settings.MCP_OAUTH = {
         **settings.MCP_OAUTH,
-        "ADAPTER": "tests.mcp_oauth.authorization_server.test_introspection_policy.EveryoneMayIntrospect",
+        "ADAPTER": "tests.mcp_oauth.authorization_server.client_auth.test_introspection_policy.EveryoneMayIntrospect",
     }
     token = mint_token(user, public_app, "mcp", resource.uri)
     assert introspect(client, service, token).json()["active"] is True

@@ -172,6 +172,30 @@ def test_below_the_bound_calls_are_served_and_give_their_place_back(lane, token,
     assert admission.in_flight.count == 0
 
 
+def test_the_place_is_given_back_before_the_last_body_message_is_sent(lane, token, bound):
+    """A keep-alive client sends its next request as soon as it has the answer, which may be before
+    the request's task has finished: the place must already be free (no 503 at the bound)."""
+    bound(1)
+    headers, body = modern(token)
+    counts_at_last_body = []
+
+    async def drive():
+        scope = http_scope("POST", "/mcp", headers)
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message):
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                counts_at_last_body.append(admission.in_flight.count)
+
+        await lane(scope, receive, send)
+
+    asyncio.run(drive())
+    assert counts_at_last_body == [0]
+
+
 def test_freed_place_serves_the_next_request(lane, token, bound):
     held = bound(1, take=1)
     headers, body = modern(token)
