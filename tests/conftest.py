@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from datetime import timedelta
 from types import SimpleNamespace
@@ -31,6 +32,39 @@ def _base_url(settings):
     for cache in caches.all():  # throttle counters and CIMD back-offs must not leak between tests
         cache.clear()
     yield
+
+
+def _delete_committed_trail_rows() -> None:
+    """Delete the tool-call rows on a connection of its own (a thread's), as the writer wrote them."""
+    from django.db import connections
+
+    from mcp_oauth.models import ToolCallRecord, ToolCallUse
+
+    try:
+        ToolCallRecord.objects.all()._raw_delete(ToolCallRecord.objects.db)
+        ToolCallUse.objects.all()._raw_delete(ToolCallUse.objects.db)
+    except Exception:  # noqa: BLE001 - the database is gone or locked (SQLite): nothing committed to leak
+        pass
+    finally:
+        connections["default"].close()
+
+
+@pytest.fixture(autouse=True)
+def _audit_trail_rows_stay_in_their_test():
+    """The audit trail's writer thread inserts rows on its own connection, so they are committed
+    outside a test's transaction and its rollback (``ToolCallRecord.user`` has no database
+    constraint): after a test whose calls were written, write what is queued and delete those rows,
+    so the next test starts without them. (Torn down before pytest-django's database teardown.)"""
+    from mcp_oauth.observability.audit_trail import writer
+
+    before = writer.enqueued
+    yield
+    if writer.enqueued == before:
+        return
+    writer.flush()
+    cleaner = threading.Thread(target=_delete_committed_trail_rows, name="audit-trail-test-cleanup")
+    cleaner.start()
+    cleaner.join(30)
 
 
 @pytest.fixture
