@@ -117,7 +117,7 @@ def test_an_installed_app_as_project_package_is_autodiscovered_and_not_reported(
 
 
 def test_a_project_package_without_mcp_modules_is_not_reported(settings):
-    settings.ROOT_URLCONF = "tests.urls_broken_login"  # package "tests": no mcp_tools.py there
+    settings.ROOT_URLCONF = "tests.support.urls_broken_login"  # package "tests.support": no mcp_tools.py there
     assert w022() == []
 
 
