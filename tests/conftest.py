@@ -54,12 +54,16 @@ def _audit_trail_rows_stay_in_their_test():
     """The audit trail's writer thread inserts rows on its own connection, so they are committed
     outside a test's transaction and its rollback (``ToolCallRecord.user`` has no database
     constraint): after a test whose calls were written, write what is queued and delete those rows,
-    so the next test starts without them. (Torn down before pytest-django's database teardown.)"""
+    so the next test starts without them. (Torn down before pytest-django's database teardown.)
+    PostgreSQL only: on SQLite the writer's INSERT waits for the test's transaction (one lock for
+    the whole database), so waiting for it here would only wait out the timeouts."""
+    from django.db import connection
+
     from mcp_oauth.observability.audit_trail import writer
 
     before = writer.enqueued
     yield
-    if writer.enqueued == before:
+    if writer.enqueued == before or connection.vendor != "postgresql":
         return
     writer.flush()
     cleaner = threading.Thread(target=_delete_committed_trail_rows, name="audit-trail-test-cleanup")
