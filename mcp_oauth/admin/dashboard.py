@@ -29,6 +29,7 @@ from django.db.models.functions import Trunc
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from oauth2_provider.models import get_application_model
 
 from mcp_oauth.admin.dashboard_charts import column_chart, hbars
 from mcp_oauth.models import AuditEvent, McpTask, ToolCallDashboard
@@ -109,6 +110,19 @@ def _top(queryset, field: str) -> list[tuple[str, int]]:
     return [(row[field] or "-", row["n"]) for row in rows]
 
 
+def _top_clients(queryset) -> list[tuple[str, int, str]]:
+    """The top clients as ``(name, calls, client_id)``: the registered name an operator knows
+    (one query for at most :data:`TOP` IDs), the ID beside it; a client since deleted keeps its ID
+    as its label."""
+    rows = _top(queryset, "client_id")
+    names = dict(
+        get_application_model()
+        .objects.filter(client_id__in=[client for client, _ in rows])
+        .values_list("client_id", "name")
+    )
+    return [(names[client], calls, client) if names.get(client) else (client, calls, "") for client, calls in rows]
+
+
 def dashboard_context(range_key: str, now: datetime | None = None) -> dict[str, Any]:
     """The figures of the page for ``range_key`` (one of :data:`RANGES`; unknown: the first)."""
     now = now or timezone.now()
@@ -151,7 +165,7 @@ def dashboard_context(range_key: str, now: datetime | None = None) -> dict[str, 
         "bucket_minutes": int(minutes),
         "per_minute": round(chart.total / (chosen.span / timedelta(minutes=1)), 2),
         "top_tools": hbars(_top(calls, "tool")),
-        "top_clients": hbars(_top(calls, "client_id")),
+        "top_clients": hbars(_top_clients(calls)),
         "grants": hbars(grants),
         "refusals": hbars(refusals),
         "tasks_working": in_flight.get(McpTask.Status.WORKING, 0),

@@ -108,6 +108,11 @@ def test_the_dashboard_in_chromium_shows_real_traffic(live, mint_token, service,
                     for tr in await page.locator("#table-tools tbody tr").all()
                 ],
                 "tool_bars": await page.locator("#chart-tools rect.hbar").count(),
+                "clients": [
+                    [await cell.inner_text() for cell in await tr.locator("td").all()]
+                    for tr in await page.locator("#table-clients tbody tr").all()
+                ],
+                "client_bar_labels": await page.locator("#chart-clients text").all_text_contents(),
                 "grants": [
                     [await cell.inner_text() for cell in await tr.locator("td").all()]
                     for tr in await page.locator("#table-grants tbody tr").all()
@@ -146,6 +151,9 @@ def test_the_dashboard_in_chromium_shows_real_traffic(live, mint_token, service,
     assert (seen["total"], seen["errors"]) == ("9", "1")
     assert seen["tools"] == [["whoami", "5"], ["echo", "4"]]
     assert seen["tool_bars"] == 2
+    # the client by the name the operator knows, its ID under it
+    assert seen["clients"] == [[f"Dashboard SDK client\n{app.client_id}", "9"]]
+    assert seen["client_bar_labels"] == ["Dashboard SDK client", "9"]
     assert seen["grants"] == [["client_credentials", "1"]]
     assert seen["refusal_rows"] == (1 if refusals else 0)
     assert seen["elicitation"] == 1

@@ -118,3 +118,13 @@ def test_the_page_for_staff_and_for_no_one_else(admin_client, client, user):
     assert admin_client.get("/admin/").content.decode().count("/admin/mcp_oauth/toolcalldashboard/") >= 1
     client.force_login(user)
     assert client.get("/admin/mcp_oauth/toolcalldashboard/")["Location"].startswith("/admin/login/")
+
+
+def test_the_top_clients_are_named_by_their_registered_name_with_the_id_beside(public_app, client):
+    now = timezone.now()
+    calls(now, (0, "a", public_app.client_id, "ok"), (1, "a", public_app.client_id, "ok"), (2, "a", "gone", "ok"))
+    rows = dashboard_context("1h", now=now)["top_clients"].rows
+    assert [(r.label, r.value, r.detail) for r in rows] == [
+        ("Test client", 2, public_app.client_id),
+        ("gone", 1, ""),  # no application with that ID (deleted): its ID is the label
+    ]
