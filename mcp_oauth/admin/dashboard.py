@@ -164,6 +164,9 @@ def dashboard_context(range_key: str, now: datetime | None = None) -> dict[str, 
         "calls": chart,
         "bucket_minutes": int(minutes),
         "per_minute": round(chart.total / (chosen.span / timedelta(minutes=1)), 2),
+        # the average per column's unit (per minute over the last hour, per hour over a day or a
+        # week): a week's calls per minute would round to 0.0
+        "per_column": round(chart.total / len(series), 2) if series else 0.0,
         "top_tools": hbars(_top(calls, "tool")),
         "top_clients": hbars(_top_clients(calls)),
         "grants": hbars(grants),
