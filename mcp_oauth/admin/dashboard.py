@@ -27,6 +27,7 @@ from django.contrib import admin
 from django.db.models import Count, Q
 from django.db.models.functions import Trunc
 from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.models import get_application_model
@@ -196,6 +197,13 @@ class DashboardAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    def get_urls(self):
+        """The page only: the proxy's rows are tool calls, which have their own admin, so no
+        ``<pk>/change/``, ``history/`` or ``add/`` here (they answer 404, not a tool call titled
+        "View MCP dashboard")."""
+        info = self.opts.app_label, self.opts.model_name
+        return [path("", self.admin_site.admin_view(self.changelist_view), name="{}_{}_changelist".format(*info))]
 
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_permission(request):

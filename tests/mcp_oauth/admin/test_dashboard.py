@@ -130,3 +130,18 @@ def test_the_top_clients_are_named_by_their_registered_name_with_the_id_beside(p
         ("Test client", 2, public_app.client_id),
         ("gone", 1, ""),  # no application with that ID (deleted): its ID is the label
     ]
+
+
+def test_the_dashboard_has_no_pages_of_its_rows(admin_client):
+    """The proxy model's rows are tool calls: no change, history, delete or add page of the
+    dashboard shows one (they have their own admin)."""
+    calls(timezone.now(), (0, "a", "c1", "ok"))
+    pk = ToolCallRecord.objects.get().pk
+    base = "/admin/mcp_oauth/toolcalldashboard/"
+    statuses = [
+        admin_client.get(base + tail).status_code
+        for tail in (f"{pk}/change/", f"{pk}/history/", f"{pk}/delete/", "add/")
+    ]
+    assert statuses == [404, 404, 404, 404]
+    assert admin_client.get(base).status_code == 200
+    assert admin_client.get(f"/admin/mcp_oauth/toolcallrecord/{pk}/change/").status_code == 200
