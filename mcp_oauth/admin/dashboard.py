@@ -98,7 +98,12 @@ def _series(since: datetime, now: datetime, chosen: Range) -> list[tuple[str, in
     buckets = round(chosen.span / chosen.step)
     last = _floor(now, chosen.step)
     series = []
-    label_format = "%H:%M" if chosen.step < timedelta(hours=1) else "%a %H:00"
+    if chosen.step < timedelta(hours=1):
+        label_format = "%H:%M"
+    elif chosen.span <= timedelta(days=1):
+        label_format = "%a %H:00"
+    else:  # a week: the weekday alone names the first and the last column alike
+        label_format = "%a %d %b %H:00"
     for index in range(buckets - 1, -1, -1):
         start = last - chosen.step * index
         calls, errors = counted.get(start.replace(tzinfo=None), (0, 0))

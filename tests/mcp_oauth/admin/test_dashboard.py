@@ -66,6 +66,9 @@ def test_the_ranges_and_an_unknown_one():
     assert dashboard_context("24h", now=now)["calls"].total == 1
     week = dashboard_context("7d", now=now)
     assert (len(week["calls"].bars), week["calls"].total) == (168, 2)
+    first, last = week["calls"].bars[0].label, week["calls"].bars[-1].label
+    assert first != last and first[:3] == last[:3]  # the same weekday a week apart: the date tells them apart
+    assert last == timezone.localtime(now).strftime("%a %d %b %H:00")
     assert week["per_column"] == 0.01  # 2 calls / 168 hours, not 2 / 10,080 minutes rounded to 0.0
     assert dashboard_context("1h", now=now)["per_column"] == 0.0
     assert dashboard_context("forever", now=now)["range_key"] == "1h"
