@@ -27,8 +27,10 @@ from django.contrib import admin
 from django.db.models import Count, Q
 from django.db.models.functions import Trunc
 from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from oauth2_provider.models import get_application_model
 
 from mcp_oauth.admin.dashboard_charts import column_chart, hbars
 from mcp_oauth.models import AuditEvent, McpTask, ToolCallDashboard
@@ -96,7 +98,12 @@ def _series(since: datetime, now: datetime, chosen: Range) -> list[tuple[str, in
     buckets = round(chosen.span / chosen.step)
     last = _floor(now, chosen.step)
     series = []
-    label_format = "%H:%M" if chosen.step < timedelta(hours=1) else "%a %H:00"
+    if chosen.step < timedelta(hours=1):
+        label_format = "%H:%M"
+    elif chosen.span <= timedelta(days=1):
+        label_format = "%a %H:00"
+    else:  # a week: the weekday alone names the first and the last column alike
+        label_format = "%a %d %b %H:00"
     for index in range(buckets - 1, -1, -1):
         start = last - chosen.step * index
         calls, errors = counted.get(start.replace(tzinfo=None), (0, 0))
@@ -107,6 +114,19 @@ def _series(since: datetime, now: datetime, chosen: Range) -> list[tuple[str, in
 def _top(queryset, field: str) -> list[tuple[str, int]]:
     rows = queryset.values(field).annotate(n=Count("id")).order_by("-n", field)[:TOP]
     return [(row[field] or "-", row["n"]) for row in rows]
+
+
+def _top_clients(queryset) -> list[tuple[str, int, str]]:
+    """The top clients as ``(name, calls, client_id)``: the registered name an operator knows
+    (one query for at most :data:`TOP` IDs), the ID beside it; a client since deleted keeps its ID
+    as its label."""
+    rows = _top(queryset, "client_id")
+    names = dict(
+        get_application_model()
+        .objects.filter(client_id__in=[client for client, _ in rows])
+        .values_list("client_id", "name")
+    )
+    return [(names[client], calls, client) if names.get(client) else (client, calls, "") for client, calls in rows]
 
 
 def dashboard_context(range_key: str, now: datetime | None = None) -> dict[str, Any]:
@@ -150,8 +170,11 @@ def dashboard_context(range_key: str, now: datetime | None = None) -> dict[str, 
         "calls": chart,
         "bucket_minutes": int(minutes),
         "per_minute": round(chart.total / (chosen.span / timedelta(minutes=1)), 2),
+        # the average per column's unit (per minute over the last hour, per hour over a day or a
+        # week): a week's calls per minute would round to 0.0
+        "per_column": round(chart.total / len(series), 2) if series else 0.0,
         "top_tools": hbars(_top(calls, "tool")),
-        "top_clients": hbars(_top(calls, "client_id")),
+        "top_clients": hbars(_top_clients(calls)),
         "grants": hbars(grants),
         "refusals": hbars(refusals),
         "tasks_working": in_flight.get(McpTask.Status.WORKING, 0),
@@ -179,6 +202,13 @@ class DashboardAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    def get_urls(self):
+        """The page only: the proxy's rows are tool calls, which have their own admin, so no
+        ``<pk>/change/``, ``history/`` or ``add/`` here (they answer 404, not a tool call titled
+        "View MCP dashboard")."""
+        info = self.opts.app_label, self.opts.model_name
+        return [path("", self.admin_site.admin_view(self.changelist_view), name="{}_{}_changelist".format(*info))]
 
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_permission(request):

@@ -7,6 +7,7 @@ beside it carries the same figures for screen readers and text browsers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,12 +78,14 @@ def column_chart(series: list[tuple[str, int, int]]) -> ColumnChart:
 
 @dataclass(frozen=True)
 class HBar:
-    """One horizontal bar: ``label`` with ``value`` (``width`` scaled to the largest), at row ``y``."""
+    """One horizontal bar: ``label`` with ``value`` (``width`` scaled to the largest), at row ``y``;
+    ``detail``, when not empty, is shown under the label in the table (a client's ID under its name)."""
 
     label: str
     value: Any
     width: float
     y: float
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,11 +94,18 @@ class HBarChart:
     height: int
 
 
-def hbars(rows: list[tuple[str, int]], row_height: int = 22) -> HBarChart:
-    """Horizontal bars for ``rows`` of ``(label, value)``, widths scaled to the largest value."""
-    peak = max((value for _, value in rows), default=0)
+def hbars(rows: Sequence[tuple[str, int] | tuple[str, int, str]], row_height: int = 22) -> HBarChart:
+    """Horizontal bars for ``rows`` of ``(label, value)`` or ``(label, value, detail)``, widths
+    scaled to the largest value."""
+    peak = max((row[1] for row in rows), default=0)
     bars = [
-        HBar(label=label, value=value, width=round(HBAR_WIDTH * value / peak, 2) if peak else 0.0, y=index * row_height)
-        for index, (label, value) in enumerate(rows)
+        HBar(
+            label=row[0],
+            value=row[1],
+            width=round(HBAR_WIDTH * row[1] / peak, 2) if peak else 0.0,
+            y=index * row_height,
+            detail=row[2] if len(row) > 2 else "",
+        )
+        for index, row in enumerate(rows)
     ]
     return HBarChart(rows=bars, height=len(bars) * row_height)

@@ -108,6 +108,11 @@ def test_the_dashboard_in_chromium_shows_real_traffic(live, mint_token, service,
                     for tr in await page.locator("#table-tools tbody tr").all()
                 ],
                 "tool_bars": await page.locator("#chart-tools rect.hbar").count(),
+                "clients": [
+                    [await cell.inner_text() for cell in await tr.locator("td").all()]
+                    for tr in await page.locator("#table-clients tbody tr").all()
+                ],
+                "client_bar_labels": await page.locator("#chart-clients text").all_text_contents(),
                 "grants": [
                     [await cell.inner_text() for cell in await tr.locator("td").all()]
                     for tr in await page.locator("#table-grants tbody tr").all()
@@ -119,6 +124,8 @@ def test_the_dashboard_in_chromium_shows_real_traffic(live, mint_token, service,
             pixels = await page.evaluate(VARIANCE_JS, base64.b64encode(png).decode())
             await page.goto(live.base + "/admin/mcp_oauth/toolcalldashboard/?range=24h")
             seen["columns_24h"] = await page.locator("#chart-calls g.column").count()
+            seen["average_24h"] = await page.inner_text("#mcp-calls-average")
+            seen["total_24h"] = int(await page.inner_text("#mcp-calls-total"))
 
             # JavaScript off: the numbers are in the page.
             context = await chromium.browser.new_context(java_script_enabled=False)
@@ -142,10 +149,17 @@ def test_the_dashboard_in_chromium_shows_real_traffic(live, mint_token, service,
     assert seen["title"].startswith("MCP dashboard")
     assert seen["columns"] == 60  # one per minute of the last hour
     assert seen["columns_24h"] == 24
+    # 9 calls / 24 hours = 0.38 alone; the audit writer of an earlier live-server test may add rows
+    average = round(seen["total_24h"] / 24, 2)
+    assert seen["average_24h"] == f"({average} per hour on average; one column per hour)"
+    assert seen["total_24h"] >= 9
     assert seen["error_bars"] == 1
     assert (seen["total"], seen["errors"]) == ("9", "1")
     assert seen["tools"] == [["whoami", "5"], ["echo", "4"]]
     assert seen["tool_bars"] == 2
+    # the client by the name the operator knows, its ID under it
+    assert seen["clients"] == [[f"Dashboard SDK client\n{app.client_id}", "9"]]
+    assert seen["client_bar_labels"] == ["Dashboard SDK client", "9"]
     assert seen["grants"] == [["client_credentials", "1"]]
     assert seen["refusal_rows"] == (1 if refusals else 0)
     assert seen["elicitation"] == 1

@@ -66,6 +66,11 @@ def test_the_ranges_and_an_unknown_one():
     assert dashboard_context("24h", now=now)["calls"].total == 1
     week = dashboard_context("7d", now=now)
     assert (len(week["calls"].bars), week["calls"].total) == (168, 2)
+    first, last = week["calls"].bars[0].label, week["calls"].bars[-1].label
+    assert first != last and first[:3] == last[:3]  # the same weekday a week apart: the date tells them apart
+    assert last == timezone.localtime(now).strftime("%a %d %b %H:00")
+    assert week["per_column"] == 0.01  # 2 calls / 168 hours, not 2 / 10,080 minutes rounded to 0.0
+    assert dashboard_context("1h", now=now)["per_column"] == 0.0
     assert dashboard_context("forever", now=now)["range_key"] == "1h"
 
 
@@ -118,3 +123,28 @@ def test_the_page_for_staff_and_for_no_one_else(admin_client, client, user):
     assert admin_client.get("/admin/").content.decode().count("/admin/mcp_oauth/toolcalldashboard/") >= 1
     client.force_login(user)
     assert client.get("/admin/mcp_oauth/toolcalldashboard/")["Location"].startswith("/admin/login/")
+
+
+def test_the_top_clients_are_named_by_their_registered_name_with_the_id_beside(public_app, client):
+    now = timezone.now()
+    calls(now, (0, "a", public_app.client_id, "ok"), (1, "a", public_app.client_id, "ok"), (2, "a", "gone", "ok"))
+    rows = dashboard_context("1h", now=now)["top_clients"].rows
+    assert [(r.label, r.value, r.detail) for r in rows] == [
+        ("Test client", 2, public_app.client_id),
+        ("gone", 1, ""),  # no application with that ID (deleted): its ID is the label
+    ]
+
+
+def test_the_dashboard_has_no_pages_of_its_rows(admin_client):
+    """The proxy model's rows are tool calls: no change, history, delete or add page of the
+    dashboard shows one (they have their own admin)."""
+    calls(timezone.now(), (0, "a", "c1", "ok"))
+    pk = ToolCallRecord.objects.get().pk
+    base = "/admin/mcp_oauth/toolcalldashboard/"
+    statuses = [
+        admin_client.get(base + tail).status_code
+        for tail in (f"{pk}/change/", f"{pk}/history/", f"{pk}/delete/", "add/")
+    ]
+    assert statuses == [404, 404, 404, 404]
+    assert admin_client.get(base).status_code == 200
+    assert admin_client.get(f"/admin/mcp_oauth/toolcallrecord/{pk}/change/").status_code == 200

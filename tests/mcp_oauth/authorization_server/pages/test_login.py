@@ -109,8 +109,10 @@ def test_signing_in_never_leaves_for_another_site(client, minimal_site, user):
     )
     assert response.status_code == 302
     assert response["Location"] == "/oauth/login"
-    done = client.get("/oauth/login")
-    assert "You are signed in as <strong>alice</strong>" in done.content.decode()
+    done = client.get("/oauth/login").content.decode()
+    assert "You are signed in as <strong>alice</strong>" in done
+    assert "<form" not in done  # no second sign-in form under "you are signed in"
+    assert 'href="/oauth/connected-apps/"' in done
 
 
 @pytest.mark.django_db
