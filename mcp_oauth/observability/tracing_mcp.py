@@ -47,6 +47,17 @@ DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 3
 
 _NAMED = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
 _RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
+#: The histogram's tool or prompt name for a name the server does not serve (as the metrics do).
+UNKNOWN_TARGET = "_unknown"
+
+
+def _served(method: str, name: str, call: Any) -> bool:
+    """Whether the tool (``tools/call``) or prompt (``prompts/get``) named by the client exists."""
+    try:
+        registry = call.registry if method == "tools/call" else mcp_oauth_settings.PROMPT_REGISTRY
+        return registry is not None and registry.get(name) is not None
+    except Exception:  # noqa: BLE001 - a registry that fails here fails the request on its own
+        return False
 
 
 class _Instruments:
@@ -92,9 +103,11 @@ class McpTracingObserver:
         name = method
         target_attribute = _NAMED.get(method)
         target = params.get("name") if target_attribute else None
+        known = isinstance(target, str) and _served(method, target, call)
         if isinstance(target, str):
             attributes[target_attribute] = target  # type: ignore[index]
-            name = f"{method} {target}"
+            if known:  # a name the client made up would make span names and series unbounded
+                name = f"{method} {target}"
         if method == "tools/call":
             attributes["gen_ai.operation.name"] = "execute_tool"
             if mcp_oauth_settings.TRACING_CAPTURE_CONTENT and "arguments" in params:
@@ -102,6 +115,8 @@ class McpTracingObserver:
         elif method in _RESOURCE_METHODS and isinstance(params.get("uri"), str):
             attributes["mcp.resource.uri"] = params["uri"]
         metric_attributes = {k: v for k, v in attributes.items() if k != "mcp.resource.uri"}
+        if target_attribute in metric_attributes and not known:
+            metric_attributes[target_attribute] = UNKNOWN_TARGET
         if call.message_id is not None:
             attributes["jsonrpc.request.id"] = str(call.message_id)
         if call.session is not None:
