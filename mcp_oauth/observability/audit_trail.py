@@ -49,7 +49,16 @@ try:  # the trace of the request, when OpenTelemetry is installed and a span is 
 except ImportError:  # pragma: no cover - optional
     _otel_trace = None  # type: ignore[assignment]
 
-__all__ = ["AuditTrailObserver", "TrailWriter", "arguments_digest", "canonical_json", "observer", "writer"]
+__all__ = [
+    "AuditTrailObserver",
+    "TrailWriter",
+    "arguments_digest",
+    "canonical_json",
+    "observer",
+    "storable_json",
+    "storable_text",
+    "writer",
+]
 
 logger = logging.getLogger("mcp_oauth.audit_trail")
 
@@ -64,8 +73,45 @@ def canonical_json(value: Any) -> bytes:
 
 
 def arguments_digest(arguments: Any) -> str:
-    """SHA-256 (64 hex digits) of the canonical JSON of ``arguments`` (``{}`` when absent)."""
-    return hashlib.sha256(canonical_json({} if arguments is None else arguments)).hexdigest()
+    """SHA-256 (64 hex digits) of the canonical JSON of ``arguments`` (``{}`` when absent).
+
+    A lone surrogate (which JSON text can carry as ``\\udXXX``) is hashed as its UTF-8 form
+    (``surrogatepass``): the digest of any argument a client sends, storable or not."""
+    value = {} if arguments is None else arguments
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def storable_text(value: str) -> str:
+    """``value`` as text the database stores: each NUL and each lone surrogate replaced by U+FFFD.
+
+    A client chooses the tool name and arguments of the calls the trail records (refused ones too);
+    PostgreSQL refuses NUL in text and jsonb and no encoder takes a lone surrogate, and one such
+    row would make the database refuse its whole batch."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return value
+
+
+def storable_json(value: Any) -> Any:
+    """``value`` with :func:`storable_text` applied to every string and object key (non-JSON values
+    as their ``str``).
+
+    :raises RecursionError: nesting deeper than the interpreter's recursion limit.
+    """
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_text(str(key)): storable_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable_json(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return storable_text(str(value))
 
 
 class TrailWriter:
@@ -124,7 +170,10 @@ class TrailWriter:
             self._wake.clear()
             stopping, release = self._stopping, self._release
             if self._queue:
-                self._drain()
+                try:
+                    self._drain()
+                except Exception:  # never end the thread: the next calls are to be written
+                    logger.exception("tool-call audit trail: the writer failed a drain")
             elif not woken:
                 release = True  # a whole interval without a call: idle
             if release or stopping:
@@ -166,26 +215,33 @@ class TrailWriter:
             args,
             trace,
         ) in batch:
+            tool = storable_text(tool)
             stored = None
             if adapter is not None:
                 try:
-                    stored = adapter.redact_tool_arguments(tool, args if args is not None else {})
+                    stored = storable_json(adapter.redact_tool_arguments(tool, args if args is not None else {}))
                 except Exception:
-                    logger.exception("redact_tool_arguments failed for %s; arguments not kept", tool)
+                    stored = None
+                    logger.exception("redact_tool_arguments failed for %r; arguments not kept", tool)
+            try:
+                digest = arguments_digest(args)
+            except (RecursionError, ValueError, TypeError):  # nesting too deep to encode
+                digest = arguments_digest(repr(type(args)))
+                logger.warning("tool-call audit trail: arguments of %r not hashable as JSON", tool)
             rows.append(
                 (
                     datetime.fromtimestamp(started, tz=UTC),
                     user,
-                    client_id[:255],
-                    resource[:255],
+                    storable_text(client_id)[:255],
+                    storable_text(resource)[:255],
                     tool[:200],
-                    method[:40],
-                    era[:16],
-                    version[:16],
+                    storable_text(method)[:40],
+                    storable_text(era)[:16],
+                    storable_text(version)[:16],
                     outcome,
                     code,
                     round(duration * 1000, 3),
-                    arguments_digest(args),
+                    digest,
                     stored,
                     trace,
                 )
