@@ -43,6 +43,7 @@ from django.db.models import Q
 
 from mcp_oauth.models import ClientProfile, ToolCallRecord, ToolCallUse
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.text import storable_text
 
 try:  # the trace of the request, when OpenTelemetry is installed and a span is current
     from opentelemetry import trace as _otel_trace
@@ -56,7 +57,6 @@ __all__ = [
     "canonical_json",
     "observer",
     "storable_json",
-    "storable_text",
     "writer",
 ]
 
@@ -80,21 +80,6 @@ def arguments_digest(arguments: Any) -> str:
     value = {} if arguments is None else arguments
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def storable_text(value: str) -> str:
-    """``value`` as text the database stores: each NUL and each lone surrogate replaced by U+FFFD.
-
-    A client chooses the tool name and arguments of the calls the trail records (refused ones too);
-    PostgreSQL refuses NUL in text and jsonb and no encoder takes a lone surrogate, and one such
-    row would make the database refuse its whole batch."""
-    if "\x00" in value:
-        value = value.replace("\x00", "\ufffd")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return value
 
 
 def storable_json(value: Any) -> Any:

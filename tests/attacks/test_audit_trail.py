@@ -30,6 +30,7 @@ def _registry(settings):
         "TOOL_CALL_AUDIT_FLUSH_MILLISECONDS": 60_000,  # one batch: the flush writes them together
     }
     writer.flush()
+    ToolCallRecord.objects.all().delete()  # rows queued by an earlier test, written since
     yield
     writer.flush()
 
