@@ -22,7 +22,7 @@ ACCEPT = "application/json, text/event-stream"
 
 
 @pytest.fixture
-def observed(traced, settings):  # noqa: F811
+def observed(traced, settings):
     settings.MCP_OAUTH = {
         **settings.MCP_OAUTH,
         "METRICS_ENABLED": True,
