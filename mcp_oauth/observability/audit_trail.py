@@ -252,6 +252,8 @@ class TrailWriter:
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until everything queued before this call is written (or refused). :returns: False on timeout."""
         target = self.enqueued
+        if self._thread is None and self._queue:
+            self._start()  # records queued while no thread ran (one that ended: stop())
         deadline = time.monotonic() + timeout
         with self._done:
             while self.written + self.failed < target:

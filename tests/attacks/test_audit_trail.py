@@ -126,3 +126,20 @@ def test_a_leading_tab_or_carriage_return_is_neutralised_too():
     assert spreadsheet_safe("\r=1") == "'\r=1"
     assert spreadsheet_safe(-32602) == -32602
     assert spreadsheet_safe("echo") == "echo"
+
+
+def test_an_erasure_also_anonymises_the_calls_still_queued(client, token, user, settings, monkeypatch):
+    from mcp_oauth.authorization_server.user_data.erasure import erase_user_data
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_CALL_AUDIT_ARGUMENTS": True}
+    writer.stop()
+    monkeypatch.setattr(writer, "_start", lambda: None)  # the call stays queued: no thread writes it yet
+    assert legacy_call(client, token, "echo", {"word": "private"}, 1).status_code == 200
+    assert writer.pending() == 1
+    monkeypatch.undo()
+    counts = erase_user_data(user)
+    assert counts["tool_calls_anonymised"] == 1
+    assert writer.flush()
+    row = ToolCallRecord.objects.get()
+    assert (row.user_id, row.arguments, row.arguments_digest) == (None, None, "")
+    assert row.tool == "echo"
