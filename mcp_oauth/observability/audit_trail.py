@@ -7,8 +7,8 @@ on the request path. The writer's thread turns the queue into :class:`~mcp_oauth
 rows, ``TOOL_CALL_AUDIT_BATCH_SIZE`` at a time with one ``bulk_create`` (one ``INSERT``), every
 ``TOOL_CALL_AUDIT_FLUSH_MILLISECONDS`` or as soon as a batch is full; then, once per batch and per
 client, it moves the "last used" times forward (``ClientProfile.last_used_at`` and
-:class:`~mcp_oauth.models.ToolCallUse`). The digest of the arguments (SHA-256 of their canonical
-JSON) and the adapter's :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.redact_tool_arguments` run there too.
+:class:`~mcp_oauth.models.ToolCallUse`). The digest of the arguments (HMAC-SHA256 of their canonical
+JSON, keyed from ``SECRET_KEY``) and the adapter's :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.redact_tool_arguments` run there too.
 
 Bounds and losses (docs/how-to/audit-trail.md):
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -38,6 +39,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import close_old_connections, connections, transaction
 from django.db.models import Q
 
@@ -73,13 +75,30 @@ def canonical_json(value: Any) -> bytes:
 
 
 def arguments_digest(arguments: Any) -> str:
-    """SHA-256 (64 hex digits) of the canonical JSON of ``arguments`` (``{}`` when absent).
+    """HMAC-SHA256 (64 hex digits) of the canonical JSON of ``arguments`` (``{}`` when absent),
+    keyed by a key derived from ``SECRET_KEY``.
 
-    A lone surrogate (which JSON text can carry as ``\\udXXX``) is hashed as its UTF-8 form
-    (``surrogatepass``): the digest of any argument a client sends, storable or not."""
+    Two calls with the same arguments have the same digest (they can be matched), but the digest
+    cannot be guessed back by whoever reads the trail: a plain SHA-256 of ``{"password": "hunter2"}``
+    falls to a dictionary in seconds, the arguments the redaction hides included. Rotating
+    ``SECRET_KEY`` starts a new series of digests. A lone surrogate (which JSON text can carry as
+    ``\\udXXX``) is hashed as its UTF-8 form (``surrogatepass``)."""
     value = {} if arguments is None else arguments
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return hmac.new(_digest_key(), text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+_digest_keys: dict[str, bytes] = {}
+
+
+def _digest_key() -> bytes:
+    secret = str(django_settings.SECRET_KEY)
+    key = _digest_keys.get(secret)
+    if key is None:
+        key = hashlib.sha256(b"mcp_oauth.audit_trail.arguments_digest\x00" + secret.encode()).digest()
+        _digest_keys.clear()
+        _digest_keys[secret] = key
+    return key
 
 
 def storable_json(value: Any) -> Any:

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from mcp_oauth.models import ToolCallRecord
-from mcp_oauth.observability.audit_trail import writer
+from mcp_oauth.observability.audit_trail import arguments_digest, writer
 from mcp_oauth.observability.audit_trail_export import export_lines, records, spreadsheet_safe
 from tests.mcp_oauth.observability.test_audit_trail import call
 
@@ -143,3 +143,27 @@ def test_an_erasure_also_anonymises_the_calls_still_queued(client, token, user, 
     row = ToolCallRecord.objects.get()
     assert (row.user_id, row.arguments, row.arguments_digest) == (None, None, "")
     assert row.tool == "echo"
+
+
+def test_the_digest_of_a_redacted_password_cannot_be_guessed_back(client, token, settings):
+    """A reader of the trail (staff, an export) holds the digest of every call: a plain SHA-256 of
+    ``{"password": "hunter2", ...}`` would give the password to a dictionary in seconds."""
+    import hashlib
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_CALL_AUDIT_ARGUMENTS": True}
+    arguments = {"word": "yo", "api_token": "hunter2"}
+    assert legacy_call(client, token, "echo", arguments, 1).status_code == 200
+    assert writer.flush()
+    row = ToolCallRecord.objects.get()
+    assert row.arguments == {"word": "yo", "api_token": "[redacted]"}
+    dictionary = ["123456", "password", "hunter2", "s3cret"]
+    guesses = {
+        hashlib.sha256(
+            json.dumps({**arguments, "api_token": word}, sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
+        for word in dictionary
+    }
+    assert row.arguments_digest not in guesses
+    assert len(row.arguments_digest) == 64
+    settings.SECRET_KEY = "another-key-" + "x" * 40
+    assert arguments_digest(arguments) != row.arguments_digest  # keyed by SECRET_KEY
