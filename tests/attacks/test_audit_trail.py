@@ -167,3 +167,28 @@ def test_the_digest_of_a_redacted_password_cannot_be_guessed_back(client, token,
     assert len(row.arguments_digest) == 64
     settings.SECRET_KEY = "another-key-" + "x" * 40
     assert arguments_digest(arguments) != row.arguments_digest  # keyed by SECRET_KEY
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "api-key",
+        "API-Key",
+        "apiKey",
+        "x-api-key",
+        "pasſword",
+        "ｐａｓｓｗｏｒｄ",
+        "Pass Word",
+        "client.secret",
+        "PASSWD",
+        "aws_credentials",
+        "privateKey",
+        "session_cookie",
+        "access-token",
+    ],
+)
+def test_the_default_redaction_is_not_bypassed_by_spelling(key):
+    from mcp_oauth.adapter import DefaultMCPAdapter
+
+    kept = DefaultMCPAdapter().redact_tool_arguments("echo", {"word": "yo", "nested": [{key: "hunter2"}]})
+    assert kept == {"word": "yo", "nested": [{key: "[redacted]"}]}
