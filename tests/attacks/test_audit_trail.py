@@ -32,7 +32,7 @@ def _registry(settings):
     writer.flush()
     ToolCallRecord.objects.all().delete()  # rows queued by an earlier test, written since
     yield
-    writer.flush()
+    writer.stop()  # the thread read the minute-long interval when it started: the next starts afresh
 
 
 @pytest.fixture
