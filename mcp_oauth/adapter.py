@@ -34,6 +34,7 @@ The decisions:
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -151,8 +152,21 @@ class DefaultMCPAdapter:
         """
         return mcp_oauth_settings.MCP_RATE_LIMIT
 
-    #: Argument names (case-insensitive substrings) whose values :meth:`redact_tool_arguments` hides.
-    REDACTED_ARGUMENT_NAMES: tuple[str, ...] = ("password", "secret", "token", "apikey", "api_key", "authorization")
+    #: Argument names whose values :meth:`redact_tool_arguments` hides: substrings of the key, both
+    #: compared in NFKC, case-folded, without separators (``API-Key``, ``apiKey``, ``api_key``,
+    #: ``ｐａｓｓｗｏｒｄ`` and ``pasſword`` all match).
+    REDACTED_ARGUMENT_NAMES: tuple[str, ...] = (
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "apikey",
+        "api_key",
+        "authorization",
+        "credential",
+        "private_key",
+        "cookie",
+    )
 
     def redact_tool_arguments(self, tool: str, arguments: Any) -> Any:
         """What the tool-call audit trail stores of ``arguments`` (``TOOL_CALL_AUDIT_ARGUMENTS`` on).
@@ -162,7 +176,8 @@ class DefaultMCPAdapter:
         values, not to be mutated). :returns: JSON-able values to store, or None to store nothing.
 
         Default: a copy where the value of every object key containing one of
-        :attr:`REDACTED_ARGUMENT_NAMES` (at any depth) is ``"[redacted]"``.
+        :attr:`REDACTED_ARGUMENT_NAMES` (at any depth; compared in NFKC, case-folded, without
+        separators) is ``"[redacted]"``.
         """
         return _redacted(arguments, self.REDACTED_ARGUMENT_NAMES)
 
@@ -178,14 +193,24 @@ class DefaultMCPAdapter:
         )
 
 
+def _folded(name: str) -> str:
+    """``name`` in NFKC, case-folded, letters and digits only (how argument names are compared)."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", name).casefold() if ch.isalnum())
+
+
 def _redacted(value: Any, names: tuple[str, ...]) -> Any:
+    folded = tuple(_folded(n) for n in names)
+    return _redact(value, folded)
+
+
+def _redact(value: Any, folded: tuple[str, ...]) -> Any:
     if isinstance(value, dict):
         return {
-            key: "[redacted]" if any(n in str(key).lower() for n in names) else _redacted(item, names)
+            key: "[redacted]" if any(n in _folded(str(key)) for n in folded) else _redact(item, folded)
             for key, item in value.items()
         }
     if isinstance(value, list):
-        return [_redacted(item, names) for item in value]
+        return [_redact(item, folded) for item in value]
     return value
 
 

@@ -19,8 +19,9 @@ class ToolCallRecord(models.Model):
     """One audited MCP request: who (user, client), what (method, tool, argument digest), how it ended.
 
     ``client_id`` and ``resource`` are kept as text so the row survives the client's deletion.
-    ``arguments_digest`` is the SHA-256 (hex) of the arguments' canonical JSON (sorted keys, no
-    spaces, UTF-8), so two identical calls can be matched without keeping their values;
+    ``arguments_digest`` is the HMAC-SHA256 (hex, keyed from ``SECRET_KEY``) of the arguments'
+    canonical JSON (sorted keys, no spaces, UTF-8), so two identical calls can be matched without
+    keeping their values, and a reader of the trail cannot guess small values back;
     ``arguments`` holds the values only when ``TOOL_CALL_AUDIT_ARGUMENTS`` is on, after the adapter's
     :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.redact_tool_arguments`. ``duration_ms`` is the time
     from the request's start to its response, in milliseconds.

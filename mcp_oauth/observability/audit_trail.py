@@ -7,8 +7,8 @@ on the request path. The writer's thread turns the queue into :class:`~mcp_oauth
 rows, ``TOOL_CALL_AUDIT_BATCH_SIZE`` at a time with one ``bulk_create`` (one ``INSERT``), every
 ``TOOL_CALL_AUDIT_FLUSH_MILLISECONDS`` or as soon as a batch is full; then, once per batch and per
 client, it moves the "last used" times forward (``ClientProfile.last_used_at`` and
-:class:`~mcp_oauth.models.ToolCallUse`). The digest of the arguments (SHA-256 of their canonical
-JSON) and the adapter's :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.redact_tool_arguments` run there too.
+:class:`~mcp_oauth.models.ToolCallUse`). The digest of the arguments (HMAC-SHA256 of their canonical
+JSON, keyed from ``SECRET_KEY``) and the adapter's :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.redact_tool_arguments` run there too.
 
 Bounds and losses (docs/how-to/audit-trail.md):
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -38,18 +39,28 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import close_old_connections, connections, transaction
 from django.db.models import Q
 
 from mcp_oauth.models import ClientProfile, ToolCallRecord, ToolCallUse
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.text import storable_text
 
 try:  # the trace of the request, when OpenTelemetry is installed and a span is current
     from opentelemetry import trace as _otel_trace
 except ImportError:  # pragma: no cover - optional
     _otel_trace = None  # type: ignore[assignment]
 
-__all__ = ["AuditTrailObserver", "TrailWriter", "arguments_digest", "canonical_json", "observer", "writer"]
+__all__ = [
+    "AuditTrailObserver",
+    "TrailWriter",
+    "arguments_digest",
+    "canonical_json",
+    "observer",
+    "storable_json",
+    "writer",
+]
 
 logger = logging.getLogger("mcp_oauth.audit_trail")
 
@@ -64,8 +75,47 @@ def canonical_json(value: Any) -> bytes:
 
 
 def arguments_digest(arguments: Any) -> str:
-    """SHA-256 (64 hex digits) of the canonical JSON of ``arguments`` (``{}`` when absent)."""
-    return hashlib.sha256(canonical_json({} if arguments is None else arguments)).hexdigest()
+    """HMAC-SHA256 (64 hex digits) of the canonical JSON of ``arguments`` (``{}`` when absent),
+    keyed by a key derived from ``SECRET_KEY``.
+
+    Two calls with the same arguments have the same digest (they can be matched), but the digest
+    cannot be guessed back by whoever reads the trail: a plain SHA-256 of ``{"password": "hunter2"}``
+    falls to a dictionary in seconds, the arguments the redaction hides included. Rotating
+    ``SECRET_KEY`` starts a new series of digests. A lone surrogate (which JSON text can carry as
+    ``\\udXXX``) is hashed as its UTF-8 form (``surrogatepass``)."""
+    value = {} if arguments is None else arguments
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hmac.new(_digest_key(), text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+_digest_keys: dict[str, bytes] = {}
+
+
+def _digest_key() -> bytes:
+    secret = str(django_settings.SECRET_KEY)
+    key = _digest_keys.get(secret)
+    if key is None:
+        key = hashlib.sha256(b"mcp_oauth.audit_trail.arguments_digest\x00" + secret.encode()).digest()
+        _digest_keys.clear()
+        _digest_keys[secret] = key
+    return key
+
+
+def storable_json(value: Any) -> Any:
+    """``value`` with :func:`storable_text` applied to every string and object key (non-JSON values
+    as their ``str``).
+
+    :raises RecursionError: nesting deeper than the interpreter's recursion limit.
+    """
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_text(str(key)): storable_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable_json(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return storable_text(str(value))
 
 
 class TrailWriter:
@@ -124,7 +174,10 @@ class TrailWriter:
             self._wake.clear()
             stopping, release = self._stopping, self._release
             if self._queue:
-                self._drain()
+                try:
+                    self._drain()
+                except Exception:  # never end the thread: the next calls are to be written
+                    logger.exception("tool-call audit trail: the writer failed a drain")
             elif not woken:
                 release = True  # a whole interval without a call: idle
             if release or stopping:
@@ -166,26 +219,33 @@ class TrailWriter:
             args,
             trace,
         ) in batch:
+            tool = storable_text(tool)
             stored = None
             if adapter is not None:
                 try:
-                    stored = adapter.redact_tool_arguments(tool, args if args is not None else {})
+                    stored = storable_json(adapter.redact_tool_arguments(tool, args if args is not None else {}))
                 except Exception:
-                    logger.exception("redact_tool_arguments failed for %s; arguments not kept", tool)
+                    stored = None
+                    logger.exception("redact_tool_arguments failed for %r; arguments not kept", tool)
+            try:
+                digest = arguments_digest(args)
+            except (RecursionError, ValueError, TypeError):  # nesting too deep to encode
+                digest = arguments_digest(repr(type(args)))
+                logger.warning("tool-call audit trail: arguments of %r not hashable as JSON", tool)
             rows.append(
                 (
                     datetime.fromtimestamp(started, tz=UTC),
                     user,
-                    client_id[:255],
-                    resource[:255],
+                    storable_text(client_id)[:255],
+                    storable_text(resource)[:255],
                     tool[:200],
-                    method[:40],
-                    era[:16],
-                    version[:16],
+                    storable_text(method)[:40],
+                    storable_text(era)[:16],
+                    storable_text(version)[:16],
                     outcome,
                     code,
                     round(duration * 1000, 3),
-                    arguments_digest(args),
+                    digest,
                     stored,
                     trace,
                 )
@@ -211,6 +271,8 @@ class TrailWriter:
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until everything queued before this call is written (or refused). :returns: False on timeout."""
         target = self.enqueued
+        if self._thread is None and self._queue:
+            self._start()  # records queued while no thread ran (one that ended: stop())
         deadline = time.monotonic() + timeout
         with self._done:
             while self.written + self.failed < target:

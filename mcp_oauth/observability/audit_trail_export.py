@@ -19,7 +19,7 @@ from django.db.models import QuerySet
 
 from mcp_oauth.models import ToolCallRecord
 
-__all__ = ["COLUMNS", "FORMATS", "PAGE_SIZE", "export_lines", "records"]
+__all__ = ["COLUMNS", "FORMATS", "FORMULA_STARTS", "PAGE_SIZE", "export_lines", "records", "spreadsheet_safe"]
 
 #: The exported columns, in order (the CSV header; the keys of each JSON line).
 COLUMNS = (
@@ -65,9 +65,23 @@ def _text(value: Any) -> Any:
     return value
 
 
+#: What a spreadsheet reads as the start of a formula (OWASP "CSV injection"): a text cell starting
+#: with one of these is exported with a leading apostrophe (``'=cmd|…`` shows as text).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """``value`` prefixed with ``'`` when it is text a spreadsheet would run as a formula."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def export_lines(rows: Iterator[dict[str, Any]], fmt: str) -> Iterator[str]:
     """``rows`` as text: ``jsonl`` (one JSON object per line, UTF-8) or ``csv`` (RFC 4180, a header
-    line of :data:`COLUMNS`; ``arguments`` as JSON text, empty when absent; ``\\r\\n`` line ends).
+    line of :data:`COLUMNS`; ``arguments`` as JSON text, empty when absent; ``\\r\\n`` line ends;
+    a text cell a spreadsheet would read as a formula, starting with one of :data:`FORMULA_STARTS`
+    (the tool name is the client's choice), begins with ``'``; numbers are written as they are).
 
     :raises ValueError: unknown ``fmt``.
     """
@@ -97,5 +111,5 @@ def export_lines(rows: Iterator[dict[str, Any]], fmt: str) -> Iterator[str]:
                 value = "" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
             elif value is None:
                 value = ""
-            values.append(_text(value))
+            values.append(spreadsheet_safe(_text(value)))
         yield line(values)

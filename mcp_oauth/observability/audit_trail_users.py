@@ -6,7 +6,7 @@ Connected by :mod:`mcp_oauth.wiring` to :data:`mcp_oauth.signals.user_data_expor
 * the export gets a ``tool_calls`` section: one object per call of the user (when, client,
   resource, method, tool, outcome, error code, duration, arguments digest, the stored arguments
   when the site keeps them), read in primary-key order, 500 rows per round trip;
-* the erasure anonymises the user's calls, in range batches without reading them: the user link,
+* the erasure writes this process's queued calls first, then anonymises the user's calls, in range batches without reading them: the user link,
   the stored arguments and the arguments digest (a digest of small arguments can be guessed back)
   are cleared; the call itself (client, tool, outcome, time) stays for the site's counts, like the
   security audit log. Their "last used" rows (:class:`~mcp_oauth.models.ToolCallUse`) are deleted.
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mcp_oauth.models import ToolCallRecord, ToolCallUse
+from mcp_oauth.observability.audit_trail import writer
 from mcp_oauth.shared.batches import update_in_batches
 
 __all__ = ["EXPORT_FIELDS", "erase_tool_calls", "export_tool_calls"]
@@ -50,7 +51,13 @@ def export_tool_calls(sender: Any, user: Any, export: Any, **kwargs: Any) -> Non
 
 def erase_tool_calls(sender: Any, user: Any, counts: dict[str, int], **kwargs: Any) -> None:
     """Receiver of ``user_data_erase``: anonymise the user's calls (``counts["tool_calls_anonymised"]``),
-    delete their last-used rows."""
+    delete their last-used rows.
+
+    The calls this process has queued and not yet written are written first, so that they are
+    anonymised too. (A call queued by another worker process in the last flush interval, 200 ms
+    by default, may be written after the erasure with the user's id: erase again, or run
+    erasures where the workers are drained.)"""
+    writer.flush()
     counts["tool_calls_anonymised"] = update_in_batches(
         ToolCallRecord.objects.filter(user_id=user.pk), user=None, arguments=None, arguments_digest=""
     )

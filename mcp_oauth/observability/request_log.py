@@ -33,13 +33,23 @@ import datetime
 import importlib.util
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from mcp_oauth.settings import mcp_oauth_settings
 
-__all__ = ["FIELDS", "JsonFormatter", "RequestLogObserver", "annotate", "observer", "request_log_lane", "trace_id"]
+__all__ = [
+    "FIELDS",
+    "MAX_FIELD_LENGTH",
+    "JsonFormatter",
+    "RequestLogObserver",
+    "annotate",
+    "observer",
+    "request_log_lane",
+    "trace_id",
+]
 
 logger = logging.getLogger("mcp_oauth.requests")
 
@@ -64,6 +74,14 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Where the lane puts the record in the ASGI scope (the MCP observer finds it through the request).
 SCOPE_KEY = "mcp_oauth.request_log"
+
+#: Longest client-chosen text (the tool name) put in a record, in characters; longer is cut.
+MAX_FIELD_LENGTH = 256
+
+#: What a line must not carry raw (escaped as ``\\uXXXX`` when present): DEL and the C1 controls
+#: (``\\x9b`` is an 8-bit CSI a terminal may run), the line and paragraph separators, and lone
+#: surrogates (no UTF-8 handler writes them). JSON already escapes C0 (newlines, ESC).
+_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 #: The record of the request being served (a dict the lane logs when the request ends); None outside one.
 _current: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("mcp_oauth_request_log", default=None)
@@ -126,7 +144,9 @@ def request_log_lane(app: ASGIApp) -> ASGIApp:
         finally:
             _current.reset(token)
             entry["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-            logger.info("%s %s %s", entry["method"], entry["path"], entry["status"], extra={"request": entry})
+            logger.info(
+                "%s %s %s", entry["method"], _printable(entry["path"]), entry["status"], extra={"request": entry}
+            )
 
     return lane
 
@@ -145,11 +165,19 @@ class RequestLogObserver:
             return
         call = event.call
         entry["mcp_method"] = call.method
-        entry["tool"] = event.target
+        entry["tool"] = event.target[:MAX_FIELD_LENGTH] if isinstance(event.target, str) else None
         principal = call.principal
         if principal is not None:
             entry["client_id"] = principal.client_id
             entry["user_id"] = getattr(principal.user, "pk", None)
+
+
+def _printable(value: Any) -> Any:
+    """``value`` for a plain-text message: non-printable characters (newlines, ESC, C1, lone
+    surrogates) as Python escapes, so a client's path never starts a forged line."""
+    if not isinstance(value, str) or value.isprintable():
+        return value
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in value)
 
 
 def _entry_of(call: Any) -> dict[str, Any] | None:
@@ -178,7 +206,10 @@ def connect(audit_event: Any) -> None:
 class JsonFormatter(logging.Formatter):
     """One JSON object per record: ``time`` (ISO 8601, UTC, milliseconds), ``level``, ``logger``,
     ``message``, then the record's ``request`` fields (:data:`FIELDS`) when it has them, and
-    ``exception`` (the formatted traceback) when it carries one. Use it in ``LOGGING``::
+    ``exception`` (the formatted traceback) when it carries one. Non-ASCII text is written as is,
+    unless the line holds DEL, a C1 control, U+2028/U+2029 or a lone surrogate: then every
+    non-ASCII character is escaped (one line any UTF-8 handler writes and a terminal shows
+    inertly). Use it in ``LOGGING``::
 
         "formatters": {"json": {"()": "mcp_oauth.observability.request_log.JsonFormatter"}}
     """
@@ -196,4 +227,7 @@ class JsonFormatter(logging.Formatter):
             line.update(request)
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, ensure_ascii=False)
+        text = json.dumps(line, default=str, ensure_ascii=False)
+        if _UNSAFE.search(text):  # rare: the line again with every non-ASCII character escaped
+            text = json.dumps(line, default=str, ensure_ascii=True)
+        return text

@@ -11,6 +11,9 @@ conventions, ``docs/gen-ai/mcp.md`` of open-telemetry/semantic-conventions-genai
   (``traceparent``/``tracestate``/``baggage``, SEP-414) — else the ambient one; a link to the
   HTTP request's context (the ambient span, or the request's ``traceparent`` header) when it is
   not the parent;
+* client text (tool or prompt name, resource URI) cut to :data:`MAX_TARGET_LENGTH` characters, NUL
+  and lone surrogates as U+FFFD (what the OTLP exporter can encode); on the duration histogram a
+  tool or prompt name the server does not know is ``_OTHER`` (a made-up name is not a series);
 * attributes ``mcp.method.name``, ``jsonrpc.request.id`` (text), ``mcp.protocol.version``,
   ``mcp.session.id`` (2025 era, with a session), ``gen_ai.tool.name`` and
   ``gen_ai.operation.name=execute_tool`` / ``gen_ai.prompt.name`` / ``mcp.resource.uri`` (the
@@ -39,25 +42,42 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from mcp_oauth.observability.tracing_setup import providers
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.text import storable_text
 
-__all__ = ["DURATION_BUCKETS", "McpTracingObserver", "record_session_end"]
+__all__ = ["DURATION_BUCKETS", "MAX_TARGET_LENGTH", "OTHER", "McpTracingObserver", "record_session_end"]
 
 #: ``ExplicitBucketBoundaries`` advised by the MCP semantic conventions for both histograms (s).
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 
+#: JSON-RPC "Invalid params": the answer to an unknown tool or prompt name.
+INVALID_PARAMS = -32602
+
 _NAMED = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
 _RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
-#: The histogram's tool or prompt name for a name the server does not serve (as the metrics do).
-UNKNOWN_TARGET = "_unknown"
+
+#: Longest client-chosen text (tool or prompt name, resource URI) put in a span name or attribute,
+#: in characters (MCP tool names are at most 128); longer is cut here.
+MAX_TARGET_LENGTH = 256
+
+#: The value of ``gen_ai.tool.name`` / ``gen_ai.prompt.name`` on the duration histogram for a name
+#: the server does not know (the convention's ``_OTHER``: a made-up name is not a series).
+OTHER = "_OTHER"
 
 
-def _served(method: str, name: str, call: Any) -> bool:
-    """Whether the tool (``tools/call``) or prompt (``prompts/get``) named by the client exists."""
-    try:
-        registry = call.registry if method == "tools/call" else mcp_oauth_settings.PROMPT_REGISTRY
-        return registry is not None and registry.get(name) is not None
-    except Exception:  # noqa: BLE001 - a registry that fails here fails the request on its own
-        return False
+def _client_text(value: str) -> str:
+    """Client text for a span: at most :data:`MAX_TARGET_LENGTH` characters, NUL and lone
+    surrogates as U+FFFD (the OTLP exporter encodes every string as UTF-8; one it cannot encode
+    loses the whole batch of spans)."""
+    return storable_text(value[:MAX_TARGET_LENGTH])
+
+
+def _known(call: Any, method: str, name: str) -> bool:
+    """Whether the server has the tool ``name`` (``tools/call``; a prompt name is told in
+    :meth:`McpTracingObserver.finish`: -32602 is the answer to an unknown one)."""
+    if method != "tools/call":
+        return True
+    registry = getattr(call, "registry", None)
+    return registry is not None and registry.get(name) is not None
 
 
 class _Instruments:
@@ -103,20 +123,22 @@ class McpTracingObserver:
         name = method
         target_attribute = _NAMED.get(method)
         target = params.get("name") if target_attribute else None
-        known = isinstance(target, str) and _served(method, target, call)
+        known = True
         if isinstance(target, str):
+            known = _known(call, method, target)
+            target = _client_text(target)
             attributes[target_attribute] = target  # type: ignore[index]
-            if known:  # a name the client made up would make span names and series unbounded
+            if known:  # a name the client made up would make span names unbounded
                 name = f"{method} {target}"
         if method == "tools/call":
             attributes["gen_ai.operation.name"] = "execute_tool"
             if mcp_oauth_settings.TRACING_CAPTURE_CONTENT and "arguments" in params:
-                attributes["gen_ai.tool.call.arguments"] = _json(params["arguments"])
+                attributes["gen_ai.tool.call.arguments"] = storable_text(_json(params["arguments"]))
         elif method in _RESOURCE_METHODS and isinstance(params.get("uri"), str):
-            attributes["mcp.resource.uri"] = params["uri"]
+            attributes["mcp.resource.uri"] = _client_text(params["uri"])
         metric_attributes = {k: v for k, v in attributes.items() if k != "mcp.resource.uri"}
-        if target_attribute in metric_attributes and not known:
-            metric_attributes[target_attribute] = UNKNOWN_TARGET
+        if not known:
+            metric_attributes[target_attribute] = OTHER  # type: ignore[index]
         if call.message_id is not None:
             attributes["jsonrpc.request.id"] = str(call.message_id)
         if call.session is not None:
@@ -146,7 +168,9 @@ class McpTracingObserver:
             error_type = "insufficient_scope"
             span.set_status(Status(StatusCode.ERROR, "insufficient_scope"))
         elif mcp_oauth_settings.TRACING_CAPTURE_CONTENT and event.call.method == "tools/call" and event.message:
-            span.set_attribute("gen_ai.tool.call.result", _json(event.message.get("result")))
+            span.set_attribute("gen_ai.tool.call.result", storable_text(_json(event.message.get("result"))))
+        if event.error_code == INVALID_PARAMS and event.call.method == "prompts/get":
+            metric_attributes = {**metric_attributes, "gen_ai.prompt.name": OTHER}  # a made-up name
         if error_type is not None:
             span.set_attribute("error.type", error_type)
             metric_attributes = {**metric_attributes, "error.type": error_type}

@@ -36,6 +36,22 @@ def storable(value: Any) -> bool:
     return True
 
 
+def storable_text(value: str) -> str:
+    """``value`` with each NUL and each lone surrogate replaced by U+FFFD: text every database and
+    every encoder takes (``value`` itself, at no cost beyond one check, when it already is).
+
+    For client text recorded after the fact, where a refusal is too late: the tool-call audit trail
+    (one unstorable row makes PostgreSQL refuse its whole batch) and span names and attributes (one
+    span the OTLP exporter cannot encode as UTF-8 loses its whole batch)."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return value
+
+
 #: Characters that reorder or hide text (Unicode bidirectional embeddings, overrides and isolates,
 #: zero-width and direction marks, the Arabic letter mark, the BOM): a client name holding one
 #: can display as something else (``"Evil\u202eelgooG"`` shows as ``EvilGoogle``).

@@ -91,12 +91,12 @@ def test_one_server_span_per_tool_call_parented_by_the_sdk_client(
         for h in histograms
         if h["name"] == "mcp.server.operation.duration"
         and h["attributes"].get("mcp.protocol.version") == PROTOCOL[mode]
-        and h["attributes"].get("gen_ai.tool.name") in ("echo", "_unknown")
+        and h["attributes"].get("gen_ai.tool.name") in ("echo", "_OTHER")
     ]
     assert {(h["attributes"]["gen_ai.tool.name"], h["attributes"].get("error.type")) for h in operation} == {
         ("echo", None),
         ("echo", "tool_error"),
-        ("_unknown", "-32602"),  # a made-up name is not a series of its own
+        ("_OTHER", "-32602"),  # a made-up name is not a series of its own
     }
     assert all(h["unit"] == "s" and h["bounds"] == [float(b) for b in DURATION_BUCKETS] for h in operation)
     assert not any("mcp.session.id" in h["attributes"] or "jsonrpc.request.id" in h["attributes"] for h in operation)
