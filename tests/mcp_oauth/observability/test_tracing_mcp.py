@@ -93,7 +93,8 @@ def test_one_server_span_per_tool_call_parented_by_the_sdk_client(
         and h["attributes"].get("mcp.protocol.version") == PROTOCOL[mode]
         and h["attributes"].get("gen_ai.tool.name") in ("echo", "_OTHER")
     ]
-    assert {(h["attributes"]["gen_ai.tool.name"], h["attributes"].get("error.type")) for h in operation} == {
+    # the histograms are cumulative for the process: series of earlier tests may be there too
+    assert {(h["attributes"]["gen_ai.tool.name"], h["attributes"].get("error.type")) for h in operation} >= {
         ("echo", None),
         ("echo", "tool_error"),
         ("_OTHER", "-32602"),  # a made-up name is not a series of its own
