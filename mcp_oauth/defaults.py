@@ -216,9 +216,11 @@ DEFAULTS: dict[str, Any] = {
     # mcp_oauth.shared.rate_limit) ---
     # MCP requests (POST, DELETE) one worker process works on at once; one more is answered at
     # once with 503 + Retry-After and a JSON-RPC error (-32000 "Server overloaded"). GET streams,
-    # event streams once started, and the health probes are not counted. Measured: the capacity
-    # knee of tools/call on a worker, x4 (docs/how-to/load-shedding.md). None: no bound.
-    "MCP_MAX_IN_FLIGHT": 16,
+    # event streams once started, and the health probes are not counted. 100: well above the
+    # capacity knee of a CPU-bound tools/call on a worker (about 4; docs/how-to/load-shedding.md),
+    # so that tools waiting on I/O are not refused, while a burst is refused at once instead of
+    # queueing without bound; lower it (a few times the knee) for CPU-bound tools. None: no bound.
+    "MCP_MAX_IN_FLIGHT": 100,
     # Retry-After (seconds) of that 503.
     "MCP_SHED_RETRY_AFTER_SECONDS": 1,
     # Per-client token bucket on MCP requests: {"rate": <requests per second>, "burst": <requests>}
