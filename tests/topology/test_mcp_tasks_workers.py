@@ -279,7 +279,8 @@ def test_a_frozen_worker_that_resumes_after_its_task_was_given_away_writes_nothi
     try:
         with celery_worker(env, "frozen", concurrency=1) as frozen:
             task_id = create(url, token, "blocking_job", {"seconds": 2, "label": "frozen"})["taskId"]
-            assert wait_for(lambda: McpTask.objects.get(task_id=task_id).lease != "")
+            # a worker starting beside a loaded suite may take long to pick it up: a generous bound
+            assert wait_for(lambda: McpTask.objects.get(task_id=task_id).lease != "", timeout=120)
             os.killpg(frozen.pid, signal.SIGSTOP)
             try:
                 with celery_worker(env, "thawed", concurrency=1):
