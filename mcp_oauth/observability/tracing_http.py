@@ -109,4 +109,5 @@ def oauth_tracing_lane(app: ASGIApp) -> ASGIApp:
         finally:
             runtime.end_oauth_span(handle, exchange)
 
+    lane.app = app  # type: ignore[attr-defined]  # the wrapped application, as ASGI middleware keeps it
     return lane
