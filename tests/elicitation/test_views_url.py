@@ -8,18 +8,14 @@ from datetime import timedelta
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.test import Client
 from django.utils import timezone
 
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from elicitation.url_mode import (
-    UrlElicitationRequired,
-    UrlElicitationUnsupported,
     complete_elicitation,
     create_url_elicitation,
     get_secret,
-    require_secret,
 )
 from elicitation.views import SESSION_KEY
 from mcp_oauth.models import AuditEvent
@@ -41,9 +37,7 @@ from tests.elicitation.test_service import (  # noqa: F401 - fixtures
     unsupported_text,
 )
 from tests.support.elicitation_helpers import (
-    FORM_CAPS,
     SITE,
-    open_session,
     outbox,
     path_of,
     query_of,
@@ -500,53 +494,6 @@ def test_secret_page_refuses_other_actions_and_can_be_cancelled(user, session):
     assert client.post(path_of(row), {"action": "continue"}).status_code == 400
     assert client.post(path_of(row), {"action": "cancel"}).status_code == 200
     assert refresh(row).status == "cancelled" and not StoredSecret.objects.exists()
-
-
-@pytest.mark.django_db
-def test_require_secret_asks_then_returns_the_stored_value(user, session):
-    ctx = tool_context(session)
-    with pytest.raises(UrlElicitationRequired) as caught:
-        async_to_sync(require_secret)(ctx, "demo_api_key", "Enter your Demo API key.")
-    row = Elicitation.objects.get()
-    assert caught.value.code == -32042
-    assert caught.value.data == {
-        "elicitations": [
-            {"mode": "url", "elicitationId": row.elicitation_id, "url": row.url, "message": "Enter your Demo API key."}
-        ]
-    }
-    assert (row.kind, row.secret_name, row.request_id, row.session_id) == ("secret", "demo_api_key", "11", session.pk)
-    assert browser(user).post(path_of(row), {"action": "save", "value": " sk-test-42 "}).status_code == 200
-    assert async_to_sync(require_secret)(ctx, "demo_api_key", "Enter your Demo API key.") == "sk-test-42"
-    assert Elicitation.objects.count() == 1
-
-
-@pytest.mark.django_db
-def test_require_secret_without_url_mode_is_a_tool_error(user, public_app, resource):
-    ctx = tool_context(open_session(user, public_app, resource, FORM_CAPS))
-    with pytest.raises(UrlElicitationUnsupported) as caught:
-        async_to_sync(require_secret)(ctx, "demo_api_key", "Enter it.")
-    assert str(caught.value) == unsupported_text("This tool needs a value you must type on this site's secure page.")
-    # nothing for the client; the request waits on the user's connections page, bound to no session
-    row = Elicitation.objects.get()
-    assert (row.mode, row.kind, row.secret_name, row.status, row.session_id) == (
-        "url",
-        "secret",
-        "demo_api_key",
-        "pending",
-        None,
-    )
-    with pytest.raises(UrlElicitationUnsupported):
-        async_to_sync(require_secret)(ctx, "demo_api_key", "Enter it.")
-    assert Elicitation.objects.count() == 1  # asked again: the same waiting request
-    page = browser(user).get("/elicitation/connections/").content.decode()
-    assert f'href="/elicitation/{row.elicitation_id}/"' in page and "Enter it." in page
-    assert browser(user).post(path_of(row), {"action": "save", "value": "sk-9"}).status_code == 200
-    assert async_to_sync(require_secret)(ctx, "demo_api_key", "Enter it.") == "sk-9"
-    row.refresh_from_db()
-    assert row.status == "completed"
-    from elicitation.tasks import notify_elicitation_complete
-
-    assert notify_elicitation_complete(row.pk) == "no-session"  # bound to no session: nothing is sent anywhere
 
 
 @pytest.mark.django_db
