@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import csv
+import io
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -127,6 +130,19 @@ def test_the_dashboard_in_chromium_shows_real_traffic(live, mint_token, service,
             seen["average_24h"] = await page.inner_text("#mcp-calls-average")
             seen["total_24h"] = int(await page.inner_text("#mcp-calls-total"))
 
+            # The tool-call list: search the client, select the rows, export them as CSV.
+            await page.goto(live.base + "/admin/mcp_oauth/toolcallrecord/")
+            await page.fill("#searchbar", app.client_id)
+            async with page.expect_navigation():
+                await page.press("#searchbar", "Enter")
+            await page.check("#action-toggle")
+            await page.select_option("select[name=action]", "export_csv")
+            async with page.expect_download() as download_info:
+                await page.click("button[name=index]")
+            download = await download_info.value
+            seen["export_name"] = download.suggested_filename
+            seen["export"] = Path(await download.path()).read_text(encoding="utf-8")
+
             # JavaScript off: the numbers are in the page.
             context = await chromium.browser.new_context(java_script_enabled=False)
             chromium.contexts.append(context)
@@ -164,6 +180,11 @@ def test_the_dashboard_in_chromium_shows_real_traffic(live, mint_token, service,
     assert seen["refusal_rows"] == (1 if refusals else 0)
     assert seen["elicitation"] == 1
     assert seen["no_js_total"] == "9"
+    assert seen["export_name"].startswith("tool-calls-") and seen["export_name"].endswith(".csv")
+    rows = list(csv.DictReader(io.StringIO(seen["export"])))
+    assert len(rows) == 9 and {row["client_id"] for row in rows} == {app.client_id}
+    assert sorted(row["tool"] for row in rows) == ["echo"] * 4 + ["whoami"] * 5
+    assert [row["outcome"] for row in rows].count("tool_error") == 1
     assert "/admin/login/" in seen["plain_url"] and seen["plain_login_form"] == 1
     assert pixels["width"] > 300 and pixels["height"] > 80
     assert pixels["variance"] > 50, pixels  # bars and text on the background, not a blank area
