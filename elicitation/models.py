@@ -123,6 +123,15 @@ class Elicitation(models.Model):
         related_name="+",
         help_text=_("the OAuth client whose token asked (the pages name it as the consent page does)"),
     )
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("organization"),
+        help_text=_("the organization the asking token acts for"),
+    )
     request_id = models.CharField(
         _("tools/call request id"), max_length=200, blank=True, help_text=_("JSON of the JSON-RPC id")
     )

@@ -29,7 +29,9 @@ The decisions:
 * :meth:`~DefaultMCPAdapter.enterprise_user` — the user an enterprise IdP's ID-JAG speaks for;
 * :meth:`~DefaultMCPAdapter.may_introspect` — whether a client may learn about a token by introspection;
 * :meth:`~DefaultMCPAdapter.redact_tool_arguments` — what the tool-call audit trail keeps of a call's
-  arguments (only with ``TOOL_CALL_AUDIT_ARGUMENTS``).
+  arguments (only with ``TOOL_CALL_AUDIT_ARGUMENTS``);
+* :meth:`~DefaultMCPAdapter.organization_memberships` — which organizations a user belongs to, and
+  with which role (where a site maps its own tenant model).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from django.http import HttpRequest
 from mcp_oauth.authorization_server.client_auth import introspection_policy
 from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.enterprise_identity.users import user_for_subject
+from mcp_oauth.models import OrganizationMembership
 from mcp_oauth.resource_server.authentication import authenticate_bearer
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.loopback import is_loopback_host
@@ -180,6 +183,20 @@ class DefaultMCPAdapter:
         separators) is ``"[redacted]"``.
         """
         return _redacted(arguments, self.REDACTED_ARGUMENT_NAMES)
+
+    def organization_memberships(self, user) -> dict[int, str]:
+        """The active organizations ``user`` belongs to: ``{Organization.pk: role}``, the role
+        ``"member"`` or ``"admin"`` (:class:`~mcp_oauth.models.OrganizationMembership.Role`).
+
+        Default: the user's :class:`~mcp_oauth.models.OrganizationMembership` rows. A site with a
+        tenant model of its own overrides this to read it, keeping one
+        :class:`~mcp_oauth.models.Organization` per tenant (``external_id``). An anonymous user or
+        None belongs to none (``{}``).
+        """
+        if user is None or not getattr(user, "is_authenticated", False):
+            return {}
+        rows = OrganizationMembership.objects.filter(user=user, organization__is_active=True)
+        return dict(rows.values_list("organization_id", "role"))
 
     def keeps_default_token_checks(self) -> bool:
         """Whether :meth:`authenticate_request` and :meth:`user_for_token` are :class:`DefaultMCPAdapter`'s,

@@ -14,6 +14,7 @@ from mcp_oauth.models.core import (
 from mcp_oauth.models.dpop import DPoPBinding
 from mcp_oauth.models.enterprise import EnterpriseIdentity, EnterpriseIdentityProvider, UsedAssertion
 from mcp_oauth.models.mcp_tasks import McpTask, new_task_id
+from mcp_oauth.models.organizations import Organization, OrganizationClient, OrganizationMembership
 from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.models.revocation import RevocationStamp
 from mcp_oauth.models.subscriptions import ResourceSubscription
@@ -31,6 +32,9 @@ __all__ = [
     "McpSession",
     "McpSessionEvent",
     "McpTask",
+    "Organization",
+    "OrganizationClient",
+    "OrganizationMembership",
     "ProtectedResource",
     "RedeemedAuthorizationCode",
     "RefreshGeneration",

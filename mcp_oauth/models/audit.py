@@ -47,6 +47,15 @@ class AuditEvent(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     client_id = models.CharField(_("client ID"), max_length=255, blank=True, db_index=True)
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("organization"),
+        help_text=_("The organization the event concerns."),
+    )
     ip_address = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
     detail = models.JSONField(_("detail"), default=dict, blank=True)
 

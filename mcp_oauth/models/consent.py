@@ -54,6 +54,15 @@ class Consent(models.Model):
     )
     scope = models.TextField(_("scopes"), blank=True)
     resources = models.JSONField(_("resources"), default=list, blank=True)
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("organization"),
+        help_text=_("The organization the user chose to act for (blank: none)."),
+    )
     granted_at = models.DateTimeField(_("first granted"), default=timezone.now)
     last_granted_at = models.DateTimeField(_("last granted"), default=timezone.now, db_index=True)
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)

@@ -69,6 +69,15 @@ class ProtectedResource(models.Model):
     )
     enabled = models.BooleanField(_("enabled"), default=True)
     documentation = models.URLField(_("documentation URL"), blank=True)
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("organization"),
+        help_text=_("Set: this is the organization's own MCP endpoint; its tokens act for it alone."),
+    )
     dpop_required = models.BooleanField(
         _("requires DPoP"),
         default=False,
@@ -199,6 +208,15 @@ class McpSession(models.Model):
         oauth2_settings.APPLICATION_MODEL, null=True, on_delete=models.CASCADE, related_name="+"
     )
     resource = models.ForeignKey(ProtectedResource, on_delete=models.CASCADE, related_name="sessions")
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("organization"),
+        help_text=_("The organization the session's token acts for."),
+    )
     protocol_version = models.CharField(max_length=20)
     client_capabilities = models.JSONField(default=dict, blank=True)
     client_info = models.JSONField(default=dict, blank=True)

@@ -63,6 +63,15 @@ class EnterpriseIdentityProvider(models.Model):
         unique=True,
         help_text=_("The IdP's issuer URL, exactly as its ID-JAGs carry it in iss."),
     )
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("organization"),
+        help_text=_("Blank: any organization. Set: its ID-JAGs yield tokens for that organization alone."),
+    )
     jwks_uri = models.URLField(
         _("JWKS URL"),
         max_length=500,

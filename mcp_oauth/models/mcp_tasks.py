@@ -51,6 +51,15 @@ class McpTask(models.Model):
         oauth2_settings.APPLICATION_MODEL, null=True, on_delete=models.CASCADE, related_name="+"
     )
     resource = models.ForeignKey(ProtectedResource, on_delete=models.CASCADE, related_name="+")
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("organization"),
+        help_text=_("The organization the task's token acts for."),
+    )
     scopes = models.TextField(blank=True, default="")
     protocol_version = models.CharField(max_length=20)
     client_capabilities = models.JSONField(default=dict, blank=True)

@@ -48,6 +48,16 @@ class ToolCallRecord(models.Model):
         db_constraint=False,
     )
     client_id = models.CharField(_("client ID"), max_length=255)
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
+        verbose_name=_("organization"),
+        help_text=_("The organization the call acted for."),
+    )
     resource = models.CharField(_("resource"), max_length=255)
     tool = models.CharField(_("tool"), max_length=200, help_text=_("The tool, prompt or resource URI named."))
     method = models.CharField(_("method"), max_length=40, default="tools/call")

@@ -122,6 +122,15 @@ class TrustRule(models.Model):
     )
     action = models.CharField(_("action"), max_length=10, choices=Action.choices)
     enabled = models.BooleanField(_("enabled"), default=True)
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("organization"),
+        help_text=_("Blank: a site-wide rule. Set: the rule applies to that organization's members only."),
+    )
     note = models.CharField(_("note"), max_length=500, blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now, editable=False)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
