@@ -14,7 +14,12 @@ from mcp_oauth.models.core import (
 from mcp_oauth.models.dpop import DPoPBinding
 from mcp_oauth.models.enterprise import EnterpriseIdentity, EnterpriseIdentityProvider, UsedAssertion
 from mcp_oauth.models.mcp_tasks import McpTask, new_task_id
-from mcp_oauth.models.organizations import Organization, OrganizationClient, OrganizationMembership
+from mcp_oauth.models.organizations import (
+    Organization,
+    OrganizationClient,
+    OrganizationMembership,
+    TokenOrganization,
+)
 from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.models.revocation import RevocationStamp
 from mcp_oauth.models.subscriptions import ResourceSubscription
@@ -43,6 +48,7 @@ __all__ = [
     "RevocationStamp",
     "ToolCallDashboard",
     "ToolCallRecord",
+    "TokenOrganization",
     "ToolCallUse",
     "TrustRule",
     "UsedAssertion",

@@ -178,3 +178,32 @@ class OrganizationClient(models.Model):
 
     def __str__(self) -> str:
         return f"{self.application} for {self.organization}: {self.status}"
+
+
+class TokenOrganization(models.Model):
+    """The organization an access or refresh token acts for, when it was chosen on a shared
+    endpoint's consent page (a per-organization endpoint's tokens act for
+    ``ProtectedResource.organization``, by audience).
+
+    Keyed like :class:`~mcp_oauth.models.DPoPBinding`: ``token_checksum`` is the SHA-256 hex of the
+    token value (DOT's ``token_checksum``), and the row is written *before* the token rows, so a
+    token bound to an organization never exists unbound; a grant that then fails leaves a row that
+    names no token, pruned with the expired ones. A refreshed token inherits its refresh token's row.
+    """
+
+    class Kind(models.TextChoices):
+        ACCESS_TOKEN = "access_token", _("access token")
+        REFRESH_TOKEN = "refresh_token", _("refresh token")
+
+    token_checksum = models.CharField(_("token checksum"), max_length=64, unique=True)
+    token_kind = models.CharField(_("token kind"), max_length=16, choices=Kind.choices)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    expires = models.DateTimeField(_("expires"), null=True, blank=True, db_index=True)
+
+    class Meta:
+        verbose_name = _("token organization")
+        verbose_name_plural = _("token organizations")
+
+    def __str__(self) -> str:
+        return f"{self.token_kind} for {self.organization_id}"
