@@ -31,7 +31,9 @@ The decisions:
 * :meth:`~DefaultMCPAdapter.redact_tool_arguments` — what the tool-call audit trail keeps of a call's
   arguments (only with ``TOOL_CALL_AUDIT_ARGUMENTS``);
 * :meth:`~DefaultMCPAdapter.organization_memberships` — which organizations a user belongs to, and
-  with which role (where a site maps its own tenant model).
+  with which role (where a site maps its own tenant model);
+* :meth:`~DefaultMCPAdapter.organization_client_decision` — whether a client may act for an
+  organization's members (approval, the organization's trust rules, its DCR/CIMD settings).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from django.http import HttpRequest
 from mcp_oauth.authorization_server.client_auth import introspection_policy
 from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.enterprise_identity.users import user_for_subject
+from mcp_oauth.authorization_server.organizations import policy as organization_policy
 from mcp_oauth.models import OrganizationMembership
 from mcp_oauth.resource_server.authentication import authenticate_bearer
 from mcp_oauth.settings import mcp_oauth_settings
@@ -197,6 +200,26 @@ class DefaultMCPAdapter:
             return {}
         rows = OrganizationMembership.objects.filter(user=user, organization__is_active=True)
         return dict(rows.values_list("organization_id", "role"))
+
+    def organization_client_decision(self, request, organization, application) -> organization_policy.ClientDecision:
+        """Whether ``application`` (a DOT ``Application``) may act for ``organization``'s members.
+
+        Asked on the consent page (``request`` is the Django request; for a shared endpoint once the
+        user chose the organization) and at the token endpoint for every grant that acts for an
+        organization (``request`` is oauthlib's request). The site-wide trust policy
+        (:meth:`trust_verdict`) has been applied before; this decision can only refuse more.
+
+        :returns: a :class:`~mcp_oauth.authorization_server.organizations.policy.ClientDecision`:
+            ``approved`` (consent page, then tokens), ``pending`` (the member is told an admin of
+            the organization must approve the client; a pending ``OrganizationClient`` row is
+            recorded), ``denied`` or ``refused`` (a page saying so). At the token endpoint anything
+            but ``approved`` is ``invalid_grant``. Keep it fast: no network call.
+
+        Default: :func:`mcp_oauth.authorization_server.organizations.policy.client_decision`
+        (DCR/CIMD settings, the organization's trust rules, its ``OrganizationClient`` rows,
+        ``client_approval_required``).
+        """
+        return organization_policy.client_decision(organization, application)
 
     def keeps_default_token_checks(self) -> bool:
         """Whether :meth:`authenticate_request` and :meth:`user_for_token` are :class:`DefaultMCPAdapter`'s,

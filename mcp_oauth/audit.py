@@ -9,34 +9,38 @@ can never turn the write into a database error).
 
 Where each kind is written:
 
-================================  ===============================================================
-``consent.granted``               consent page approved (or approved automatically), authorization view
-``consent.denied``                consent page declined, authorization view
-``token.issued``                  token endpoint, authorization_code / client_credentials / jwt-bearer (validator);
-                                  ``detail.client_auth`` = ``private_key_jwt`` when so authenticated,
-                                  ``detail.idp`` / ``detail.sub`` for an ID-JAG
-``token.refreshed``               token endpoint, refresh_token grant (validator)
-``token.revoked``                 RFC 7009 revocation of a stored token (validator); admin actions
-``token.refresh_reuse``           a rotated-out refresh token presented again; its family is revoked
-``code.replay``                   a used authorization code presented again with its verifier
-                                  (receiver of :data:`mcp_oauth.signals.authorization_code_replayed`)
-``resource.invalid``              RFC 8707 ``invalid_target`` at the authorization or token endpoint
-``client.registered``             RFC 7591 registration accepted
-``trust.denied``                  the trust policy refused a registration, fetch, authorization or grant
-``cimd.fetch_failed``,            written by the Client ID Metadata Document fetcher
+==================================  ===============================================================
+``consent.granted``                 consent page approved (or approved automatically), authorization view
+``consent.denied``                  consent page declined, authorization view
+``token.issued``                    token endpoint, authorization_code / client_credentials / jwt-bearer (validator);
+                                    ``detail.client_auth`` = ``private_key_jwt`` when so authenticated,
+                                    ``detail.idp`` / ``detail.sub`` for an ID-JAG
+``token.refreshed``                 token endpoint, refresh_token grant (validator)
+``token.revoked``                   RFC 7009 revocation of a stored token (validator); admin actions
+``token.refresh_reuse``             a rotated-out refresh token presented again; its family is revoked
+``code.replay``                     a used authorization code presented again with its verifier
+                                    (receiver of :data:`mcp_oauth.signals.authorization_code_replayed`)
+``resource.invalid``                RFC 8707 ``invalid_target`` at the authorization or token endpoint
+``client.registered``               RFC 7591 registration accepted
+``trust.denied``                    the trust policy refused a registration, fetch, authorization or grant
+``cimd.fetch_failed``,              written by the Client ID Metadata Document fetcher
 ``cimd.ssrf_refused``
-``identity.mismatch``             (``elicitation`` app) a user opened or finished another user's URL elicitation
-``elicitation.finished``          (``elicitation`` app) a URL elicitation finished: ``detail.status`` is completed,
-                                  cancelled or declined (start page, callback, external hook)
-``connection.created``            (``elicitation`` app) a third-party account was connected
-``connection.revoked``            (``elicitation`` app) a connection was revoked (user, admin, refused refresh)
-``secret.stored``                 (``elicitation`` app) the secure input page stored a value (never the value)
-``secret.deleted``                (``elicitation`` app) the user deleted a stored value on the connections page
-``assertion.refused``             a ``private_key_jwt`` client assertion or an ID-JAG failed a check:
-                                  ``detail = {"assertion_kind", "reason", "description", ...}``
-``assertion.replayed``            a JWT assertion's ``iss`` + ``jti`` presented a second time
-``enterprise.identity_linked``    an ID-JAG subject linked to a local user (``detail.how``: email, created)
-================================  ===============================================================
+``identity.mismatch``               (``elicitation`` app) a user opened or finished another user's URL elicitation
+``elicitation.finished``            (``elicitation`` app) a URL elicitation finished: ``detail.status`` is completed,
+                                    cancelled or declined (start page, callback, external hook)
+``connection.created``              (``elicitation`` app) a third-party account was connected
+``connection.revoked``              (``elicitation`` app) a connection was revoked (user, admin, refused refresh)
+``secret.stored``                   (``elicitation`` app) the secure input page stored a value (never the value)
+``secret.deleted``                  (``elicitation`` app) the user deleted a stored value on the connections page
+``assertion.refused``               a ``private_key_jwt`` client assertion or an ID-JAG failed a check:
+                                    ``detail = {"assertion_kind", "reason", "description", ...}``
+``assertion.replayed``              a JWT assertion's ``iss`` + ``jti`` presented a second time
+``enterprise.identity_linked``      an ID-JAG subject linked to a local user (``detail.how``: email, created)
+``organization.client_requested``   a member asked to use a client an organization admin has not approved yet
+                                    (a pending ``OrganizationClient``; ``organization`` set)
+``organization.client_refused``     an organization's policy refused a client (denied by its admin, its trust
+                                    rules, its DCR/CIMD setting; ``detail.reason``; ``organization`` set)
+==================================  ===============================================================
 """
 
 from __future__ import annotations
@@ -131,6 +135,7 @@ def record(
     user: Any = None,
     client_id: str = "",
     detail: dict[str, Any] | None = None,
+    organization: Any = None,
 ):
     """Write one audit event and send :data:`audit_event`.
 
@@ -139,10 +144,14 @@ def record(
         client IP and the user when ``user`` is not given.
     :param detail: non-secret facts; keys in :data:`SECRET_KEYS` are dropped (at any depth),
         strings are cut to :data:`MAX_DETAIL_STRING` characters.
+    :param organization: the :class:`~mcp_oauth.models.Organization` (or its primary key) the
+        event concerns (``AuditEvent.organization``), or None.
     :returns: the saved :class:`~mcp_oauth.models.AuditEvent`.
     :raises ValueError: an unknown ``kind``.
     """
-    event = write_event(kind, request=request, user=user, client_id=client_id, detail=detail)
+    event = write_event(
+        kind, request=request, user=user, client_id=client_id, detail=detail, organization=organization
+    )
     announce(event)
     return event
 
@@ -154,10 +163,13 @@ def write_event(
     user: Any = None,
     client_id: str = "",
     detail: dict[str, Any] | None = None,
+    organization: Any = None,
 ):
     """The writing half of :func:`record` (same parameters): the event is stored, not announced;
     call :func:`announce` with it once the transaction that wrote it has committed."""
-    return insert(new_event(kind, request=request, user=user, client_id=client_id, detail=detail))
+    return insert(
+        new_event(kind, request=request, user=user, client_id=client_id, detail=detail, organization=organization)
+    )
 
 
 def new_event(
@@ -167,6 +179,7 @@ def new_event(
     user: Any = None,
     client_id: str = "",
     detail: dict[str, Any] | None = None,
+    organization: Any = None,
 ):
     """The unsaved :class:`~mcp_oauth.models.AuditEvent` :func:`write_event` stores (same
     parameters and rules), for a caller that writes it with other rows.
@@ -185,6 +198,7 @@ def new_event(
         client_id=_clean_text(str(client_id or ""))[:255],
         ip_address=_client_ip(request),
         detail=_clean(dict(detail or {})),
+        organization_id=getattr(organization, "pk", organization),
     )
 
 

@@ -114,6 +114,10 @@ DEFAULTS: dict[str, Any] = {
     "ADAPTER": "mcp_oauth.adapter.DefaultMCPAdapter",
     # Template of the consent page (override it in your own templates/ dir).
     "CONSENT_TEMPLATE": "mcp_oauth/authorize.html",
+    # Template of the page a member sees when an organization has not approved a client (pending,
+    # "an admin of the organization must approve it") or refused it (mcp_oauth.authorization_server
+    # .pages.organization_gate); 403, the consent page's security headers.
+    "ORGANIZATION_CLIENT_TEMPLATE": "mcp_oauth/organization_client.html",
     # Template of the connected-apps page (the clients a user authorized; revoke one).
     "CONNECTED_APPS_TEMPLATE": "mcp_oauth/connected_apps.html",
     # --- Client ID Metadata Documents (mcp_oauth.authorization_server.cimd; the DOT side is CIMD_* in OAUTH2_PROVIDER) ---

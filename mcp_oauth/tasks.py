@@ -39,6 +39,7 @@ from oauth2_provider.settings import oauth2_settings
 from mcp_oauth import retention
 from mcp_oauth.authorization_server.cimd import tasks as cimd_tasks  # noqa: F401
 from mcp_oauth.authorization_server.client_registry.clients import one_generation_bump
+from mcp_oauth.authorization_server.organizations.token_binding import prune_token_organizations
 from mcp_oauth.authorization_server.tokens.rotation import prune_generations
 from mcp_oauth.authorization_server.user_data.lifecycle import clients_settled, delete_client_tokens, lock_clients
 from mcp_oauth.dpop.bindings import prune_bindings
@@ -54,13 +55,14 @@ log = logging.getLogger(__name__)
 @shared_task(name="mcp_oauth.tasks.cleanup", ignore_result=True)
 def cleanup() -> dict[str, int]:
     """Delete dead sessions, old redeemed-code records, the DPoP bindings of expired tokens
-    (:func:`mcp_oauth.dpop.bindings.prune_bindings`), and apply the retention settings
+    (:func:`mcp_oauth.dpop.bindings.prune_bindings`) and the organizations of expired codes and tokens
+    (:func:`~mcp_oauth.authorization_server.organizations.token_binding.prune_token_organizations`), and apply the retention settings
     (:func:`mcp_oauth.retention.prune`: audit events and their IP addresses, finished tasks, the
     ``jti`` records of expired JWT assertions, unused CIMD documents, old tool-call audit trail rows),
     in bounded batches.
 
     :returns: ``{"sessions": n, "redeemed_codes": m, "used_assertions": k, "dpop_bindings": b,
-        "audit_events": a, "audit_ips_cleared": i, "tasks": t, "cimd_documents": c, "tool_calls": r}`` — rows deleted
+        "token_organizations": o, "audit_events": a, "audit_ips_cleared": i, "tasks": t, "cimd_documents": c, "tool_calls": r}`` — rows deleted
         (or cleared; outbox rows not counted).
     """
     now = timezone.now()
@@ -76,6 +78,7 @@ def cleanup() -> dict[str, int]:
         "sessions": sessions,
         "redeemed_codes": codes,
         "dpop_bindings": prune_bindings(now),
+        "token_organizations": prune_token_organizations(now),
     }
 
 

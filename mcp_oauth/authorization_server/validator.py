@@ -16,6 +16,9 @@
 * Trust policy (:mod:`mcp_oauth.authorization_server.client_registry.trust`): a grant to a client that is denied or held
   for review is refused with ``invalid_client`` (RFC 6749 §5.2), whatever the grant
   type, so blocking a client also stops its refresh tokens.
+* Organizations (:mod:`mcp_oauth.authorization_server.organizations.token_binding`): the
+  organization chosen on the consent page is stored with the code and carried to the tokens and
+  their refreshes; its membership, client policy, scopes and lifetimes apply to every grant.
 * Audit (:mod:`mcp_oauth.audit`): ``token.issued``, ``token.refreshed``,
   ``token.revoked``, ``token.refresh_reuse``, ``resource.invalid`` and (through the
   :data:`~mcp_oauth.signals.authorization_code_replayed` signal) ``code.replay``.
@@ -51,6 +54,7 @@ from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.client_registry.clients import cached_application
 from mcp_oauth.authorization_server.enterprise_identity import providers as enterprise
 from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BEARER_GRANT_TYPE
+from mcp_oauth.authorization_server.organizations.token_binding import bind_organization, remember_code_organization
 from mcp_oauth.authorization_server.token_endpoint.dpop import bind_grant
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
 from mcp_oauth.authorization_server.tokens.redeemed import mark_revoked, remember_redeemed
@@ -257,6 +261,9 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             get_grant_model().objects.filter(code_challenge=challenge).exists()
             or RedeemedAuthorizationCode.objects.filter(code_challenge=challenge).exists()
         )
+        organization_id = getattr(request, "mcp_organization_id", None)
+        if organization_id is not None:  # the organization chosen on the consent page, before the grant row
+            remember_code_organization(code["code"], organization_id)
         super().save_authorization_code(client_id, code, request, *args, **kwargs)
         if reused:
             record(
@@ -402,7 +409,9 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
     def save_bearer_token(self, token, request, *args, **kwargs):
         try:
             try:
-                bind_grant(token, request, lambda: self._resolved_resources(request))  # DPoP: RFC 9449 §5
+                # The organization's rows, scopes and lifetimes, then DPoP (RFC 9449 §5): before any token row.
+                bind_organization(token, request, lambda: self._resolved_resources(request))
+                bind_grant(token, request, lambda: self._resolved_resources(request))
                 result = super().save_bearer_token(token, request, *args, **kwargs)
             except IntegrityError:
                 if _parties_exist(request):

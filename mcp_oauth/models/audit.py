@@ -40,6 +40,8 @@ class AuditEvent(models.Model):
         ASSERTION_REPLAYED = "assertion.replayed", _("JWT assertion replayed")
         ENTERPRISE_IDENTITY_LINKED = "enterprise.identity_linked", _("enterprise identity linked")
         USER_ERASED = "user.erased", _("a user's data erased")
+        ORGANIZATION_CLIENT_REQUESTED = "organization.client_requested", _("client approval requested")
+        ORGANIZATION_CLIENT_REFUSED = "organization.client_refused", _("client refused for an organization")
 
     kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices, db_index=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)

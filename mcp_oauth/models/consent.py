@@ -71,14 +71,28 @@ class Consent(models.Model):
         ordering = ["-last_granted_at", "-id"]
         verbose_name = _("consent")
         verbose_name_plural = _("consents")
-        constraints = [models.UniqueConstraint(fields=["user", "application"], name="mcp_oauth_one_consent_per_client")]
+        constraints = [
+            # One consent per (user, client) outside organizations, and one per (user, client,
+            # organization): a user may let a client act for organization A and, separately, for B.
+            models.UniqueConstraint(
+                fields=["user", "application"],
+                condition=models.Q(organization__isnull=True),
+                name="mcp_oauth_one_consent_per_client",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "application", "organization"],
+                condition=models.Q(organization__isnull=False),
+                name="mcp_oauth_one_consent_per_client_and_organization",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} → {self.application}"
 
     @classmethod
-    def record_grant(cls, user, application, scopes, resource: str | None = None) -> Consent:
-        """Create or refresh the consent of ``user`` for ``application`` after an approval.
+    def record_grant(cls, user, application, scopes, resource: str | None = None, organization=None) -> Consent:
+        """Create or refresh the consent of ``user`` for ``application`` (acting for
+        ``organization``, an :class:`~mcp_oauth.models.Organization` or None) after an approval.
 
         :param scopes: the approved scopes (iterable of names, or a space-separated string).
         :param resource: the resource URI the approval was for, if any.
@@ -90,6 +104,7 @@ class Consent(models.Model):
             consent, created = cls.objects.select_for_update().get_or_create(
                 user=user,
                 application=application,
+                organization=organization,
                 defaults={
                     "scope": " ".join(sorted(set(scopes))),
                     "resources": [resource] if resource else [],

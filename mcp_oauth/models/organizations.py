@@ -194,6 +194,8 @@ class TokenOrganization(models.Model):
     class Kind(models.TextChoices):
         ACCESS_TOKEN = "access_token", _("access token")
         REFRESH_TOKEN = "refresh_token", _("refresh token")
+        #: An authorization code: the organization chosen on the consent page, carried to the tokens.
+        AUTHORIZATION_CODE = "code", _("authorization code")
 
     token_checksum = models.CharField(_("token checksum"), max_length=64, unique=True)
     token_kind = models.CharField(_("token kind"), max_length=16, choices=Kind.choices)

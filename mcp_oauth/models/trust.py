@@ -91,8 +91,12 @@ class TrustRule(models.Model):
     * ``action``: ``allow``, ``deny`` or ``review`` (the client may register but nobody can
       authorize it until an administrator allows it).
 
-    At most one rule per (target, pattern, registration source), so rules never contradict
-    each other on the same key.
+    At most one rule per (target, pattern, registration source) site-wide, and one per
+    (target, pattern, registration source, organization) in each organization, so rules never
+    contradict each other on the same key. An organization's rules apply on top of the site-wide
+    ones, to that organization's requests only
+    (:mod:`mcp_oauth.authorization_server.organizations.policy`): they may refuse more, never allow
+    what the site denies or holds for review.
     """
 
     class Target(models.TextChoices):
@@ -144,8 +148,15 @@ class TrustRule(models.Model):
         verbose_name_plural = _("trust rules")
         constraints = [
             models.UniqueConstraint(
-                fields=["target", "pattern", "registration_source"], name="mcp_oauth_trustrule_unique_key"
-            )
+                fields=["target", "pattern", "registration_source"],
+                condition=models.Q(organization__isnull=True),
+                name="mcp_oauth_trustrule_unique_key",
+            ),
+            models.UniqueConstraint(
+                fields=["target", "pattern", "registration_source", "organization"],
+                condition=models.Q(organization__isnull=False),
+                name="mcp_oauth_trustrule_unique_key_per_organization",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -130,7 +130,7 @@ def token_request() -> Iterator[None]:
     _registry.sync(generation)
     rules = _registry.rules
     if rules is None:
-        rules = list(TrustRule.objects.filter(enabled=True))
+        rules = list(TrustRule.objects.filter(enabled=True, organization__isnull=True))
         with _registry._lock:
             if _registry.generation == generation:
                 _registry.rules = rules

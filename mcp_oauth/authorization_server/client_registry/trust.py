@@ -141,19 +141,22 @@ _snapshot: ContextVar[list[TrustRule] | None] = ContextVar("mcp_oauth_trust_rule
 
 
 def load_rules() -> list[TrustRule]:
-    """The enabled rules: from the database (one query, so a changed rule applies at once),
+    """The enabled site-wide rules (an organization's own rules are applied on top by
+    :mod:`mcp_oauth.authorization_server.organizations.policy`): from the database (one query, so a changed rule applies at once),
     or the snapshot taken by an enclosing :func:`rules_snapshot`."""
     snapshot = _snapshot.get()
     if snapshot is not None:
         return snapshot
-    return list(TrustRule.objects.filter(enabled=True))
+    return list(TrustRule.objects.filter(enabled=True, organization__isnull=True))
 
 
 @contextmanager
 def rules_snapshot(rules: Sequence[TrustRule] | None = None):
     """Within this block :func:`load_rules` answers from one query (e.g. an admin list of many clients),
     or from ``rules`` when given (the enabled rules, e.g. a cache of them that is known current)."""
-    token = _snapshot.set(list(TrustRule.objects.filter(enabled=True)) if rules is None else list(rules))
+    if rules is None:
+        rules = TrustRule.objects.filter(enabled=True, organization__isnull=True)
+    token = _snapshot.set(list(rules))
     try:
         yield
     finally:

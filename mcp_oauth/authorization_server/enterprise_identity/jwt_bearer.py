@@ -14,6 +14,10 @@ JWT Authorization Grant, from an authenticated client (``client_secret_basic`` /
   we serve (``invalid_target``) that the IdP allows; a ``resource`` parameter, when sent, names the
   same resource (``invalid_target``); ``jti`` used once, across workers;
 * the user: :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.enterprise_user` (``invalid_grant`` when none);
+* organizations: an IdP whose ``organization`` is set yields tokens for that organization alone:
+  a resource of another organization's endpoint is ``invalid_grant``, and the user must be one of
+  the organization's members (the adapter; ``invalid_grant``); the token acts for it
+  (:mod:`mcp_oauth.authorization_server.organizations.token_binding`: its scopes and lifetime);
 * scopes: the request's ``scope`` (else the ID-JAG's, else the default scopes) ∩ the ID-JAG's
   ``scope`` ∩ the IdP's ``allowed_scopes``; empty: ``invalid_scope``.
 
@@ -109,6 +113,16 @@ class JWTBearerGrant(ClientCredentialsGrant):
             raise _refuse(
                 request, "No account of this site is linked to the asserted user.", "no_user", sub=claims["sub"]
             )
+        organization_id = getattr(request, "_mcp_idp_organization_id", None)
+        if organization_id is not None and organization_id not in mcp_oauth_settings.adapter.organization_memberships(
+            user
+        ):
+            raise _refuse(
+                request,
+                "The asserted user is not a member of the organization this grant acts for.",
+                "organization",
+                issuer=provider.issuer,
+            )
         try:
             remember_jti(request._mcp_verified_assertion, "id_jag")
         except AssertionRefused as refused:
@@ -180,7 +194,16 @@ class JWTBearerGrant(ClientCredentialsGrant):
                 )
         if not provider.allowed_resources.filter(pk=resource.pk).exists():
             raise _refuse(request, "This identity provider's grants are not accepted for this resource.", "resource")
+        if provider.organization_id is not None and resource.organization_id not in (None, provider.organization_id):
+            # Organization A's IdP never vouches for a user at organization B's endpoint.
+            raise _refuse(
+                request,
+                "This identity provider vouches for another organization: its grants are not accepted for this resource.",
+                "organization",
+                issuer=provider.issuer,
+            )
         request._mcp_assertion_resource = resource.uri
+        request._mcp_idp_organization_id = provider.organization_id or resource.organization_id
 
     def _scopes(self, request, provider, claims) -> list[str]:
         try:

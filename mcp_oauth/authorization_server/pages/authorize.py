@@ -11,6 +11,9 @@
 * Trust policy (:mod:`mcp_oauth.authorization_server.client_registry.trust`): a client that is denied or held for review
   gets an error page (``access_denied``, 403), never a redirect; the token endpoint
   refuses its grants in the validator.
+* Organizations (:mod:`.organization_gate`): a per-organization endpoint's membership and the
+  organization's decision on the client, or the choice among the user's organizations on a shared
+  endpoint; a pending client gets a page saying an admin of the organization must approve it.
 * Audit (:mod:`mcp_oauth.audit`): consent granted / denied, invalid ``resource``,
   trust-policy refusals. Throttling (:mod:`mcp_oauth.shared.throttling`): scope ``authorize``.
 """
@@ -38,6 +41,7 @@ from mcp_oauth.audit import record
 from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.pages.consent import ConsentTransactionMixin
 from mcp_oauth.authorization_server.pages.login import login_url
+from mcp_oauth.authorization_server.pages.organization_gate import OrganizationGateMixin
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
 from mcp_oauth.models import AuditEvent, Consent, ProtectedResource
 from mcp_oauth.settings import mcp_oauth_settings
@@ -120,7 +124,7 @@ def check_state(state: str | None, credentials: dict) -> None:
 
 
 @method_decorator(never_cache, name="dispatch")
-class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
+class MCPAuthorizationView(OrganizationGateMixin, ConsentTransactionMixin, AuthorizationView):
     """RFC 6749 §4.1.1 authorization endpoint of the MCP profile (see the module docstring)."""
 
     def get_template_names(self) -> list[str]:
@@ -236,6 +240,11 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
                     {"error": error.oauthlib_error}, status=error.oauthlib_error.status_code or 400
                 )
             return self.error_response(error, application)
+        if form.cleaned_data.get("allow"):
+            # Which organization the approval acts for, and its decision on the client (.organization_gate).
+            refusal = self.organization_of_answer(application, resource)
+            if refusal is not None:
+                return refusal
         form.cleaned_data["resource"] = resource.uri
         response = super().form_valid(form)
         self._record_consent(
@@ -274,12 +283,19 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         location = response.get("Location") or ""
         query = parse_qs(urlsplit(location).query)
         detail: dict[str, Any] = {"scope": scopes, "resource": resource, "redirect_host": urlsplit(location).hostname}
+        organization = self.mcp_organization if allow else None
+        if organization is not None:
+            detail["organization"] = organization.slug
         if allow and "code" in query:
             if automatic:
                 detail["automatic"] = True
-            Consent.record_grant(self.request.user, application, scopes.split(), resource)
+            Consent.record_grant(self.request.user, application, scopes.split(), resource, organization)
             record(
-                AuditEvent.Kind.CONSENT_GRANTED, request=self.request, client_id=application.client_id, detail=detail
+                AuditEvent.Kind.CONSENT_GRANTED,
+                request=self.request,
+                client_id=application.client_id,
+                detail=detail,
+                organization=organization,
             )
         elif not allow and query.get("error") == ["access_denied"]:
             record(AuditEvent.Kind.CONSENT_DENIED, request=self.request, client_id=application.client_id, detail=detail)
@@ -299,12 +315,24 @@ class MCPAuthorizationView(ConsentTransactionMixin, AuthorizationView):
         """The consent page, unless the adapter approves this request without it (:meth:`can_skip_consent`)."""
         application = context.get("application") if isinstance(context, dict) else None
         credentials = getattr(self, "mcp_credentials", None)
-        if (
+        consent_page = (
             self.request.method == "GET"
             and application is not None
             and "form" in context
-            and credentials
             and self.request.user.is_authenticated
+        )
+        if consent_page:
+            # The organization part (.organization_gate): the endpoint's organization and its
+            # decision, or the user's organizations to choose from.
+            extra, refusal = self.organization_consent_context(application, getattr(self, "mcp_resource", None))
+            if refusal is not None:
+                return refusal
+            context.update(extra)
+        if (
+            consent_page
+            and credentials
+            # On a shared endpoint, a user with organizations chooses one on the page.
+            and not context.get("organization_choices")
             and mcp_oauth_settings.adapter.can_skip_consent(
                 self.request,
                 application,

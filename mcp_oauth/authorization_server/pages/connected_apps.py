@@ -50,7 +50,7 @@ def connected_apps(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
     if action == "export":
         return _secure(export_response(request.user))
     if action == "revoke_all":
-        names = [grant.name for grant in user_grants(request.user)]
+        names = list(dict.fromkeys(grant.name for grant in user_grants(request.user)))
         revoke_user_grants(request.user, None, reason=REASON)
         if names:
             messages.success(

@@ -53,6 +53,7 @@ class Grant:
     registered_at: datetime | None = None  # when the application was registered (``Application.created``)
     redirect_hosts: tuple[str, ...] = ()  # the hosts of its redirect URIs, in order, once each
     same_name: bool = False  # another of the user's grants has the same name (case and spaces aside)
+    organization: object = None  # the Organization the consent acts for (chosen on the consent page), or None
 
 
 def short_client_id(client_id: str) -> str:
@@ -83,7 +84,7 @@ def user_grants(user) -> list[Grant]:
     """The clients ``user`` has authorized and not revoked, most recently approved first."""
     consents = list(
         Consent.objects.filter(user=user, revoked_at__isnull=True)
-        .select_related("application")
+        .select_related("application", "organization")
         .order_by("-last_granted_at", "-id")
     )
     last_used = dict(
@@ -104,8 +105,10 @@ def user_grants(user) -> list[Grant]:
                 current = last_used.get(consent.application_id)
                 last_used[consent.application_id] = at if current is None or at > current else current
     descriptions = get_scopes_backend().get_all_scopes()
-    names = Counter(_name_key(consent.application.name or consent.application.client_id) for consent in consents)
-    shorts = Counter(short_client_id(consent.application.client_id) for consent in consents)
+    # One count per application: a client connected for two organizations is one application.
+    applications = list({consent.application_id: consent.application for consent in consents}.values())
+    names = Counter(_name_key(application.name or application.client_id) for application in applications)
+    shorts = Counter(short_client_id(application.client_id) for application in applications)
     grants = []
     for consent in consents:
         application = consent.application
@@ -128,6 +131,7 @@ def user_grants(user) -> list[Grant]:
                 registered_at=getattr(application, "created", None),
                 redirect_hosts=_redirect_hosts(application.redirect_uris or ""),
                 same_name=names[_name_key(name)] > 1,
+                organization=consent.organization,
             )
         )
     return grants
