@@ -134,7 +134,7 @@ def client_decision(organization: Any, application: Any, *, rules: list[TrustRul
     source = getattr(application, "registration_source", "") or ""
     if not source_allowed(organization, source):
         kind = "dynamic_registration" if source == trust.DCR else "client_id_metadata_document"
-        how = "registered itself dynamically" if source == trust.DCR else "is identified by a metadata document"
+        how = "registered themselves dynamically" if source == trust.DCR else "are identified by a metadata document"
         return ClientDecision(
             REFUSED, kind, f"{org} does not accept applications that {how}: {client} cannot be used for {org}."
         )
