@@ -262,7 +262,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             or RedeemedAuthorizationCode.objects.filter(code_challenge=challenge).exists()
         )
         organization_id = getattr(request, "mcp_organization_id", None)
-        if organization_id is not None:  # the organization chosen on the consent page, before the grant row
+        if type(organization_id) is int:  # the organization chosen on the consent page, before the grant row
             remember_code_organization(code["code"], organization_id)
         super().save_authorization_code(client_id, code, request, *args, **kwargs)
         if reused:

@@ -42,6 +42,7 @@ from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.pages.consent import ConsentTransactionMixin
 from mcp_oauth.authorization_server.pages.login import login_url
 from mcp_oauth.authorization_server.pages.organization_gate import OrganizationGateMixin
+from mcp_oauth.authorization_server.token_endpoint.guards import RESERVED_PREFIXES
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
 from mcp_oauth.models import AuditEvent, Consent, ProtectedResource
 from mcp_oauth.settings import mcp_oauth_settings
@@ -106,6 +107,17 @@ def check_pkce(params, credentials: dict) -> None:
         raise _request_error("code_challenge_method is required and must be S256.", credentials)
     if method != "S256":
         raise _request_error("code_challenge_method must be S256.", credentials)
+
+
+def check_reserved(params, credentials: dict) -> None:
+    """Refuse a parameter named like the request validator's own state on oauthlib's request (``_…``,
+    ``mcp_…``: :data:`~mcp_oauth.authorization_server.token_endpoint.guards.RESERVED_PREFIXES`), which
+    answers attribute lookups from the query string.
+
+    :raises OAuthToolkitError: ``invalid_request`` (redirected to the validated redirect URI).
+    """
+    if any(key.startswith(RESERVED_PREFIXES) for key in params):
+        raise _request_error("A parameter name is reserved by this server.", credentials)
 
 
 def check_state(state: str | None, credentials: dict) -> None:
@@ -197,6 +209,7 @@ class MCPAuthorizationView(OrganizationGateMixin, ConsentTransactionMixin, Autho
             verdict = self.check_trust(request, application=application) if application is not None else verdict
         self.mcp_trust = verdict
         # The client and redirect URI are validated now, so errors may be redirected.
+        check_reserved(request.GET, credentials)
         check_state(request.GET.get("state"), credentials)
         check_pkce(request.GET, credentials)
         try:
@@ -223,6 +236,7 @@ class MCPAuthorizationView(OrganizationGateMixin, ConsentTransactionMixin, Autho
             # The policy may have changed since the page was shown: even "Cancel" must not redirect.
             self.check_trust(self.request, application=application)
             # The hidden fields can be tampered with: check state, PKCE and resource again.
+            check_reserved(self.request.GET, credentials)
             check_state(credentials["state"], credentials)
             data = form.data.copy()
             if form.cleaned_data.get("allow"):

@@ -132,6 +132,8 @@ class OrganizationGateMixin(_MixinBase):
 
     def create_authorization_response(self, request, scopes, credentials, allow):
         """DOT's, with the chosen organization handed to the validator's ``save_authorization_code``."""
-        if allow and self.mcp_organization is not None:
-            credentials = {**credentials, "mcp_organization_id": self.mcp_organization.pk}
+        # Always set: oauthlib's request also answers attribute lookups from the query string, so a
+        # "mcp_organization_id" parameter must never be what the validator reads.
+        organization_id = self.mcp_organization.pk if allow and self.mcp_organization is not None else None
+        credentials = {**credentials, "mcp_organization_id": organization_id}
         return super().create_authorization_response(request, scopes, credentials, allow)

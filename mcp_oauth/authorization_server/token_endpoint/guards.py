@@ -10,6 +10,10 @@ wrong answer or a 500, with the JSON error RFC 6749 §5.2 names and
   ``resource`` may repeat) -> 400 ``invalid_request``;
 * parameters or HTTP Basic credentials that are not storable text (NUL,
   invalid UTF-8, bad base64) -> 400 ``invalid_request`` / 401 ``invalid_client``;
+* a parameter whose name starts with ``_`` or ``mcp_`` (:data:`RESERVED_PREFIXES`) -> 400
+  ``invalid_request``: oauthlib's request answers attribute lookups from the request's
+  parameters, and the request validator keeps its own state in such attributes (the ID-JAG's
+  resource, the grant's organization, its audit event), which a client must never set;
 
 and bind the request as the caller whose failed client authentications are throttled
 (:func:`mcp_oauth.authorization_server.client_auth.client_authentication.authenticating_caller`).
@@ -32,6 +36,8 @@ from mcp_oauth.shared.text import request_params_storable, storable
 
 #: Parameters that may repeat (RFC 8707 §2).
 REPEATABLE = frozenset({"resource"})
+#: Parameter names no client may send: the request validator's own attributes on oauthlib's request.
+RESERVED_PREFIXES = ("_", "mcp_")
 
 
 def check_basic_credentials(header: str | None) -> bool:
@@ -64,6 +70,8 @@ def guard_oauth_form(view: Callable) -> Callable:
                 for key, values in params.lists():
                     if len(values) > 1 and key not in REPEATABLE:
                         raise OAuthError("invalid_request", f"The parameter {key} is repeated.")
+                    if key.startswith(RESERVED_PREFIXES):
+                        raise OAuthError("invalid_request", "A parameter name is reserved by this server.")
             if not request_params_storable(request):
                 raise OAuthError(
                     "invalid_request", "Parameters must be text without NUL characters or unpaired surrogates."
