@@ -15,7 +15,7 @@ from oauth2_provider.models import (
 )
 
 from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants, user_grants
-from mcp_oauth.models import AuditEvent, Consent
+from mcp_oauth.models import AuditEvent, Consent, Organization
 
 pytestmark = pytest.mark.django_db
 
@@ -206,3 +206,18 @@ def test_clients_sharing_a_name_or_a_short_client_id_are_told_apart(user, db):
     assert notes.client_id_short == "Differen…"
     assert one.redirect_hosts == ("one.example",) and two.redirect_hosts == ("127.0.0.1", "two.example")
     assert one.registered_at == twins[0].created
+
+
+def test_each_connection_shows_its_organization(user, public_app, resource):
+    acme = Organization.objects.create(slug="acme", name="Acme Corp")
+    globex = Organization.objects.create(slug="globex", name="Globex")
+    Consent.record_grant(user, public_app, ["mcp"], resource.uri, acme)
+    Consent.record_grant(user, public_app, ["mcp"], resource.uri, globex)
+    Consent.record_grant(user, public_app, ["mcp"], resource.uri)
+    grants = user_grants(user)
+    assert sorted(str(grant.organization) for grant in grants) == ["Acme Corp", "Globex", "None"]
+    assert not any(grant.same_name for grant in grants)  # one application, three connections
+    html = signed_in(user).get(PAGE).content.decode()
+    assert html.count('class="grant-organization"') == 2
+    assert '<dd class="grant-organization" data-organization="acme">Acme Corp</dd>' in html
+    assert '<dd class="grant-organization" data-organization="globex">Globex</dd>' in html
