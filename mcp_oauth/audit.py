@@ -149,9 +149,7 @@ def record(
     :returns: the saved :class:`~mcp_oauth.models.AuditEvent`.
     :raises ValueError: an unknown ``kind``.
     """
-    event = write_event(
-        kind, request=request, user=user, client_id=client_id, detail=detail, organization=organization
-    )
+    event = write_event(kind, request=request, user=user, client_id=client_id, detail=detail, organization=organization)
     announce(event)
     return event
 

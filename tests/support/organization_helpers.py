@@ -32,7 +32,9 @@ def checksum(value: str) -> str:
 def token_organization_id(value: str) -> int | None:
     """The organization a token value (or code) is bound to by its TokenOrganization row, or None."""
     return (
-        TokenOrganization.objects.filter(token_checksum=checksum(value)).values_list("organization_id", flat=True).first()
+        TokenOrganization.objects.filter(token_checksum=checksum(value))
+        .values_list("organization_id", flat=True)
+        .first()
     )
 
 

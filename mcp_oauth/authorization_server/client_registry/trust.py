@@ -154,9 +154,8 @@ def load_rules() -> list[TrustRule]:
 def rules_snapshot(rules: Sequence[TrustRule] | None = None):
     """Within this block :func:`load_rules` answers from one query (e.g. an admin list of many clients),
     or from ``rules`` when given (the enabled rules, e.g. a cache of them that is known current)."""
-    if rules is None:
-        rules = TrustRule.objects.filter(enabled=True, organization__isnull=True)
-    token = _snapshot.set(list(rules))
+    loaded = list(TrustRule.objects.filter(enabled=True, organization__isnull=True)) if rules is None else list(rules)
+    token = _snapshot.set(loaded)
     try:
         yield
     finally:

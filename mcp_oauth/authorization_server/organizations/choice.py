@@ -19,7 +19,13 @@ from typing import Any
 from mcp_oauth.models import Organization
 from mcp_oauth.settings import mcp_oauth_settings
 
-__all__ = ["InvalidOrganizationChoice", "chosen_organization", "is_member", "resource_organization", "user_organizations"]
+__all__ = [
+    "InvalidOrganizationChoice",
+    "chosen_organization",
+    "is_member",
+    "resource_organization",
+    "user_organizations",
+]
 
 #: Longest organization value a consent form may carry (a primary key's digits).
 MAX_CHOICE_LENGTH = 20

@@ -54,7 +54,9 @@ class OrganizationGateMixin(_MixinBase):
     mcp_organization: Any = None
 
     def _refusal_page(self, error: str, description: str, status: int) -> HttpResponse:
-        return self.render_to_response({"error": CustomOAuth2Error(error=error, description=description)}, status=status)
+        return self.render_to_response(
+            {"error": CustomOAuth2Error(error=error, description=description)}, status=status
+        )
 
     def organization_page(self, organization, application, decision: policy.ClientDecision) -> HttpResponse:
         """The page a member sees for a decision other than ``approved`` (403); records the pending
@@ -76,9 +78,7 @@ class OrganizationGateMixin(_MixinBase):
             "outcome": decision.outcome,
             "message": decision.message,
         }
-        return TemplateResponse(
-            self.request, mcp_oauth_settings.ORGANIZATION_CLIENT_TEMPLATE, context, status=403
-        )
+        return TemplateResponse(self.request, mcp_oauth_settings.ORGANIZATION_CLIENT_TEMPLATE, context, status=403)
 
     def _decided(self, organization, application) -> HttpResponse | None:
         decision = mcp_oauth_settings.adapter.organization_client_decision(self.request, organization, application)

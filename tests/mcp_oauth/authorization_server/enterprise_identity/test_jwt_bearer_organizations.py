@@ -16,7 +16,12 @@ from tests.mcp_oauth.authorization_server.enterprise_identity.test_jwt_bearer im
     provider,
     redeem,
 )
-from tests.support.organization_helpers import add_member, make_organization, organization_endpoint, token_organization_id
+from tests.support.organization_helpers import (
+    add_member,
+    make_organization,
+    organization_endpoint,
+    token_organization_id,
+)
 
 pytestmark = pytest.mark.django_db
 

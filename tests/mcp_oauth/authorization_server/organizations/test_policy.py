@@ -34,7 +34,10 @@ def test_approval_required_is_pending_until_approved(acme, public_app, user):
     acme.client_approval_required = True
     decision = decide(acme, public_app)
     assert (decision.outcome, decision.reason) == ("pending", "approval_required")
-    assert decision.message == "An administrator of Acme Corp must approve Test client before members can use it for Acme Corp."
+    assert (
+        decision.message
+        == "An administrator of Acme Corp must approve Test client before members can use it for Acme Corp."
+    )
     row, created = policy.request_approval(acme, public_app, user)
     assert created and row.status == "pending" and row.requested_by == user
     assert policy.request_approval(acme, public_app, user) == (row, False)
@@ -55,7 +58,9 @@ def test_denied_by_the_admin_wins_over_no_policy(acme, public_app):
 
 def test_the_organizations_deny_rule_refuses_even_an_approved_client(acme, public_app):
     OrganizationClient.objects.create(organization=acme, application=public_app, status="approved")
-    rule = TrustRule.objects.create(target="redirect_host", pattern="client.example.com", action="deny", organization=acme)
+    rule = TrustRule.objects.create(
+        target="redirect_host", pattern="client.example.com", action="deny", organization=acme
+    )
     decision = decide(acme, public_app)
     assert (decision.outcome, decision.reason, decision.rule_id) == ("refused", "trust_rule", rule.pk)
 
