@@ -14,8 +14,8 @@ whatever the organization's rules say.
    ``allow_client_id_metadata_documents`` is false → ``refused``. Null inherits the site's
    (``OAUTH2_PROVIDER["DCR_ENABLED"]`` / ``["CIMD_ENABLED"]``); true cannot switch on what the site
    switched off;
-2. an enabled trust rule of the organization (:attr:`TrustRule.organization
-   <mcp_oauth.models.TrustRule.organization>`) denies it → ``refused``; one holds it for review
+2. an enabled trust rule of the organization (a :class:`~mcp_oauth.models.TrustRule` whose
+   ``organization`` is set) denies it → ``refused``; one holds it for review
    → the client needs an organization admin's approval, as in 4;
 3. the organization's :class:`~mcp_oauth.models.OrganizationClient` row says ``denied`` →
    ``denied``; ``approved`` → ``approved``;
