@@ -41,7 +41,7 @@ from mcp_oauth.audit import record
 from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.pages.consent import ConsentTransactionMixin
 from mcp_oauth.authorization_server.pages.login import login_url
-from mcp_oauth.authorization_server.pages.organization_gate import OrganizationGateMixin
+from mcp_oauth.authorization_server.pages.organization_gate import GateResponse, OrganizationGateMixin
 from mcp_oauth.authorization_server.token_endpoint.guards import RESERVED_PREFIXES
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
 from mcp_oauth.models import AuditEvent, Consent, ProtectedResource
@@ -315,6 +315,8 @@ class MCPAuthorizationView(OrganizationGateMixin, ConsentTransactionMixin, Autho
             record(AuditEvent.Kind.CONSENT_DENIED, request=self.request, client_id=application.client_id, detail=detail)
 
     def error_response(self, error, application, **kwargs):
+        if isinstance(error, GateResponse):  # the organization part answers instead (.organization_gate)
+            return error.response
         redirect, response = OAuthLibMixin.error_response(self, error, **kwargs)
         if redirect:
             url = _add_iss_to_redirect(response["url"], mcp_oauth_settings.issuer)

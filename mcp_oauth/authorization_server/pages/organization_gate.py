@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
+from oauth2_provider.exceptions import OAuthToolkitError
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from mcp_oauth.authorization_server.organizations import policy
@@ -48,10 +49,21 @@ else:
 FIELD = "organization"
 
 
+class GateResponse(OAuthToolkitError):
+    """Raised out of DOT's own approval without the consent page (``skip_authorization``) to answer
+    with ``response`` instead: the organization's page, or the consent page to choose one."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        super().__init__(error=CustomOAuth2Error(error="access_denied"))
+        self.response = response
+
+
 class OrganizationGateMixin(_MixinBase):
     """See the module docstring. Sets ``self.mcp_organization`` (an Organization or None)."""
 
     mcp_organization: Any = None
+    #: Whether this request's organization was decided (consent page shown, or its answer checked).
+    mcp_gate_checked: bool = False
 
     def _refusal_page(self, error: str, description: str, status: int) -> HttpResponse:
         return self.render_to_response(
@@ -104,6 +116,7 @@ class OrganizationGateMixin(_MixinBase):
     def organization_consent_context(self, application, resource) -> tuple[dict[str, Any], HttpResponse | None]:
         """What the consent page shows of organizations (``organization``: the endpoint's;
         ``organization_choices``: the user's, for a shared endpoint), or the page that replaces it."""
+        self.mcp_gate_checked = True
         organization, refusal = self._endpoint_organization(resource)
         if refusal is not None:
             return {}, refusal
@@ -117,6 +130,7 @@ class OrganizationGateMixin(_MixinBase):
         """Decide the organization of an approving answer (``self.mcp_organization``), or the page
         that refuses it: not a member (403), a choice that is not the user's (400), the
         organization's decision (403)."""
+        self.mcp_gate_checked = True
         organization, refusal = self._endpoint_organization(resource)
         if refusal is not None:
             return refusal
@@ -130,8 +144,30 @@ class OrganizationGateMixin(_MixinBase):
             return None
         return self._decided(organization, application)
 
+    def _automatic_approval_gate(self) -> HttpResponse | None:
+        """DOT approves a ``skip_authorization`` client without rendering the consent page: decide the
+        organization here (the endpoint's, its refusal or decision page), or show the consent page
+        when the user has organizations to choose from."""
+        data = getattr(self, "oauth2_data", None) or {}
+        application = data.get("application")
+        if application is None or not self.request.user.is_authenticated:
+            return None
+        extra, refusal = self.organization_consent_context(application, getattr(self, "mcp_resource", None))
+        if refusal is not None:
+            return refusal
+        if extra.get("organization_choices"):
+            return self.render_to_response(self.get_context_data(**data))
+        return None
+
     def create_authorization_response(self, request, scopes, credentials, allow):
-        """DOT's, with the chosen organization handed to the validator's ``save_authorization_code``."""
+        """DOT's, with the chosen organization handed to the validator's ``save_authorization_code``.
+
+        :raises GateResponse: an automatic approval the organization part stops (see :meth:`_automatic_approval_gate`).
+        """
+        if allow and request.method == "GET" and not self.mcp_gate_checked:
+            response = self._automatic_approval_gate()
+            if response is not None:
+                raise GateResponse(response)
         # Always set: oauthlib's request also answers attribute lookups from the query string, so a
         # "mcp_organization_id" parameter must never be what the validator reads.
         organization_id = self.mcp_organization.pk if allow and self.mcp_organization is not None else None

@@ -191,3 +191,33 @@ def test_the_template_is_overridable(logged_in, user, public_app, settings, tmp_
     page, params, _ = consent_page(logged_in, public_app)
     response = answer(logged_in, page, params, acme.pk)
     assert response.status_code == 403 and response.content.decode().strip() == "custom pending acme"
+
+
+def test_skip_authorization_on_a_per_organization_endpoint_records_its_organization(logged_in, public_app, acme):
+    public_app.skip_authorization = True
+    public_app.save()
+    endpoint = organization_endpoint(acme)
+    page, _params, _ = consent_page(logged_in, public_app, resource=endpoint.uri)
+    assert "code" in redirect_query(page)
+    assert TokenOrganization.objects.get().organization == acme
+    consent = Consent.objects.get()
+    assert consent.organization == acme
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.CONSENT_GRANTED)
+    assert event.detail["automatic"] is True and event.organization == acme
+
+
+def test_skip_authorization_still_asks_a_user_with_organizations_to_choose(logged_in, public_app, acme):
+    public_app.skip_authorization = True
+    public_app.save()
+    page, _params, _ = consent_page(logged_in, public_app)
+    assert page.status_code == 200 and b'name="organization"' in page.content
+
+
+def test_skip_authorization_does_not_skip_the_pending_page(logged_in, user, public_app):
+    public_app.skip_authorization = True
+    public_app.save()
+    acme = make_organization("acme", "Acme Corp", client_approval_required=True)
+    add_member(user, acme)
+    page, _params, _ = consent_page(logged_in, public_app, resource=organization_endpoint(acme).uri)
+    assert page.status_code == 403 and b'data-outcome="pending"' in page.content
+    assert not get_grant_model().objects.exists()
