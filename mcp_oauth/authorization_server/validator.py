@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import secrets
 import time
@@ -410,8 +411,9 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         try:
             try:
                 # The organization's rows, scopes and lifetimes, then DPoP (RFC 9449 §5): before any token row.
-                bind_organization(token, request, lambda: self._resolved_resources(request))
-                bind_grant(token, request, lambda: self._resolved_resources(request))
+                resources = functools.cache(lambda: self._resolved_resources(request))  # resolved once
+                bind_organization(token, request, resources)
+                bind_grant(token, request, resources)
                 result = super().save_bearer_token(token, request, *args, **kwargs)
             except IntegrityError:
                 if _parties_exist(request):
