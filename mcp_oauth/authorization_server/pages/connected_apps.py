@@ -2,7 +2,8 @@
 
 GET lists the user's active consents (:func:`mcp_oauth.authorization_server.tokens.grants.user_grants`): name, how the
 client registered, the host of a CIMD ``client_id``, scopes, resource, last token issued.
-POST ``action=revoke&client_id=<id>`` revokes that client's tokens and consent
+POST ``action=revoke&client_id=<id>`` revokes that client's tokens and consent (with
+``organization=<pk>``, or empty for none, only the connection acting for that organization)
 (:func:`mcp_oauth.authorization_server.tokens.grants.revoke_user_grants`, audited) and comes back with a message (303);
 ``action=revoke_all`` does it for every client; ``action=export`` downloads the user's own data
 as JSON (:mod:`mcp_oauth.authorization_server.user_data.export`, GDPR Art. 15/20; a POST, so the
@@ -66,13 +67,27 @@ def connected_apps(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
     application = None
     if client_id and len(client_id) <= 2000:
         application = get_application_model().objects.filter(client_id=client_id).first()
-    if (
-        application is None
-        or not Consent.objects.filter(user=request.user, application=application, revoked_at__isnull=True).exists()
-    ):
+    consent = None
+    if application is not None:
+        consents = Consent.objects.filter(user=request.user, application=application, revoked_at__isnull=True)
+        value = request.POST.get("organization")
+        if value is not None:  # the connection of one organization ("": the one acting for none)
+            if value == "":
+                consents = consents.filter(organization__isnull=True)
+            elif value.isascii() and value.isdigit() and len(value) <= 20:
+                consents = consents.filter(organization_id=int(value))
+            else:
+                consents = consents.none()
+        consent = consents.select_related("organization").first()
+    if application is None or consent is None:
         return _page(request, 400, "Nothing was changed: that application is not connected to your account.")
-    count = revoke_user_grants(request.user, application, reason=REASON)
+    if "organization" in request.POST:
+        count = revoke_user_grants(request.user, application, reason=REASON, organization=consent.organization)
+    else:
+        count = revoke_user_grants(request.user, application, reason=REASON)
     name = application.name or application.client_id
+    if consent.organization is not None and "organization" in request.POST:
+        name = f"{name} (for {consent.organization})"
     messages.success(
         request,
         f"{name} can no longer use your account: its access was revoked ({count} token{'s' if count != 1 else ''}). "

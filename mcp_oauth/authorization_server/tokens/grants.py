@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.db import transaction
@@ -24,7 +25,14 @@ from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.audit import record
-from mcp_oauth.models import AuditEvent, Consent, RefreshGeneration, RefreshTokenGeneration, ToolCallUse
+from mcp_oauth.models import (
+    AuditEvent,
+    Consent,
+    RefreshGeneration,
+    RefreshTokenGeneration,
+    TokenOrganization,
+    ToolCallUse,
+)
 from mcp_oauth.signals import user_grants_revoked
 
 #: How each ``Application.registration_source`` is named to users.
@@ -137,7 +145,11 @@ def user_grants(user) -> list[Grant]:
     return grants
 
 
-def revoke_user_grants(user, application=None, *, reason: str) -> int:
+#: ``organization`` of :func:`revoke_user_grants` when every connection counts, whatever it acts for.
+ANY_ORGANIZATION: Any = object()
+
+
+def revoke_user_grants(user, application=None, *, reason: str, organization: Any = ANY_ORGANIZATION) -> int:
     """Revoke the MCP access and refresh tokens and the consents of ``user`` (for ``application`` only, when given).
 
     Refresh tokens are marked revoked (kept as tombstones: presenting one later is a reuse,
@@ -150,28 +162,44 @@ def revoke_user_grants(user, application=None, *, reason: str) -> int:
     access_token_ids``) so caches of token principals can drop them.
 
     :param reason: why, e.g. ``"password_changed"``, ``"deactivated"``, ``"deleted"``, ``"user_disconnected"``.
+    :param organization: only the connections acting for this :class:`~mcp_oauth.models.Organization`
+        (its consents, and the tokens whose :class:`~mcp_oauth.models.TokenOrganization` names it), or,
+        with None, only those acting for none; by default every connection.
     :returns: the number of tokens revoked (access tokens plus live refresh tokens).
     """
     AccessToken = get_access_token_model()
     RefreshToken = get_refresh_token_model()
-    filters = {"user": user}
+    filters: dict[str, Any] = {"user": user}
     if application is not None:
         filters["application"] = application
+    refresh_filters, access_filters = dict(filters), dict(filters)
+    if organization is not ANY_ORGANIZATION:
+        bound = (
+            TokenOrganization.objects.all()
+            if organization is None
+            else TokenOrganization.objects.filter(organization=organization)
+        )
+        kinds = TokenOrganization.Kind
+        for into, kind in ((refresh_filters, kinds.REFRESH_TOKEN), (access_filters, kinds.ACCESS_TOKEN)):
+            checksums = bound.filter(token_kind=kind).values("token_checksum")
+            into["token_checksum__in" if organization is not None else "_exclude"] = checksums
     with transaction.atomic():
         # The newest generation of each of the user's families first: a rotation or a grace
         # sibling in flight holds it until it commits, and the pair it issues is then read and
         # revoked below instead of escaping (mcp_oauth.authorization_server.tokens.rotation).
-        members = RefreshTokenGeneration.objects.filter(
-            **{f"refresh_token__{name}": value for name, value in filters.items()}
-        )
+        members = _exclude(RefreshTokenGeneration.objects.all(), refresh_filters, "refresh_token__")
         list(
             RefreshGeneration.objects.select_for_update()
             .filter(pk__in=members.values("generation"), rotated_at__isnull=True)
             .order_by("created_at", "pk")
             .values_list("pk", flat=True)
         )
-        live_refresh = list(RefreshToken.objects.select_for_update().filter(revoked__isnull=True, **filters))
-        access = AccessToken.objects.filter(**filters).exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
+        live_refresh = list(
+            _exclude(RefreshToken.objects.select_for_update().filter(revoked__isnull=True), refresh_filters)
+        )
+        access = _exclude(AccessToken.objects.all(), access_filters).exclude(
+            scope=oauth2_settings.DCR_REGISTRATION_SCOPE
+        )
         access_ids = list(access.values_list("pk", flat=True))
         for refresh_token in live_refresh:
             refresh_token.revoke()  # also deletes its access token
@@ -179,6 +207,8 @@ def revoke_user_grants(user, application=None, *, reason: str) -> int:
         consents = Consent.objects.filter(user=user, revoked_at__isnull=True)
         if application is not None:
             consents = consents.filter(application=application)
+        if organization is not ANY_ORGANIZATION:
+            consents = consents.filter(organization=organization)
         consent_count = consents.update(revoked_at=timezone.now())
         revoked = len(live_refresh) + len(access_ids)
         record(
@@ -191,7 +221,13 @@ def revoke_user_grants(user, application=None, *, reason: str) -> int:
                 "client_id": getattr(application, "client_id", None),
                 "tokens": revoked,
                 "consents": consent_count,
+                **(
+                    {"organization": getattr(organization, "slug", None)}
+                    if organization is not ANY_ORGANIZATION
+                    else {}
+                ),
             },
+            organization=organization if organization is not ANY_ORGANIZATION else None,
         )
         transaction.on_commit(
             lambda: user_grants_revoked.send(
@@ -199,3 +235,12 @@ def revoke_user_grants(user, application=None, *, reason: str) -> int:
             )
         )
     return revoked
+
+
+def _exclude(queryset, filters: dict[str, Any], prefix: str = ""):
+    """``queryset`` filtered by ``filters``; an ``_exclude`` entry (token checksums) is excluded instead."""
+    excluded = filters.get("_exclude")
+    queryset = queryset.filter(**{f"{prefix}{name}": value for name, value in filters.items() if name != "_exclude"})
+    if excluded is not None:
+        queryset = queryset.exclude(**{f"{prefix}token_checksum__in": excluded})
+    return queryset

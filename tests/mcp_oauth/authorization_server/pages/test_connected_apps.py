@@ -15,7 +15,9 @@ from oauth2_provider.models import (
 )
 
 from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants, user_grants
-from mcp_oauth.models import AuditEvent, Consent, Organization
+from mcp_oauth.models import AuditEvent, Consent, Organization, OrganizationMembership
+from tests.support.oauth_helpers import token_request
+from tests.support.organization_helpers import checksum, code_for
 
 pytestmark = pytest.mark.django_db
 
@@ -221,3 +223,33 @@ def test_each_connection_shows_its_organization(user, public_app, resource):
     assert html.count('class="grant-organization"') == 2
     assert '<dd class="grant-organization" data-organization="acme">Acme Corp</dd>' in html
     assert '<dd class="grant-organization" data-organization="globex">Globex</dd>' in html
+
+
+def test_revoking_one_organizations_connection_keeps_the_others(user, public_app, resource):
+    """The same client connected for Acme and for Globex: revoking Acme's leaves Globex's tokens working."""
+    acme = Organization.objects.create(slug="acme", name="Acme Corp")
+    globex = Organization.objects.create(slug="globex", name="Globex")
+    for organization in (acme, globex):
+        OrganizationMembership.objects.create(organization=organization, user=user)
+    browser = signed_in(user)
+    pairs = {}
+    for organization in (acme, globex):
+        code, verifier = code_for(browser, public_app, organization)
+        pairs[organization.slug] = token_request(browser, public_app, code, verifier).json()
+    response = browser.post(PAGE, {"action": "revoke", "client_id": public_app.client_id, "organization": str(acme.pk)})
+    assert response.status_code == 303
+    live = set(get_access_token_model().objects.values_list("token_checksum", flat=True))
+    assert checksum(pairs["acme"]["access_token"]) not in live
+    assert checksum(pairs["globex"]["access_token"]) in live
+    refresh = get_refresh_token_model().objects.get(token_checksum=checksum(pairs["globex"]["refresh_token"]))
+    assert refresh.revoked is None
+    assert list(Consent.objects.filter(revoked_at__isnull=True).values_list("organization__slug", flat=True)) == [
+        "globex"
+    ]
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.GRANTS_REVOKED)
+    assert event.organization == acme and event.detail["organization"] == "acme" and event.detail["tokens"] == 2
+    # An organization the client is not connected for changes nothing.
+    again = browser.post(PAGE, {"action": "revoke", "client_id": public_app.client_id, "organization": str(acme.pk)})
+    assert again.status_code == 400
+    tampered = browser.post(PAGE, {"action": "revoke", "client_id": public_app.client_id, "organization": "x"})
+    assert tampered.status_code == 400
