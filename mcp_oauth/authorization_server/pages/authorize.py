@@ -347,8 +347,10 @@ class MCPAuthorizationView(OrganizationGateMixin, ConsentTransactionMixin, Autho
         if (
             consent_page
             and credentials
-            # On a shared endpoint, a user with organizations chooses one on the page.
+            # On a shared endpoint, a user with organizations chooses one on the page; a client
+            # that needs an organization admin's approval is asked for by the user's answer.
             and not context.get("organization_choices")
+            and not context.get("organization_pending")
             and mcp_oauth_settings.adapter.can_skip_consent(
                 self.request,
                 application,

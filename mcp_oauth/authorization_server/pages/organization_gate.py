@@ -5,7 +5,8 @@ Mixed into the authorization view (:class:`~mcp_oauth.authorization_server.pages
 
 * a **per-organization endpoint** (the resource's ``organization``): the user must be a member
   (else an error page, 403, no code); the organization's decision is taken before the consent
-  page is shown, and again when it is answered;
+  page is shown (a refusal replaces it; a client that needs approval gets the consent page with
+  a notice, so that only the user's answer, a POST, files the request) and again when it is answered;
 * a **shared endpoint**: the consent page offers the user's organizations as a radio list
   (none when they have none); the answer's choice must be one of them (else a 400 page, never a
   grant), then the chosen organization's decision is taken;
@@ -115,14 +116,21 @@ class OrganizationGateMixin(_MixinBase):
 
     def organization_consent_context(self, application, resource) -> tuple[dict[str, Any], HttpResponse | None]:
         """What the consent page shows of organizations (``organization``: the endpoint's;
-        ``organization_choices``: the user's, for a shared endpoint), or the page that replaces it."""
+        ``organization_pending``: why it needs an admin's approval; ``organization_choices``: the
+        user's, for a shared endpoint), or the page that replaces it."""
         self.mcp_gate_checked = True
         organization, refusal = self._endpoint_organization(resource)
         if refusal is not None:
             return {}, refusal
         if organization is not None:
             self.mcp_organization = organization
-            return {"organization": organization, "organization_choices": []}, self._decided(organization, application)
+            extra: dict[str, Any] = {"organization": organization, "organization_choices": []}
+            decision = mcp_oauth_settings.adapter.organization_client_decision(self.request, organization, application)
+            if decision.outcome == policy.PENDING:
+                # Asked on the answer only (a POST bound to this page): a link alone files no request.
+                extra["organization_pending"] = decision.message
+                return extra, None
+            return extra, None if decision.allowed else self.organization_page(organization, application, decision)
         choices = user_organizations(self.request.user)
         return {"organization": None, "organization_choices": choices}, None
 
@@ -155,7 +163,7 @@ class OrganizationGateMixin(_MixinBase):
         extra, refusal = self.organization_consent_context(application, getattr(self, "mcp_resource", None))
         if refusal is not None:
             return refusal
-        if extra.get("organization_choices"):
+        if extra.get("organization_choices") or extra.get("organization_pending"):
             return self.render_to_response(self.get_context_data(**data))
         return None
 

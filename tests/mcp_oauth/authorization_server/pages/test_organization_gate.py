@@ -141,16 +141,29 @@ def test_pending_approval_page_records_the_request(logged_in, user, public_app):
     assert response["Cache-Control"].startswith("max-age=0") or "no-store" in response["Cache-Control"]
 
 
-def test_pending_on_a_per_organization_endpoint_before_the_consent_page(logged_in, user, public_app):
+def test_pending_on_a_per_organization_endpoint_is_asked_for_by_the_answer(logged_in, user, public_app):
+    """The consent page says approval is needed; a link alone files no request (a GET has no side
+    effect), the user's answer does, once."""
     acme = make_organization("acme", "Acme Corp", client_approval_required=True)
     add_member(user, acme)
     endpoint = organization_endpoint(acme)
-    page, _params, _ = consent_page(logged_in, public_app, resource=endpoint.uri)
-    assert page.status_code == 403 and b'data-outcome="pending"' in page.content
-    page, _params, _ = consent_page(logged_in, public_app, resource=endpoint.uri)  # asked again: one row
+    page, params, _ = consent_page(logged_in, public_app, resource=endpoint.uri)
+    assert page.status_code == 200 and b'id="organization-pending"' in page.content
+    assert not OrganizationClient.objects.exists()
+    response = answer(logged_in, page, params)
+    assert response.status_code == 403 and b'data-outcome="pending"' in response.content
+    page, params, _ = consent_page(logged_in, public_app, resource=endpoint.uri)
+    answer(logged_in, page, params)
     assert OrganizationClient.objects.count() == 1
     events = AuditEvent.objects.filter(kind=AuditEvent.Kind.ORGANIZATION_CLIENT_REQUESTED).order_by("pk")
     assert [e.detail["new_request"] for e in events] == [True, False]
+    assert not get_grant_model().objects.exists()
+
+
+def test_denied_on_a_per_organization_endpoint_replaces_the_consent_page(logged_in, public_app, acme):
+    OrganizationClient.objects.create(organization=acme, application=public_app, status="denied")
+    page, _params, _ = consent_page(logged_in, public_app, resource=organization_endpoint(acme).uri)
+    assert page.status_code == 403 and b'data-outcome="denied"' in page.content
 
 
 def test_approved_client_gets_the_consent_page(logged_in, user, public_app):
@@ -213,11 +226,14 @@ def test_skip_authorization_still_asks_a_user_with_organizations_to_choose(logge
     assert page.status_code == 200 and b'name="organization"' in page.content
 
 
-def test_skip_authorization_does_not_skip_the_pending_page(logged_in, user, public_app):
+def test_skip_authorization_does_not_skip_the_approval(logged_in, user, public_app):
     public_app.skip_authorization = True
     public_app.save()
     acme = make_organization("acme", "Acme Corp", client_approval_required=True)
     add_member(user, acme)
-    page, _params, _ = consent_page(logged_in, public_app, resource=organization_endpoint(acme).uri)
-    assert page.status_code == 403 and b'data-outcome="pending"' in page.content
+    page, params, _ = consent_page(logged_in, public_app, resource=organization_endpoint(acme).uri)
+    assert page.status_code == 200 and b'id="organization-pending"' in page.content
+    assert not get_grant_model().objects.exists()
+    response = answer(logged_in, page, params)
+    assert response.status_code == 403 and b'data-outcome="pending"' in response.content
     assert not get_grant_model().objects.exists()
