@@ -36,6 +36,8 @@ Where each kind is written:
                                   ``detail = {"assertion_kind", "reason", "description", ...}``
 ``assertion.replayed``            a JWT assertion's ``iss`` + ``jti`` presented a second time
 ``enterprise.identity_linked``    an ID-JAG subject linked to a local user (``detail.how``: email, created)
+``organization.client_approved``  an organization admin approved a client for their organization (admin action
+``organization.client_denied``    or form): ``organization`` set, ``detail = {"via", "organization", "previous"}``
 ================================  ===============================================================
 """
 

@@ -16,9 +16,10 @@ from django.contrib.auth import get_user_model
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.authorization_server.client_auth import jwks as jwks_cache
 from mcp_oauth.authorization_server.client_auth.assertions import accepted_algorithms
-from mcp_oauth.models import EnterpriseIdentity, EnterpriseIdentityProvider
+from mcp_oauth.models import EnterpriseIdentity, EnterpriseIdentityProvider, OrganizationClient
 
 
 def clean_key_set(value: Any) -> Any:
@@ -85,8 +86,10 @@ class UserAutocompleteMixin:
         return fields
 
 
-class EnterpriseIdentityInline(UserAutocompleteMixin, admin.TabularInline):
+class EnterpriseIdentityInline(OrganizationScopedAdmin, UserAutocompleteMixin, admin.TabularInline):
     model = EnterpriseIdentity
+    organization_field = "provider__organization"
+    organization_admin_permissions = frozenset({"view", "delete"})
     extra = 0
     fields = ("subject", "user", "created", "last_used_at")
     readonly_fields = ("created", "last_used_at")
@@ -94,19 +97,33 @@ class EnterpriseIdentityInline(UserAutocompleteMixin, admin.TabularInline):
 
 
 @admin.register(EnterpriseIdentityProvider)
-class EnterpriseIdentityProviderAdmin(admin.ModelAdmin):
+class EnterpriseIdentityProviderAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    """Enterprise IdPs; an organization admin manages their organizations' IdPs (an IdP of no
+    organization, which vouches for any, is the site's: not shown to them). The clients they may
+    allow are the ones approved for their organizations, the resources their organizations' own."""
+
+    organization_admin_permissions = frozenset({"view", "add", "change", "delete"})
     form = EnterpriseIdentityProviderForm
-    list_display = ("name", "issuer", "user_policy", "enabled", "updated")
-    list_filter = ("enabled", "user_policy")
+    list_display = ("name", "issuer", "organization", "user_policy", "enabled", "updated")
+    list_filter = ("enabled", "user_policy", OrganizationFilter)
     search_fields = ("name", "issuer")
     filter_horizontal = ("allowed_clients", "allowed_resources")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fieldsets = (
-        (None, {"fields": ("name", "issuer", "enabled")}),
+        (None, {"fields": ("name", "issuer", "organization", "enabled")}),
         (_("Keys"), {"fields": ("jwks_uri", "jwks", "algorithms")}),
         (_("Policy"), {"fields": ("allowed_clients", "allowed_resources", "allowed_scopes", "user_policy")}),
     )
     inlines = [EnterpriseIdentityInline]
+    autocomplete_fields = ("organization",)
+
+    def organization_choices(self, db_field, request, scope):
+        if db_field.name == "allowed_clients":
+            approved = OrganizationClient.objects.filter(
+                organization__in=scope, status=OrganizationClient.Status.APPROVED
+            ).values("application")
+            return db_field.related_model._default_manager.filter(pk__in=approved)
+        return super().organization_choices(db_field, request, scope)
 
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
@@ -115,7 +132,9 @@ class EnterpriseIdentityProviderAdmin(admin.ModelAdmin):
 
 
 @admin.register(EnterpriseIdentity)
-class EnterpriseIdentityAdmin(UserAutocompleteMixin, admin.ModelAdmin):
+class EnterpriseIdentityAdmin(OrganizationScopedAdmin, UserAutocompleteMixin, admin.ModelAdmin):
+    organization_field = "provider__organization"
+    organization_admin_permissions = frozenset({"view", "delete"})
     list_display = ("subject", "provider", "user", "created", "last_used_at")
     list_filter = ("provider",)
     search_fields = ("subject", f"user__{get_user_model().USERNAME_FIELD}")

@@ -20,6 +20,7 @@ from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.admin.cascade import CascadeDeletable, reregister_cascade_deletable
 from mcp_oauth.admin.large_lists import USER_SEARCH
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.audit import record
 from mcp_oauth.models import (
     AuditEvent,
@@ -30,9 +31,12 @@ from mcp_oauth.models import (
 
 
 @admin.register(ProtectedResource)
-class ProtectedResourceAdmin(admin.ModelAdmin):
-    list_display = ("uri", "name", "scopes", "is_default", "enabled", "dpop_required")
-    list_filter = ("is_default", "enabled", "dpop_required")
+class ProtectedResourceAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    """The protected resources (the tokens' audiences); an organization admin sees their
+    organizations' own endpoints, read-only (site-wide resources are the site's)."""
+
+    list_display = ("uri", "name", "organization", "scopes", "is_default", "enabled", "dpop_required")
+    list_filter = ("is_default", "enabled", "dpop_required", OrganizationFilter)
     search_fields = ("uri", "name")
 
 
@@ -76,20 +80,34 @@ class ConsentStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Consent)
-class ConsentAdmin(CascadeDeletable, admin.ModelAdmin):
-    """Who let which client act for them; "revoke" also revokes the client's tokens for that user."""
+class ConsentAdmin(OrganizationScopedAdmin, CascadeDeletable, admin.ModelAdmin):
+    """Who let which client act for them; "revoke" also revokes the client's tokens for that user.
+    An organization admin sees and revokes the grants of their organizations."""
 
-    list_display = ("user", "application", "scope", "granted_at", "last_granted_at", "revoked_at", "live_tokens")
+    organization_admin_permissions = frozenset({"view", "change"})
+
+    list_display = (
+        "user",
+        "application",
+        "organization",
+        "scope",
+        "granted_at",
+        "last_granted_at",
+        "revoked_at",
+        "live_tokens",
+    )
     list_filter = (
         ConsentStateFilter,
+        OrganizationFilter,
         "application__registration_source",
         ("last_granted_at", admin.DateFieldListFilter),
     )
     search_fields = (USER_SEARCH, "application__name", "application__client_id", "scope")
-    list_select_related = ("user", "application")
+    list_select_related = ("user", "application", "organization")
     readonly_fields = (
         "user",
         "application",
+        "organization",
         "scope",
         "resources",
         "granted_at",

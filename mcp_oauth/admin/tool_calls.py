@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from mcp_oauth.admin import large_lists
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.models import ToolCallRecord
 from mcp_oauth.observability.audit_trail_export import export_lines, records
 
@@ -37,7 +38,8 @@ class _RecentValuesFilter(admin.SimpleListFilter):
     def lookups(self, request, model_admin):
         newest = ToolCallRecord.objects.aggregate(newest=Max("pk"))["newest"] or 0
         values = (
-            ToolCallRecord.objects.filter(pk__gt=newest - FILTER_WINDOW)
+            model_admin.get_queryset(request)  # an organization admin: their organizations' calls
+            .filter(pk__gt=newest - FILTER_WINDOW)
             .order_by(self.field)
             .values_list(self.field, flat=True)
             .distinct()[:FILTER_CHOICES]
@@ -60,18 +62,30 @@ class ClientFilter(_RecentValuesFilter):
 
 
 @admin.register(ToolCallRecord)
-class ToolCallRecordAdmin(admin.ModelAdmin):
-    """Read-only list of the tool calls (no add, change or delete), newest first."""
+class ToolCallRecordAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    """Read-only list of the tool calls (no add, change or delete), newest first; an organization
+    admin sees their organizations' calls."""
 
-    list_display = ("created_at", "method", "tool", "client_id", "user", "outcome", "error_code", "duration_ms", "era")
-    list_filter = ("outcome", "era", ToolFilter, ClientFilter)
+    list_display = (
+        "created_at",
+        "method",
+        "tool",
+        "client_id",
+        "user",
+        "organization",
+        "outcome",
+        "error_code",
+        "duration_ms",
+        "era",
+    )
+    list_filter = ("outcome", "era", ToolFilter, ClientFilter, OrganizationFilter)
     date_hierarchy = "created_at"
     search_fields = ("client_id", "tool", "trace_id", "arguments_digest")
     search_help_text = _(
         "An exact client ID, tool, trace ID or arguments digest; other words are looked for among the "
         "%(window)s most recent calls."
     ) % {"window": f"{large_lists.SEARCH_WINDOW:,}"}
-    list_select_related = ("user",)
+    list_select_related = ("user", "organization")
     show_full_result_count = False
     paginator = large_lists.CappedCountPaginator
     actions = ("export_jsonl", "export_csv")
@@ -79,6 +93,7 @@ class ToolCallRecordAdmin(admin.ModelAdmin):
         "created_at",
         "user",
         "client_id",
+        "organization",
         "resource",
         "method",
         "tool",

@@ -40,6 +40,8 @@ class AuditEvent(models.Model):
         ASSERTION_REPLAYED = "assertion.replayed", _("JWT assertion replayed")
         ENTERPRISE_IDENTITY_LINKED = "enterprise.identity_linked", _("enterprise identity linked")
         USER_ERASED = "user.erased", _("a user's data erased")
+        ORGANIZATION_CLIENT_APPROVED = "organization.client_approved", _("organization approved a client")
+        ORGANIZATION_CLIENT_DENIED = "organization.client_denied", _("organization denied a client")
 
     kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices, db_index=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
