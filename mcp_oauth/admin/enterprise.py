@@ -136,6 +136,6 @@ class EnterpriseIdentityAdmin(OrganizationScopedAdmin, UserAutocompleteMixin, ad
     organization_field = "provider__organization"
     organization_admin_permissions = frozenset({"view", "delete"})
     list_display = ("subject", "provider", "user", "created", "last_used_at")
-    list_filter = ("provider",)
+    list_filter = ("provider", OrganizationFilter)
     search_fields = ("subject", f"user__{get_user_model().USERNAME_FIELD}")
     raw_id_fields = ("user",)  # unless UserAutocompleteMixin can offer an autocomplete box

@@ -33,9 +33,10 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import TO_FIELD_VAR
+from django.contrib.admin.widgets import AutocompleteSelect
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path, unquote
 from django.contrib.auth import get_permission_codename, get_user_model
-from django.core.exceptions import FieldDoesNotExist, PermissionDenied
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils.translation import gettext_lazy as _
@@ -184,6 +185,33 @@ class ClientByIdField(_ExactLookupField):
 
     def label_of(self, obj: Any) -> str:
         return obj.client_id
+
+
+class ForgivingAutocompleteSelect(AutocompleteSelect):
+    """Django's autocomplete box, which renders a submitted value that is no key (``"x"``) as no
+    choice instead of failing the page (Django looks the value up as it came)."""
+
+    def optgroups(self, name: str, value: Any, attrs: Any = None) -> Any:
+        target = self.field.target_field
+        keys = []
+        for item in value:
+            try:
+                target.to_python(item)
+            except (ValidationError, TypeError, ValueError):
+                continue
+            keys.append(item)
+        return super().optgroups(name, keys, attrs)
+
+
+class ExistingRowsOnlyForm(forms.ModelForm):
+    """The list-editable rows' form: a row the list does not hold (a forged ``form-N-id``) is an error
+    of its own, never validated as a new row (whose model checks would name fields the form lacks)."""
+
+    def _post_clean(self) -> None:
+        if self.instance.pk is None:
+            self.add_error(None, _("This row is not in the list."))
+            return
+        super()._post_clean()
 
 
 def _is_relation(model: Any, path: str) -> bool:
@@ -342,7 +370,13 @@ class OrganizationScopedAdmin:
         opts = self.model._meta  # type: ignore[attr-defined]
         return tuple(name for name in fields if self._scoped_autocomplete(opts.get_field(name)))
 
+    def get_changelist_form(self, request: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("form", ExistingRowsOnlyForm)
+        return super().get_changelist_form(request, **kwargs)  # type: ignore[misc]
+
     def formfield_for_foreignkey(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
+        if "widget" not in kwargs and db_field.name in self.get_autocomplete_fields(request):
+            kwargs["widget"] = ForgivingAutocompleteSelect(db_field, self.admin_site, using=kwargs.get("using"))  # type: ignore[attr-defined]
         scope = self.organization_scope(request)
         if scope is not None:
             kwargs.setdefault("queryset", self.organization_choices(db_field, request, scope))
