@@ -65,7 +65,7 @@ class OrganizationForm(forms.ModelForm):
     """The organization's policy, checked against what the site offers."""
 
     enabled_tools = NameListField(
-        label=_("enabled tools"),
+        label=_("Enabled tools"),
         required=False,
         help_text=_("Names of the tools members may list and call, one per line; empty: every tool."),
     )
