@@ -318,7 +318,9 @@ def measure(focus: dict) -> list[tuple[str, float]]:
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.test import Client
+    from django.test.utils import setup_test_environment
 
+    setup_test_environment()  # the test client records the pages' context (the rows listed)
     settings.ALLOWED_HOSTS = ["testserver"]
     settings.STORAGES = {
         **settings.STORAGES,

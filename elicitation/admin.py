@@ -24,11 +24,21 @@ class ElicitationAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     """A log: listed, filtered and searched, never added or edited by hand; an organization admin
     sees their organizations' elicitations."""
 
-    list_display = ("elicitation_id", "mode", "kind", "status", "user", "short_message", "created_at", "completed_at")
+    list_display = (
+        "elicitation_id",
+        "mode",
+        "kind",
+        "status",
+        "user",
+        "organization",
+        "short_message",
+        "created_at",
+        "completed_at",
+    )
     list_filter = ("status", "mode", "kind", ("user", admin.RelatedOnlyFieldListFilter), OrganizationFilter)
     search_fields = ("elicitation_id", "message", "user__username", "request_id")
     date_hierarchy = "created_at"
-    list_select_related = ("user",)
+    list_select_related = ("user", "organization")
     exclude = ("client_answer",)
     readonly_fields = tuple(field.name for field in Elicitation._meta.fields if field.name != "client_answer")
 

@@ -106,6 +106,7 @@ class EnterpriseIdentityProviderAdmin(OrganizationScopedAdmin, admin.ModelAdmin)
     form = EnterpriseIdentityProviderForm
     list_display = ("name", "issuer", "organization", "user_policy", "enabled", "updated")
     list_filter = ("enabled", "user_policy", OrganizationFilter)
+    list_select_related = ("organization",)
     search_fields = ("name", "issuer")
     filter_horizontal = ("allowed_clients", "allowed_resources")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
@@ -137,5 +138,6 @@ class EnterpriseIdentityAdmin(OrganizationScopedAdmin, UserAutocompleteMixin, ad
     organization_admin_permissions = frozenset({"view", "delete"})
     list_display = ("subject", "provider", "user", "created", "last_used_at")
     list_filter = ("provider", OrganizationFilter)
+    list_select_related = ("provider", "user")
     search_fields = ("subject", f"user__{get_user_model().USERNAME_FIELD}")
     raw_id_fields = ("user",)  # unless UserAutocompleteMixin can offer an autocomplete box

@@ -21,7 +21,7 @@ from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.admin.enterprise import UserAutocompleteMixin
-from mcp_oauth.admin.large_lists import USER_SEARCH
+from mcp_oauth.admin.large_lists import USER_SEARCH, CappedCountPaginator
 from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin, UserByNameField
 from mcp_oauth.models import Organization, OrganizationMembership
 
@@ -228,6 +228,9 @@ class OrganizationMembershipAdmin(
     list_filter = ("role", OrganizationFilter)
     search_fields = (USER_SEARCH, "organization__name", "organization__slug")
     list_select_related = ("user", "organization")
+    ordering = ("-pk",)  # newest first, from the primary key's index (not a sort of every membership)
+    show_full_result_count = False
+    paginator = CappedCountPaginator
     fields = ("organization", "user", "role", "created_at")
     readonly_fields = ("created_at",)
     autocomplete_fields = ("organization",)

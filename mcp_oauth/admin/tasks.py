@@ -31,6 +31,7 @@ class McpSessionAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
         "ended_at",
     )
     list_filter = ("protocol_version", "ended_at", OrganizationFilter)
+    list_select_related = ("user", "application", "resource", "organization")
     search_fields = (USER_SEARCH, "application__name", "application__client_id")
     readonly_fields = [f.name for f in McpSession._meta.fields]
 
@@ -66,6 +67,7 @@ class McpTaskAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
         "attempts",
     )
     list_filter = ("status", "tool_name", OrganizationFilter)
+    list_select_related = ("user", "application", "organization")
     search_fields = ("task_id", "tool_name", USER_SEARCH, "application__name", "application__client_id")
     readonly_fields = [f.name for f in McpTask._meta.fields if f.name not in ("result", "sealed_result")]
     exclude = ("result", "sealed_result")
