@@ -21,6 +21,7 @@ import os
 import statistics
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -28,6 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 BATCH = 5_000
+#: The bench's org admin's organization also has this many audit events and tool calls (and a
+#: quarter as many Tasks): a large customer among the small ones.
+BIG_ORGANIZATION = 20_000
 
 
 def bench_database_url() -> tuple[str, str, str]:
@@ -191,25 +195,31 @@ def load(organizations: int) -> dict:
         ),
         batch_size=BATCH,
     )
+    middle = len(orgs) // 4 * 2  # the bench's org admin's organization: a large customer as well
+    rows = busy * 4 + [(middle, orgs[middle])] * BIG_ORGANIZATION  # (index, organization) per row
+
+    def member(i: int) -> int:
+        return users[f"member-{i:05d}"]
+
     McpTask.objects.bulk_create(
         (
             McpTask(
-                tool_name=f"tool_{c}",
-                user_id=users[f"member-{i:05d}"],
-                application_id=apps[f"bench-{i:05d}-{c}"],
+                tool_name=f"tool_{n % 2}",
+                created_at=now - timedelta(seconds=n),
+                user_id=member(i),
+                application_id=apps[f"bench-{i:05d}-{n % 10}"],
                 resource=resource,
                 organization_id=org,
                 protocol_version="2025-11-25",
             )
-            for i, org in busy
-            for c in range(2)
+            for n, (i, org) in enumerate(rows[: len(busy) * 2] + rows[len(busy) * 4 :][: BIG_ORGANIZATION // 4])
         ),
         batch_size=BATCH,
     )
     McpSession.objects.bulk_create(
         (
             McpSession(
-                user_id=users[f"member-{i:05d}"],
+                user_id=member(i),
                 application_id=apps[f"bench-{i:05d}-0"],
                 resource=resource,
                 organization_id=org,
@@ -223,31 +233,30 @@ def load(organizations: int) -> dict:
         (
             AuditEvent(
                 kind="token.issued",
-                user_id=users[f"member-{i:05d}"],
-                client_id=f"bench-{i:05d}-{c}",
+                created_at=now - timedelta(seconds=n),
+                user_id=member(i),
+                client_id=f"bench-{i:05d}-{n % 10}",
                 organization_id=org,
             )
-            for i, org in busy
-            for c in range(4)
+            for n, (i, org) in enumerate(rows)
         ),
         batch_size=BATCH,
     )
     ToolCallRecord.objects.bulk_create(
         (
             ToolCallRecord(
-                created_at=now,
-                user_id=users[f"member-{i:05d}"],
-                client_id=f"bench-{i:05d}-{c}",
+                created_at=now - timedelta(seconds=n),
+                user_id=member(i),
+                client_id=f"bench-{i:05d}-{n % 10}",
                 organization_id=org,
                 resource=resource.uri,
-                tool=f"tool_{c}",
+                tool=f"tool_{n % 4}",
                 era="2025",
                 protocol_version="2025-11-25",
                 outcome="ok",
                 duration_ms=1.0,
             )
-            for i, org in busy
-            for c in range(4)
+            for n, (i, org) in enumerate(rows)
         ),
         batch_size=BATCH,
     )
@@ -279,8 +288,20 @@ def load(organizations: int) -> dict:
         )
     }
     print(f"load: {time.perf_counter() - started:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
-    middle = len(orgs) // 4 * 2  # an organization in the middle, with consents, Tasks and audit rows
     return {"org": orgs[middle], "admin": f"admin-{middle:05d}"}
+
+
+def reused() -> dict:
+    """The focus of a kept database: the organization with the most audit events, and its admin."""
+    from django.contrib.auth import get_user_model
+    from django.db.models import Count
+
+    from mcp_oauth.models import AuditEvent, OrganizationMembership
+
+    get_user_model().objects.filter(username="bench-root").delete()
+    busiest = AuditEvent.objects.values("organization").annotate(n=Count("pk")).order_by("-n")[0]["organization"]
+    admin = OrganizationMembership.objects.filter(organization=busiest, role="admin").select_related("user").first()
+    return {"org": busiest, "admin": admin.user.get_username()}
 
 
 SCREENS = [
@@ -357,13 +378,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--organizations", type=int, default=10_000)
     parser.add_argument("--keep", action="store_true", help="keep the bench database")
+    parser.add_argument("--reuse", action="store_true", help="measure a kept bench database again (migrated first)")
     args = parser.parse_args()
     maintenance, url, name = bench_database_url()
-    create_database(maintenance, name)
+    if not args.reuse:
+        create_database(maintenance, name)
     os.environ["DATABASE_URL"] = url
     try:
         setup()
-        focus = load(args.organizations)
+        focus = reused() if args.reuse else load(args.organizations)
         results = measure(focus)
         slow = [label for label, ms in results if ms >= 200]
         print(
