@@ -89,9 +89,15 @@ class UserAutocompleteMixin:
 class EnterpriseIdentityInline(OrganizationScopedAdmin, UserAutocompleteMixin, admin.TabularInline):
     model = EnterpriseIdentity
     organization_field = "provider__organization"
-    organization_admin_permissions = frozenset({"view", "delete"})
+    # An organization admin links their IdP's subjects to their organizations' members.
+    organization_admin_permissions = frozenset({"view", "add", "change", "delete"})
     extra = 0
     fields = ("subject", "user", "created", "last_used_at")
+
+    def organization_of(self, obj):
+        # an inline's permissions are asked about its parent, the provider
+        return obj.organization_id if isinstance(obj, EnterpriseIdentityProvider) else super().organization_of(obj)
+
     readonly_fields = ("created", "last_used_at")
     raw_id_fields = ("user",)  # unless UserAutocompleteMixin can offer an autocomplete box
 
@@ -103,6 +109,9 @@ class EnterpriseIdentityProviderAdmin(OrganizationScopedAdmin, admin.ModelAdmin)
     allow are the ones approved for their organizations, the resources their organizations' own."""
 
     organization_admin_permissions = frozenset({"view", "add", "change", "delete"})
+    #: What an organization admin's IdP may do with a subject no one linked: nothing. Matching an
+    #: e-mail address or creating a user reaches users outside the organization: the site's call.
+    ORGANIZATION_ADMIN_USER_POLICIES = (EnterpriseIdentityProvider.UserPolicy.LINKED_ONLY,)
     form = EnterpriseIdentityProviderForm
     list_display = ("name", "issuer", "organization", "user_policy", "enabled", "updated")
     list_filter = ("enabled", "user_policy", OrganizationFilter)
@@ -117,6 +126,12 @@ class EnterpriseIdentityProviderAdmin(OrganizationScopedAdmin, admin.ModelAdmin)
     )
     inlines = [EnterpriseIdentityInline]
     autocomplete_fields = ("organization",)
+
+    def formfield_for_choice_field(self, db_field, request, **kwargs):
+        if db_field.name == "user_policy" and self.organization_scope(request) is not None:
+            allowed = self.ORGANIZATION_ADMIN_USER_POLICIES
+            kwargs["choices"] = [(value, label) for value, label in db_field.choices if value in allowed]
+        return super().formfield_for_choice_field(db_field, request, **kwargs)
 
     def organization_choices(self, db_field, request, scope):
         if db_field.name == "allowed_clients":

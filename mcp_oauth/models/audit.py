@@ -65,6 +65,8 @@ class AuditEvent(models.Model):
         ordering = ["-created_at", "-id"]
         verbose_name = _("audit event")
         verbose_name_plural = _("audit events")
+        # An organization's events newest first (its admin's list, mcp_oauth.admin.audit).
+        indexes = [models.Index(fields=["organization", "created_at", "id"], name="mcp_oauth_audit_org_time")]
         # The data-lifecycle actions on users (mcp_oauth.admin.user_data): GDPR Art. 15/20 export, Art. 17 erasure.
         permissions = [
             ("export_user_data", _("Can export a user's data")),

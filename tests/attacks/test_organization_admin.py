@@ -279,7 +279,7 @@ def test_an_idp_cannot_allow_bs_client_or_resource(ann, world):
         "allowed_clients": [world.b.client.pk],
         "allowed_resources": [world.b.resource.pk],
         "allowed_scopes": "",
-        "user_policy": "existing",
+        "user_policy": "linked",
         "identities-TOTAL_FORMS": "0",
         "identities-INITIAL_FORMS": "0",
     }
@@ -416,3 +416,61 @@ def test_an_organization_admin_cannot_remove_or_demote_themselves(ann, world):
     assert response.status_code == 403
     own.refresh_from_db()
     assert own.role == "admin"
+
+
+@pytest.mark.parametrize("policy", ["match_email", "create"])
+def test_an_organization_admins_idp_cannot_match_or_create_users(ann, world, policy):
+    """An IdP whose keys an organization admin holds could otherwise name any site user by e-mail."""
+    url = admin_url(world.a.idp, "change")
+    form = ann.get(url).context["adminform"].form
+    assert [value for value, _label in form.fields["user_policy"].choices] == ["linked"]
+    data = {
+        "name": "IdP of A",
+        "issuer": world.a.idp.issuer,
+        "organization": world.a.organization.pk,
+        "enabled": "on",
+        "jwks_uri": "",
+        "jwks": json.dumps(JWKS),
+        "algorithms": "ES256",
+        "allowed_scopes": "",
+        "user_policy": policy,
+        "identities-TOTAL_FORMS": "0",
+        "identities-INITIAL_FORMS": "0",
+    }
+    response = ann.post(url, data)
+    assert response.status_code == 200 and "user_policy" in response.context["adminform"].form.errors
+    world.a.idp.refresh_from_db()
+    assert world.a.idp.user_policy == "linked"
+
+
+def test_an_identity_cannot_link_a_user_outside_the_organizations(ann, world, django_user_model):
+    outsider = django_user_model.objects.create_user("outsider", "outsider@example.com", "pw")
+    form = ann.get(admin_url(world.a.idp, "change")).context["inline_admin_formsets"][0].formset.forms
+    data = {
+        "name": "IdP of A",
+        "issuer": world.a.idp.issuer,
+        "organization": world.a.organization.pk,
+        "enabled": "on",
+        "jwks_uri": "",
+        "jwks": json.dumps(JWKS),
+        "algorithms": "ES256",
+        "allowed_scopes": "",
+        "user_policy": "linked",
+        "identities-TOTAL_FORMS": "2",
+        "identities-INITIAL_FORMS": "1",
+        "identities-0-id": world.a.identity.pk,
+        "identities-0-provider": world.a.idp.pk,
+        "identities-0-subject": "sub-a",
+        "identities-0-user": world.a.member.pk,
+        "identities-1-provider": world.a.idp.pk,
+        "identities-1-subject": "sub-outsider",
+        "identities-1-user": outsider.pk,
+    }
+    assert len(form) == 1
+    response = ann.post(admin_url(world.a.idp, "change"), data)
+    assert response.status_code == 200  # the inline's user must be one of the organization's members
+    assert not EnterpriseIdentity.objects.filter(user=outsider).exists()
+    data["identities-1-user"] = world.a.member.pk
+    data["identities-1-subject"] = "sub-a-2"
+    assert ann.post(admin_url(world.a.idp, "change"), data).status_code == 302
+    assert EnterpriseIdentity.objects.filter(provider=world.a.idp, subject="sub-a-2", user=world.a.member).exists()

@@ -184,3 +184,69 @@ def test_client_by_id_finds_one_client_exactly(world):
     with pytest.raises(Exception) as caught:
         field.clean("client-")
     assert "No client has this exact client ID" in str(caught.value)
+
+
+def test_an_organization_admin_adds_a_rule_for_their_organization(ann, world):
+    from mcp_oauth.models import TrustRule
+
+    data = {
+        "organization": world.a.organization.pk,
+        "target": "client_id_host",
+        "pattern": "tools.vendor.example",
+        "registration_source": "",
+        "action": "allow",
+        "enabled": "on",
+        "note": "our vendor",
+    }
+    assert ann.post(admin_url(TrustRule, "add"), data).status_code == 302
+    rule = TrustRule.objects.get(pattern="tools.vendor.example")
+    assert (rule.organization, rule.created_by) == (world.a.organization, world.a.admin)
+
+
+def test_an_organization_admin_adds_an_idp_serving_an_approved_client(ann, world):
+    import json
+
+    from tests.support.organization_admin import JWKS
+
+    world.a.decision.status = "approved"
+    world.a.decision.save()
+    form = ann.get(admin_url(EnterpriseIdentityProvider, "add")).context["adminform"].form
+    assert list(form.fields["allowed_clients"].queryset) == [world.a.client]
+    assert list(form.fields["allowed_resources"].queryset) == [world.a.resource]
+    data = {
+        "name": "Our IdP",
+        "issuer": "https://login.a.example.com",
+        "organization": world.a.organization.pk,
+        "enabled": "on",
+        "jwks_uri": "",
+        "jwks": json.dumps(JWKS),
+        "algorithms": "ES256",
+        "allowed_clients": [world.a.client.pk],
+        "allowed_resources": [world.a.resource.pk],
+        "allowed_scopes": "",
+        "user_policy": "linked",
+        "identities-TOTAL_FORMS": "0",
+        "identities-INITIAL_FORMS": "0",
+    }
+    response = ann.post(admin_url(EnterpriseIdentityProvider, "add"), data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    idp = EnterpriseIdentityProvider.objects.get(issuer="https://login.a.example.com")
+    assert idp.organization == world.a.organization
+    assert list(idp.allowed_clients.all()) == [world.a.client]
+
+
+def test_an_organization_admin_deletes_their_idp_with_its_identities(ann, world):
+    response = ann.post(admin_url(world.a.idp, "delete"), {"post": "yes"})
+    assert response.status_code == 302
+    assert not EnterpriseIdentityProvider.objects.filter(pk=world.a.idp.pk).exists()
+    assert not EnterpriseIdentity.objects.filter(pk=world.a.identity.pk).exists()
+    assert EnterpriseIdentity.objects.filter(pk=world.b.identity.pk).exists()
+
+
+def test_an_organization_admin_cancels_their_task(ann, world):
+    response = ann.post(
+        admin_url(McpTask), {"action": "cancel_tasks", "_selected_action": [world.a.task.pk], "index": 0}, follow=True
+    )
+    assert "1 task(s) cancelled." in [str(m) for m in response.context["messages"]]
+    world.a.task.refresh_from_db()
+    assert world.a.task.status == McpTask.Status.CANCELLED
