@@ -33,8 +33,8 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import TO_FIELD_VAR
-from django.contrib.admin.widgets import AutocompleteSelect
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path, unquote
+from django.contrib.admin.widgets import AutocompleteSelect
 from django.contrib.auth import get_permission_codename, get_user_model
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import Q, QuerySet
