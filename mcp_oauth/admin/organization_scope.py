@@ -211,7 +211,7 @@ class ExistingRowsOnlyForm(forms.ModelForm):
         if self.instance.pk is None:
             self.add_error(None, _("This row is not in the list."))
             return
-        super()._post_clean()
+        super()._post_clean()  # type: ignore[misc]  # ModelForm's, not in the stubs
 
 
 def _is_relation(model: Any, path: str) -> bool:

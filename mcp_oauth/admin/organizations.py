@@ -148,7 +148,7 @@ class OwnMembershipFormSet(forms.BaseInlineFormSet):
         for form in self.forms:
             own = self.request_user_pk is not None and form.instance.pk is not None
             if own and form.initial.get("user") == self.request_user_pk:
-                if self._should_delete_form(form) or form.has_changed():
+                if self._should_delete_form(form) or form.has_changed():  # type: ignore[attr-defined]
                     raise forms.ValidationError(_("You cannot change or remove your own membership."))
 
 
