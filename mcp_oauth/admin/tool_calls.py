@@ -30,20 +30,22 @@ __all__ = ["FILTER_WINDOW", "ToolCallRecordAdmin"]
 FILTER_WINDOW = 50_000
 #: Most values a tool or client filter lists.
 FILTER_CHOICES = 50
+#: An organization admin's tool and client filters list the values of their organizations' this
+#: many most recent calls (read newest first from the organization's index).
+ORGANIZATION_FILTER_WINDOW = 5_000
 
 
 class _RecentValuesFilter(admin.SimpleListFilter):
     field = ""
 
     def lookups(self, request, model_admin):
-        newest = ToolCallRecord.objects.aggregate(newest=Max("pk"))["newest"] or 0
-        values = (
-            model_admin.get_queryset(request)  # an organization admin: their organizations' calls
-            .filter(pk__gt=newest - FILTER_WINDOW)
-            .order_by(self.field)
-            .values_list(self.field, flat=True)
-            .distinct()[:FILTER_CHOICES]
-        )
+        if model_admin.organization_scope(request) is not None:  # their organizations' recent calls
+            recent = model_admin.get_queryset(request).order_by("-created_at", "-id").values("pk")
+            rows = ToolCallRecord.objects.filter(pk__in=recent[:ORGANIZATION_FILTER_WINDOW])
+        else:
+            newest = ToolCallRecord.objects.aggregate(newest=Max("pk"))["newest"] or 0
+            rows = ToolCallRecord.objects.filter(pk__gt=newest - FILTER_WINDOW)
+        values = rows.order_by(self.field).values_list(self.field, flat=True).distinct()[:FILTER_CHOICES]
         return [(value, value) for value in values]
 
     def queryset(self, request, queryset):
