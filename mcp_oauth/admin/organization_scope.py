@@ -101,7 +101,8 @@ class OrganizationFilter(admin.SimpleListFilter):
 
     def _chosen(self) -> int | None:
         value = self.value()
-        return int(value) if value and str(value).isdigit() and len(str(value)) < 19 else None
+        text = str(value or "")
+        return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else None
 
     def queryset(self, request, queryset):
         if self.value() is None:
