@@ -16,17 +16,29 @@ from django.utils.translation import gettext_lazy as _
 from elicitation.crypto import keys_configured
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
 from elicitation.providers import ProviderError, discover, revoke_connection
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 
 
 @admin.register(Elicitation)
-class ElicitationAdmin(admin.ModelAdmin):
-    """A log: listed, filtered and searched, never added or edited by hand."""
+class ElicitationAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    """A log: listed, filtered and searched, never added or edited by hand; an organization admin
+    sees their organizations' elicitations."""
 
-    list_display = ("elicitation_id", "mode", "kind", "status", "user", "short_message", "created_at", "completed_at")
-    list_filter = ("status", "mode", "kind", ("user", admin.RelatedOnlyFieldListFilter))
+    list_display = (
+        "elicitation_id",
+        "mode",
+        "kind",
+        "status",
+        "user",
+        "organization",
+        "short_message",
+        "created_at",
+        "completed_at",
+    )
+    list_filter = ("status", "mode", "kind", ("user", admin.RelatedOnlyFieldListFilter), OrganizationFilter)
     search_fields = ("elicitation_id", "message", "user__username", "request_id")
     date_hierarchy = "created_at"
-    list_select_related = ("user",)
+    list_select_related = ("user", "organization")
     exclude = ("client_answer",)
     readonly_fields = tuple(field.name for field in Elicitation._meta.fields if field.name != "client_answer")
 

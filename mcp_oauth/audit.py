@@ -40,6 +40,8 @@ Where each kind is written:
                                     (a pending ``OrganizationClient``; ``organization`` set)
 ``organization.client_refused``     an organization's policy refused a client (denied by its admin, its trust
                                     rules, its DCR/CIMD setting; ``detail.reason``; ``organization`` set)
+``organization.client_approved``    an organization admin approved a client for their organization (admin action
+``organization.client_denied``      or form): ``organization`` set, ``detail = {"via", "organization", "previous"}``
 ==================================  ===============================================================
 """
 

@@ -1,7 +1,12 @@
 """Admin screens, one module per subject: clients and trust (:mod:`.clients`), the CIMD cache
 (:mod:`.cimd`), tokens and consents (:mod:`.tokens`), enterprise identity (:mod:`.enterprise`),
 MCP sessions and Tasks (:mod:`.tasks`), the audit log (:mod:`.audit`), a user's data
-(:mod:`.user_data`: the export and erase actions on the site's user admin).
+(:mod:`.user_data`: the export and erase actions on the site's user admin), organizations and
+their members (:mod:`.organizations`), their decisions on clients (:mod:`.organization_clients`).
+
+Organization admins (users with the ``admin`` role in an organization, and staff) see and manage
+their own organizations' rows on every screen that has an organization, and nothing else
+(:mod:`.organization_scope`); superusers and staff with Django permissions keep the global view.
 
 No secret or token is ever displayed: an existing application's ``client_secret`` is left
 out of its change form (DOT's add form still shows a newly generated secret once, the only
@@ -30,6 +35,9 @@ from mcp_oauth.admin.clients import (
 )
 from mcp_oauth.admin.enterprise import EnterpriseIdentityAdmin, EnterpriseIdentityProviderAdmin
 from mcp_oauth.admin.large_lists import USER_SEARCH
+from mcp_oauth.admin.organization_clients import OrganizationClientAdmin, TokenOrganizationAdmin
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin, administered_organizations
+from mcp_oauth.admin.organizations import OrganizationAdmin, OrganizationMembershipAdmin, OrganizationMembershipInline
 from mcp_oauth.admin.tasks import McpSessionAdmin, McpTaskAdmin
 from mcp_oauth.admin.tokens import ConsentAdmin, ConsentStateFilter, DPoPBindingAdmin, ProtectedResourceAdmin
 from mcp_oauth.admin.user_data import add_user_data_actions
@@ -53,9 +61,17 @@ __all__ = [
     "LastUsedFilter",
     "McpSessionAdmin",
     "McpTaskAdmin",
+    "OrganizationAdmin",
+    "OrganizationClientAdmin",
+    "OrganizationFilter",
+    "OrganizationMembershipAdmin",
+    "OrganizationMembershipInline",
+    "OrganizationScopedAdmin",
     "ProtectedResourceAdmin",
     "TrustRuleAdmin",
+    "TokenOrganizationAdmin",
     "TrustVerdictFilter",
+    "administered_organizations",
     "block_rules_for",
 ]
 

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from mcp_oauth.admin.large_lists import USER_SEARCH
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.models import (
     AuditEvent,
 )
@@ -19,15 +20,16 @@ from mcp_oauth.models import (
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
-    """The audit log: read-only (no add, change or delete), filterable and searchable."""
+class AuditEventAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    """The audit log: read-only (no add, change or delete), filterable and searchable; an organization
+    admin sees their organizations' events."""
 
-    list_display = ("created_at", "kind", "user", "client_id", "ip_address", "summary")
-    list_filter = ("kind", ("created_at", admin.DateFieldListFilter))
+    list_display = ("created_at", "kind", "user", "client_id", "organization", "ip_address", "summary")
+    list_filter = ("kind", OrganizationFilter, ("created_at", admin.DateFieldListFilter))
     search_fields = ("client_id", USER_SEARCH, "ip_address")
     date_hierarchy = "created_at"
-    list_select_related = ("user",)
-    fields = ("created_at", "kind", "user", "client_id", "ip_address", "detail_json")
+    list_select_related = ("user", "organization")
+    fields = ("created_at", "kind", "user", "client_id", "organization", "ip_address", "detail_json")
     readonly_fields = fields
 
     def has_add_permission(self, request):

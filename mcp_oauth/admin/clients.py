@@ -25,6 +25,7 @@ from oauth2_provider.models import (
 from mcp_oauth.admin import enterprise as enterprise_admin
 from mcp_oauth.admin import large_lists
 from mcp_oauth.admin.large_lists import USER_SEARCH
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.audit import record
 from mcp_oauth.authorization_server.client_registry import (
     trust,  # enterprise_admin also registers the enterprise IdP screens
@@ -421,13 +422,28 @@ class ApplicationWithProfileAdmin(_base):  # type: ignore[misc,valid-type]  # DO
 
 
 @admin.register(TrustRule)
-class TrustRuleAdmin(admin.ModelAdmin):
-    list_display = ("pattern", "target", "action", "registration_source", "enabled", "note", "created_at", "created_by")
-    list_filter = ("action", "target", "registration_source", "enabled")
+class TrustRuleAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    """Trust rules; an organization admin manages their organizations' rules (site-wide rules,
+    whose organization is empty, are the site's: not shown to them)."""
+
+    organization_admin_permissions = frozenset({"view", "add", "change", "delete"})
+    list_display = (
+        "pattern",
+        "target",
+        "action",
+        "registration_source",
+        "organization",
+        "enabled",
+        "note",
+        "created_at",
+        "created_by",
+    )
+    list_filter = ("action", "target", "registration_source", "enabled", OrganizationFilter)
     search_fields = ("pattern", "note")
     list_editable = ("enabled",)
     readonly_fields = ("created_at", "updated_at", "created_by")
     fields = (
+        "organization",
         "target",
         "pattern",
         "registration_source",
@@ -439,6 +455,8 @@ class TrustRuleAdmin(admin.ModelAdmin):
         "created_by",
     )
     actions = ("enable_rules", "disable_rules")
+    autocomplete_fields = ("organization",)
+    list_select_related = ("organization", "created_by")
     change_list_template = "admin/mcp_oauth/trustrule/change_list.html"
 
     def save_model(self, request, obj, form, change):

@@ -16,9 +16,10 @@ from django.contrib.auth import get_user_model
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.authorization_server.client_auth import jwks as jwks_cache
 from mcp_oauth.authorization_server.client_auth.assertions import accepted_algorithms
-from mcp_oauth.models import EnterpriseIdentity, EnterpriseIdentityProvider
+from mcp_oauth.models import EnterpriseIdentity, EnterpriseIdentityProvider, OrganizationClient
 
 
 def clean_key_set(value: Any) -> Any:
@@ -85,28 +86,60 @@ class UserAutocompleteMixin:
         return fields
 
 
-class EnterpriseIdentityInline(UserAutocompleteMixin, admin.TabularInline):
+class EnterpriseIdentityInline(OrganizationScopedAdmin, UserAutocompleteMixin, admin.TabularInline):
     model = EnterpriseIdentity
+    organization_field = "provider__organization"
+    # An organization admin links their IdP's subjects to their organizations' members.
+    organization_admin_permissions = frozenset({"view", "add", "change", "delete"})
     extra = 0
     fields = ("subject", "user", "created", "last_used_at")
+
+    def organization_of(self, obj):
+        # an inline's permissions are asked about its parent, the provider
+        return obj.organization_id if isinstance(obj, EnterpriseIdentityProvider) else super().organization_of(obj)
+
     readonly_fields = ("created", "last_used_at")
     raw_id_fields = ("user",)  # unless UserAutocompleteMixin can offer an autocomplete box
 
 
 @admin.register(EnterpriseIdentityProvider)
-class EnterpriseIdentityProviderAdmin(admin.ModelAdmin):
+class EnterpriseIdentityProviderAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    """Enterprise IdPs; an organization admin manages their organizations' IdPs (an IdP of no
+    organization, which vouches for any, is the site's: not shown to them). The clients they may
+    allow are the ones approved for their organizations, the resources their organizations' own."""
+
+    organization_admin_permissions = frozenset({"view", "add", "change", "delete"})
+    #: What an organization admin's IdP may do with a subject no one linked: nothing. Matching an
+    #: e-mail address or creating a user reaches users outside the organization: the site's call.
+    ORGANIZATION_ADMIN_USER_POLICIES = (EnterpriseIdentityProvider.UserPolicy.LINKED_ONLY,)
     form = EnterpriseIdentityProviderForm
-    list_display = ("name", "issuer", "user_policy", "enabled", "updated")
-    list_filter = ("enabled", "user_policy")
+    list_display = ("name", "issuer", "organization", "user_policy", "enabled", "updated")
+    list_filter = ("enabled", "user_policy", OrganizationFilter)
+    list_select_related = ("organization",)
     search_fields = ("name", "issuer")
     filter_horizontal = ("allowed_clients", "allowed_resources")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fieldsets = (
-        (None, {"fields": ("name", "issuer", "enabled")}),
+        (None, {"fields": ("name", "issuer", "organization", "enabled")}),
         (_("Keys"), {"fields": ("jwks_uri", "jwks", "algorithms")}),
         (_("Policy"), {"fields": ("allowed_clients", "allowed_resources", "allowed_scopes", "user_policy")}),
     )
     inlines = [EnterpriseIdentityInline]
+    autocomplete_fields = ("organization",)
+
+    def formfield_for_choice_field(self, db_field, request, **kwargs):
+        if db_field.name == "user_policy" and self.organization_scope(request) is not None:
+            allowed = self.ORGANIZATION_ADMIN_USER_POLICIES
+            kwargs["choices"] = [(value, label) for value, label in db_field.choices if value in allowed]
+        return super().formfield_for_choice_field(db_field, request, **kwargs)
+
+    def organization_choices(self, db_field, request, scope):
+        if db_field.name == "allowed_clients":
+            approved = OrganizationClient.objects.filter(
+                organization__in=scope, status=OrganizationClient.Status.APPROVED
+            ).values("application")
+            return db_field.related_model._default_manager.filter(pk__in=approved)
+        return super().organization_choices(db_field, request, scope)
 
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
@@ -115,8 +148,11 @@ class EnterpriseIdentityProviderAdmin(admin.ModelAdmin):
 
 
 @admin.register(EnterpriseIdentity)
-class EnterpriseIdentityAdmin(UserAutocompleteMixin, admin.ModelAdmin):
+class EnterpriseIdentityAdmin(OrganizationScopedAdmin, UserAutocompleteMixin, admin.ModelAdmin):
+    organization_field = "provider__organization"
+    organization_admin_permissions = frozenset({"view", "delete"})
     list_display = ("subject", "provider", "user", "created", "last_used_at")
-    list_filter = ("provider",)
+    list_filter = ("provider", OrganizationFilter)
+    list_select_related = ("provider", "user")
     search_fields = ("subject", f"user__{get_user_model().USERNAME_FIELD}")
     raw_id_fields = ("user",)  # unless UserAutocompleteMixin can offer an autocomplete box

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 
 from mcp_oauth.admin.large_lists import USER_SEARCH
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.mcp_server.mcp_tasks.store import cancel_task
 from mcp_oauth.models import (
     McpSession,
@@ -17,18 +18,20 @@ from mcp_oauth.models import (
 
 
 @admin.register(McpSession)
-class McpSessionAdmin(admin.ModelAdmin):
+class McpSessionAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     list_display = (
         "short_id",
         "user",
         "application",
         "resource",
+        "organization",
         "protocol_version",
         "created_at",
         "last_seen_at",
         "ended_at",
     )
-    list_filter = ("protocol_version", "ended_at")
+    list_filter = ("protocol_version", "ended_at", OrganizationFilter)
+    list_select_related = ("user", "application", "resource", "organization")
     search_fields = (USER_SEARCH, "application__name", "application__client_id")
     readonly_fields = [f.name for f in McpSession._meta.fields]
 
@@ -44,9 +47,12 @@ class McpSessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(McpTask)
-class McpTaskAdmin(admin.ModelAdmin):
+class McpTaskAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     """Tasks with their status, owner, client and timings; the action cancels them (cooperatively:
-    a running tool is cancelled at its executor's next check, a queued one never starts)."""
+    a running tool is cancelled at its executor's next check, a queued one never starts). An
+    organization admin sees and cancels their organizations' Tasks."""
+
+    organization_admin_permissions = frozenset({"view", "change"})
 
     list_display = (
         "short_id",
@@ -54,12 +60,14 @@ class McpTaskAdmin(admin.ModelAdmin):
         "status",
         "user",
         "application",
+        "organization",
         "created_at",
         "started_at",
         "finished_at",
         "attempts",
     )
-    list_filter = ("status", "tool_name")
+    list_filter = ("status", "tool_name", OrganizationFilter)
+    list_select_related = ("user", "application", "organization")
     search_fields = ("task_id", "tool_name", USER_SEARCH, "application__name", "application__client_id")
     readonly_fields = [f.name for f in McpTask._meta.fields if f.name not in ("result", "sealed_result")]
     exclude = ("result", "sealed_result")

@@ -7,6 +7,7 @@ Tokens are only counted or listed, never displayed. Imported (registered) by :mo
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db.models import F, Func, OuterRef, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -20,6 +21,7 @@ from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.admin.cascade import CascadeDeletable, reregister_cascade_deletable
 from mcp_oauth.admin.large_lists import USER_SEARCH
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.audit import record
 from mcp_oauth.models import (
     AuditEvent,
@@ -30,9 +32,13 @@ from mcp_oauth.models import (
 
 
 @admin.register(ProtectedResource)
-class ProtectedResourceAdmin(admin.ModelAdmin):
-    list_display = ("uri", "name", "scopes", "is_default", "enabled", "dpop_required")
-    list_filter = ("is_default", "enabled", "dpop_required")
+class ProtectedResourceAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    """The protected resources (the tokens' audiences); an organization admin sees their
+    organizations' own endpoints, read-only (site-wide resources are the site's)."""
+
+    list_display = ("uri", "name", "organization", "scopes", "is_default", "enabled", "dpop_required")
+    list_filter = ("is_default", "enabled", "dpop_required", OrganizationFilter)
+    list_select_related = ("organization",)
     search_fields = ("uri", "name")
 
 
@@ -76,20 +82,34 @@ class ConsentStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Consent)
-class ConsentAdmin(CascadeDeletable, admin.ModelAdmin):
-    """Who let which client act for them; "revoke" also revokes the client's tokens for that user."""
+class ConsentAdmin(OrganizationScopedAdmin, CascadeDeletable, admin.ModelAdmin):
+    """Who let which client act for them; "revoke" also revokes the client's tokens for that user.
+    An organization admin sees and revokes the grants of their organizations."""
 
-    list_display = ("user", "application", "scope", "granted_at", "last_granted_at", "revoked_at", "live_tokens")
+    organization_admin_permissions = frozenset({"view", "change"})
+
+    list_display = (
+        "user",
+        "application",
+        "organization",
+        "scope",
+        "granted_at",
+        "last_granted_at",
+        "revoked_at",
+        "live_tokens",
+    )
     list_filter = (
         ConsentStateFilter,
+        OrganizationFilter,
         "application__registration_source",
         ("last_granted_at", admin.DateFieldListFilter),
     )
     search_fields = (USER_SEARCH, "application__name", "application__client_id", "scope")
-    list_select_related = ("user", "application")
+    list_select_related = ("user", "application", "organization")
     readonly_fields = (
         "user",
         "application",
+        "organization",
         "scope",
         "resources",
         "granted_at",
@@ -106,8 +126,24 @@ class ConsentAdmin(CascadeDeletable, admin.ModelAdmin):
     def own_delete_permission(self, request, obj=None):
         return False  # revoke instead, so the tokens go too; the rows go with their user (CascadeDeletable)
 
+    def get_queryset(self, request):
+        # The live tokens counted in the same query (one subquery per listed row, not one query each).
+        live = (
+            get_access_token_model()
+            .objects.filter(user_id=OuterRef("user_id"), application_id=OuterRef("application_id"))
+            .filter(expires__gt=timezone.now())
+            .exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
+            .order_by()
+            .annotate(count=Func(F("pk"), function="COUNT"))
+            .values("count")
+        )
+        return super().get_queryset(request).annotate(live_token_count=Subquery(live))
+
     @admin.display(description=_("live access tokens"))
     def live_tokens(self, obj):
+        counted = getattr(obj, "live_token_count", None)
+        if counted is not None:
+            return counted
         return (
             get_access_token_model()
             .objects.filter(user_id=obj.user_id, application_id=obj.application_id, expires__gt=timezone.now())

@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from mcp_oauth.admin import large_lists
+from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.models import ToolCallRecord
 from mcp_oauth.observability.audit_trail_export import export_lines, records
 
@@ -29,19 +30,22 @@ __all__ = ["FILTER_WINDOW", "ToolCallRecordAdmin"]
 FILTER_WINDOW = 50_000
 #: Most values a tool or client filter lists.
 FILTER_CHOICES = 50
+#: An organization admin's tool and client filters list the values of their organizations' this
+#: many most recent calls (read newest first from the organization's index).
+ORGANIZATION_FILTER_WINDOW = 5_000
 
 
 class _RecentValuesFilter(admin.SimpleListFilter):
     field = ""
 
     def lookups(self, request, model_admin):
-        newest = ToolCallRecord.objects.aggregate(newest=Max("pk"))["newest"] or 0
-        values = (
-            ToolCallRecord.objects.filter(pk__gt=newest - FILTER_WINDOW)
-            .order_by(self.field)
-            .values_list(self.field, flat=True)
-            .distinct()[:FILTER_CHOICES]
-        )
+        if model_admin.organization_scope(request) is not None:  # their organizations' recent calls
+            recent = model_admin.get_queryset(request).order_by("-created_at", "-id").values("pk")
+            rows = ToolCallRecord.objects.filter(pk__in=recent[:ORGANIZATION_FILTER_WINDOW])
+        else:
+            newest = ToolCallRecord.objects.aggregate(newest=Max("pk"))["newest"] or 0
+            rows = ToolCallRecord.objects.filter(pk__gt=newest - FILTER_WINDOW)
+        values = rows.order_by(self.field).values_list(self.field, flat=True).distinct()[:FILTER_CHOICES]
         return [(value, value) for value in values]
 
     def queryset(self, request, queryset):
@@ -60,18 +64,30 @@ class ClientFilter(_RecentValuesFilter):
 
 
 @admin.register(ToolCallRecord)
-class ToolCallRecordAdmin(admin.ModelAdmin):
-    """Read-only list of the tool calls (no add, change or delete), newest first."""
+class ToolCallRecordAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    """Read-only list of the tool calls (no add, change or delete), newest first; an organization
+    admin sees their organizations' calls."""
 
-    list_display = ("created_at", "method", "tool", "client_id", "user", "outcome", "error_code", "duration_ms", "era")
-    list_filter = ("outcome", "era", ToolFilter, ClientFilter)
+    list_display = (
+        "created_at",
+        "method",
+        "tool",
+        "client_id",
+        "user",
+        "organization",
+        "outcome",
+        "error_code",
+        "duration_ms",
+        "era",
+    )
+    list_filter = ("outcome", "era", ToolFilter, ClientFilter, OrganizationFilter)
     date_hierarchy = "created_at"
     search_fields = ("client_id", "tool", "trace_id", "arguments_digest")
     search_help_text = _(
         "An exact client ID, tool, trace ID or arguments digest; other words are looked for among the "
         "%(window)s most recent calls."
     ) % {"window": f"{large_lists.SEARCH_WINDOW:,}"}
-    list_select_related = ("user",)
+    list_select_related = ("user", "organization")
     show_full_result_count = False
     paginator = large_lists.CappedCountPaginator
     actions = ("export_jsonl", "export_csv")
@@ -79,6 +95,7 @@ class ToolCallRecordAdmin(admin.ModelAdmin):
         "created_at",
         "user",
         "client_id",
+        "organization",
         "resource",
         "method",
         "tool",

@@ -42,6 +42,8 @@ class AuditEvent(models.Model):
         USER_ERASED = "user.erased", _("a user's data erased")
         ORGANIZATION_CLIENT_REQUESTED = "organization.client_requested", _("client approval requested")
         ORGANIZATION_CLIENT_REFUSED = "organization.client_refused", _("client refused for an organization")
+        ORGANIZATION_CLIENT_APPROVED = "organization.client_approved", _("organization approved a client")
+        ORGANIZATION_CLIENT_DENIED = "organization.client_denied", _("organization denied a client")
 
     kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices, db_index=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
@@ -65,6 +67,8 @@ class AuditEvent(models.Model):
         ordering = ["-created_at", "-id"]
         verbose_name = _("audit event")
         verbose_name_plural = _("audit events")
+        # An organization's events newest first (its admin's list, mcp_oauth.admin.audit).
+        indexes = [models.Index(fields=["organization", "created_at", "id"], name="mcp_oauth_audit_org_time")]
         # The data-lifecycle actions on users (mcp_oauth.admin.user_data): GDPR Art. 15/20 export, Art. 17 erasure.
         permissions = [
             ("export_user_data", _("Can export a user's data")),

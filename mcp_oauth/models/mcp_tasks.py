@@ -91,7 +91,12 @@ class McpTask(models.Model):
         verbose_name = _("MCP task")
         verbose_name_plural = _("MCP tasks")
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "heartbeat_at"], name="mcp_oauth_task_status_beat")]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"], name="mcp_oauth_task_status_beat"),
+            # The admin's Task list newest first: everyone's, and an organization's (mcp_oauth.admin.tasks).
+            models.Index(fields=["created_at", "id"], name="mcp_oauth_task_created"),
+            models.Index(fields=["organization", "created_at", "id"], name="mcp_oauth_task_org_time"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.task_id[:8]}… ({self.status})"

@@ -77,6 +77,8 @@ class ToolCallRecord(models.Model):
         indexes = [
             models.Index(fields=["client_id", "created_at"], name="mcp_toolcall_client_idx"),
             models.Index(fields=["tool", "created_at"], name="mcp_toolcall_tool_idx"),
+            # An organization's calls newest first (its admin's list, mcp_oauth.admin.tool_calls).
+            models.Index(fields=["organization", "created_at", "id"], name="mcp_toolcall_org_idx"),
         ]
 
     def __str__(self) -> str:

@@ -111,4 +111,4 @@ def test_identity_user_box_is_autocomplete_when_the_user_admin_can_search(user_a
     for model_admin in (identity_admin, inline):
         assert model_admin.check() == []  # no admin.E039 / E040 for a site whose user admin cannot search
         widget = model_admin.formfield_for_foreignkey(field, request).widget
-        assert type(widget) is expected, (model_admin, widget)
+        assert isinstance(widget, expected), (model_admin, widget)
