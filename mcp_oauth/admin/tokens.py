@@ -23,6 +23,7 @@ from mcp_oauth.admin.cascade import CascadeDeletable, reregister_cascade_deletab
 from mcp_oauth.admin.large_lists import USER_SEARCH
 from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin
 from mcp_oauth.audit import record
+from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants
 from mcp_oauth.models import (
     AuditEvent,
     Consent,
@@ -156,7 +157,11 @@ class ConsentAdmin(OrganizationScopedAdmin, CascadeDeletable, admin.ModelAdmin):
         total = 0
         consents = list(queryset.select_related("user", "application"))
         for consent in consents:
-            count = consent.revoke()
+            # Only the connection this consent stands for: the user's tokens for the client acting for
+            # another organization (or for none) are not this consent's, nor this admin's to revoke.
+            count = revoke_user_grants(
+                consent.user, consent.application, reason="admin_revoked", organization=consent.organization
+            )
             total += count
             record(
                 AuditEvent.Kind.TOKEN_REVOKED,
@@ -164,6 +169,7 @@ class ConsentAdmin(OrganizationScopedAdmin, CascadeDeletable, admin.ModelAdmin):
                 user=consent.user,
                 client_id=consent.application.client_id,
                 detail={"via": "admin", "action": "revoke consent", "count": count},
+                organization=consent.organization_id,
             )
         self.message_user(
             request,

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_oauth.models import AuditEvent, Consent
+from mcp_oauth.models import AuditEvent, Consent, TokenOrganization
 from tests.mcp_oauth.admin.test_admin import (  # noqa: F401 - fixtures and helpers
     AccessToken,
     act,
     admin,
+    live_token,
     messages_of,
     populated,
     url,
 )
+from tests.support.organization_helpers import add_member, checksum, make_organization
 
 pytestmark = pytest.mark.django_db
 
@@ -32,6 +34,29 @@ def test_revoke_consent_revokes_that_users_tokens_only(admin, populated, user, o
     Consent.record_grant(user, dcr, ["mcp"])
     consent.refresh_from_db()
     assert consent.revoked_at is None
+
+
+def test_revoking_an_organizations_consent_leaves_the_users_other_organization_alone(admin, populated, user):
+    """A user connected the same client for A and for B: revoking A's consent revokes A's tokens only."""
+    dcr = populated["dcr"]
+    org_a, org_b = make_organization("acme"), make_organization("globex")
+    add_member(user, org_a), add_member(user, org_b)
+    consent_a = Consent.record_grant(user, dcr, ["mcp"], "http://testserver/mcp", organization=org_a)
+    Consent.record_grant(user, dcr, ["mcp"], "http://testserver/mcp", organization=org_b)
+    token_a, token_b = live_token(dcr, user, with_refresh=False), live_token(dcr, user, with_refresh=False)
+    for raw, organization in ((token_a, org_a), (token_b, org_b)):
+        TokenOrganization.objects.create(
+            token_checksum=checksum(raw), token_kind=TokenOrganization.Kind.ACCESS_TOKEN, organization=organization
+        )
+
+    act(admin, Consent, "revoke_consents", [consent_a])
+
+    remaining = {t.token_checksum for t in AccessToken.objects.filter(user=user, application=dcr)}
+    assert checksum(token_a) not in remaining
+    assert checksum(token_b) in remaining
+    assert Consent.objects.get(user=user, application=dcr, organization=org_b).revoked_at is None
+    assert Consent.objects.get(pk=consent_a.pk).revoked_at is not None
+    assert AuditEvent.objects.get(kind=AuditEvent.Kind.TOKEN_REVOKED).organization_id == org_a.pk
 
 
 def test_consents_cannot_be_added_or_deleted_in_the_admin(admin, populated):
