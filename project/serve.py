@@ -552,7 +552,7 @@ def _prepared_environment() -> tuple[dict[str, str] | None, int]:
     try:
         prepare(env)
     except subprocess.CalledProcessError as failed:
-        step = " ".join(str(part) for part in failed.cmd[1:3])
+        step = " ".join(Path(str(part)).name for part in failed.cmd[1:3])
         print(f"prepare failed ({step}, exit status {failed.returncode}): not starting.", file=sys.stderr)
         return None, 3
     return env, 0

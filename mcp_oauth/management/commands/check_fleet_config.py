@@ -38,7 +38,8 @@ class Command(BaseCommand):
             raise CommandError(str(mismatch)) from mismatch
         except DatabaseError as error:
             raise CommandError(
-                f"The fleet's record cannot be read ({error}); run manage.py migrate first (docs/how-to/many-hosts.md)."
+                f"The fleet's record cannot be read ({str(error).splitlines()[0]}); run manage.py migrate first "
+                "(docs/how-to/many-hosts.md)."
             ) from error
         for status in statuses:
             keys = "key" if status.keys == 1 else "keys"
