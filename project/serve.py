@@ -43,7 +43,7 @@ administrator with ``manage.py createsuperuser``.
 Environment: DATABASE_URL, REDIS_URL, CELERY_BROKER_URL (default: REDIS_URL), HOST, PORT,
 WORKERS, DB_POOL_MAX_SIZE, DB_POOL_MAX_SIZE_CELERY, CELERY_CONCURRENCY, MCP_BASE_URL,
 DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER, DJANGO_INSECURE_LOOPBACK_HTTP, SERVE_DEMO_SUPERUSER,
-SERVE_MIGRATE, SERVE_BEAT, SERVE_SECRETS_DIR,
+SERVE_MIGRATE, SERVE_BEAT, SERVE_SECRETS_DIR, SERVE_BEAT_SCHEDULE_FILE (.local/celerybeat-schedule),
 MCP_METRICS (1: Prometheus metrics at /metrics, summed over every process), PROMETHEUS_MULTIPROC_DIR,
 MCP_REQUEST_LOG (1: one JSON line per request).
 
@@ -411,7 +411,7 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
                 "-l",
                 "warning",
                 "-s",
-                str(LOCAL / "celerybeat-schedule"),
+                env.get("SERVE_BEAT_SCHEDULE_FILE") or str(LOCAL / "celerybeat-schedule"),
             ],
             celery_env,
         ),
