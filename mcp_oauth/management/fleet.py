@@ -69,7 +69,8 @@ class FleetConfigMismatch(Exception):
 @dataclass(frozen=True)
 class SecretStatus:
     """What the check found for one setting. ``outcome``: ``"recorded"`` (first host),
-    ``"same"`` (the fleet's ring) or ``"updated"`` (a rotation step: the record now is this ring)."""
+    ``"same"`` (the fleet's ring), ``"updated"`` (a rotation step: the record now is this ring) or
+    ``"replaced"`` (``replace=True`` over a ring that did not fit)."""
 
     setting: str
     outcome: str
@@ -117,10 +118,12 @@ def _problem(setting: str, mine: list[str], fleet: list[str]) -> str | None:
     return None
 
 
-def check_fleet_config(host: str | None = None, record: bool = True) -> list[SecretStatus]:
+def check_fleet_config(host: str | None = None, record: bool = True, replace: bool = False) -> list[SecretStatus]:
     """Compare this host's shared secrets with the fleet's record in the database and, when they
     fit, record this host's rings (``record``). ``host``: the name written with the record (default:
-    this machine's). Hosts starting at once are serialized (a transaction-level advisory lock on
+    this machine's). ``replace``: record this host's rings even where they do not fit (outcome
+    ``"replaced"``): a secret changed outright on purpose (a leaked key), every host then gets the
+    new one. Hosts starting at once are serialized (a transaction-level advisory lock on
     PostgreSQL; the row locks elsewhere).
 
     :returns: one :class:`SecretStatus` per setting of :func:`shared_secrets`.
@@ -146,11 +149,12 @@ def check_fleet_config(host: str | None = None, record: bool = True) -> list[Sec
                 continue
             mine = [fingerprint(key, row.salt) for key in ring]
             problem = _problem(setting, mine, list(row.fingerprints))
-            if problem:
+            if problem and not replace:
                 problems[setting] = problem
                 continue
             same = mine == list(row.fingerprints)
-            statuses.append(SecretStatus(setting, "same" if same else "updated", len(ring)))
+            outcome = "replaced" if problem else "same" if same else "updated"
+            statuses.append(SecretStatus(setting, outcome, len(ring)))
             if record and not same:
                 row.fingerprints, row.host = mine, host
                 row.save(update_fields=["fingerprints", "host", "updated_at"])

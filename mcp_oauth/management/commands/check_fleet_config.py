@@ -2,14 +2,16 @@
 
 ::
 
-    manage.py check_fleet_config [--host NAME] [--no-record]
+    manage.py check_fleet_config [--host NAME] [--no-record] [--replace]
 
 Compares the fingerprints of this host's ``SECRET_KEY`` (with ``SECRET_KEY_FALLBACKS``), requestState
 key ring, elicitation Fernet key ring, … (:func:`mcp_oauth.management.fleet.shared_secrets`) with the fleet's record
 in the shared database, prints one line per setting (``recorded``, ``same`` or ``updated``) and records
 this host's rings. A mismatch exits with status 1 and a message naming each mismatched setting
 (:class:`mcp_oauth.management.fleet.FleetConfigMismatch`), recording nothing. Run it before a host starts serving
-(``make serve`` does, in its prepare step); ``--no-record`` only compares.
+(``make serve`` does, in its prepare step); ``--no-record`` only compares; ``--replace`` records this
+host's rings even where they do not fit (a secret changed outright on purpose: then every host needs
+the new one).
 """
 
 from __future__ import annotations
@@ -30,10 +32,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-record", action="store_true", help="compare only; do not record this host's key rings"
         )
+        parser.add_argument(
+            "--replace",
+            action="store_true",
+            help="record this host's key rings even where they do not fit the fleet's (a secret changed outright)",
+        )
 
-    def handle(self, *args: Any, host: str | None, no_record: bool, **options: Any) -> None:
+    def handle(self, *args: Any, host: str | None, no_record: bool, replace: bool, **options: Any) -> None:
         try:
-            statuses = check_fleet_config(host=host, record=not no_record)
+            statuses = check_fleet_config(host=host, record=not no_record, replace=replace)
         except FleetConfigMismatch as mismatch:
             raise CommandError(str(mismatch)) from mismatch
         except DatabaseError as error:
