@@ -42,8 +42,10 @@ conformance-install: $(CONFORMANCE_DIR)/node_modules/.installed
 conformance: install conformance-install
 	$(PY) $(CONFORMANCE_DIR)/run.py
 
+# Migrate (creating a PostgreSQL database when missing) under a PostgreSQL advisory lock: hosts
+# that run it at the same time take turns (docs/how-to/many-hosts.md).
 migrate: install
-	$(PY) manage.py migrate --noinput -v0
+	$(PY) -m project.serve migrate
 
 run: migrate
 	$(PY) manage.py collectstatic --noinput -v0

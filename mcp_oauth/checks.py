@@ -4,7 +4,7 @@ Each role owns its checks (``<role>/checks.py``: :mod:`mcp_oauth.shared.checks`,
 :mod:`mcp_oauth.dpop.checks`, :mod:`mcp_oauth.resource_server.checks`,
 :mod:`mcp_oauth.mcp_server.checks`, :mod:`mcp_oauth.authorization_server.checks`); this
 composition module registers them all, from one table (:data:`CHECKS`), with the checks that
-span roles (the adapter, rotation and scopes; retention; probes and drain). Importing it
+span roles (the adapter, rotation and scopes; retention; probes and drain; the fleet's secrets). Importing it
 registers them (:func:`mcp_oauth.wiring.wire` does, from ``ready()``). The check functions stay
 importable from here.
 """
@@ -12,6 +12,7 @@ importable from here.
 from __future__ import annotations
 
 from django.core.checks import Error, Tags, register
+from django.db import DatabaseError
 
 from mcp_oauth.adapter import check_settings as adapter_messages
 from mcp_oauth.authorization_server import checks as as_checks
@@ -35,6 +36,7 @@ from mcp_oauth.dpop.checks import (  # noqa: F401 - importable from here
     check_dpop_settings,
 )
 from mcp_oauth.health import CHECKS as READINESS_CHECK_NAMES
+from mcp_oauth.management.fleet import FleetConfigMismatch, check_fleet_config
 from mcp_oauth.mcp_server import checks as mcp_checks
 from mcp_oauth.mcp_server.checks import (  # noqa: F401 - importable from here
     check_admission_settings,
@@ -139,6 +141,29 @@ def check_probes_and_drain(app_configs, **kwargs):
     return [Error(problem, id="mcp_oauth.E080") for problem in problems]
 
 
+def check_fleet_secrets(app_configs, databases=None, **kwargs):
+    """E140 this host's shared secrets do not fit the fleet's record in the database
+    (:mod:`mcp_oauth.management.fleet`; compared only, nothing recorded). A database check: run by
+    ``check --deploy --database default``; silent before the first ``migrate``."""
+    if not databases or "default" not in databases:
+        return []
+    try:
+        check_fleet_config(record=False)
+    except FleetConfigMismatch as mismatch:
+        return [
+            Error(
+                f"{setting}: {why}",
+                hint="Give this host the fleet's keys (docs/how-to/many-hosts.md), or record a secret changed "
+                "outright with manage.py check_fleet_config --replace.",
+                id="mcp_oauth.E140",
+            )
+            for setting, why in mismatch.problems.items()
+        ]
+    except DatabaseError:
+        return []  # not migrated yet: migrate, then the fleet is recorded at the first start
+    return []
+
+
 #: Every system check of the app: (function, tags, deploy only). Registered once, at import.
 CHECKS = (
     (shared_checks.check_base_url, (Tags.security,), False),
@@ -164,6 +189,7 @@ CHECKS = (
     (mcp_checks.check_tasks, (), False),
     (dpop_checks.check_dpop_settings, (Tags.security,), False),
     (rs_checks.check_revocation_settings, (), False),
+    (check_fleet_secrets, (Tags.database, Tags.security), True),
 )
 
 for _check, _tags, _deploy in CHECKS:

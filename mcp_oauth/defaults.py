@@ -291,8 +291,9 @@ DEFAULTS: dict[str, Any] = {
     # Keys that seal requestState (AES-256-GCM; MCP 2026-07-28 "Multi round-trip requests"): a
     # list of secrets (str or bytes, at least 32 characters), the first one seals, every one
     # opens (rotation: put the new key first, drop the old one after REQUEST_STATE_TTL_SECONDS).
-    # Every worker must have the same list. None: one key derived from SECRET_KEY with HKDF
-    # (manage.py check warns: rotating SECRET_KEY then invalidates pending states).
+    # Every worker and host must have the same list (manage.py check_fleet_config compares them).
+    # None: one key derived from SECRET_KEY with HKDF, and one from each of SECRET_KEY_FALLBACKS,
+    # which open only (manage.py check warns: rotating SECRET_KEY then invalidates pending states).
     "REQUEST_STATE_KEYS": None,
     # Lifetime of one requestState (seconds): the client must answer within it.
     "REQUEST_STATE_TTL_SECONDS": 600,
@@ -332,7 +333,8 @@ DEFAULTS: dict[str, Any] = {
     "DPOP_PROOF_LEEWAY_SECONDS": 30,
     # Require a server-provided nonce in every proof (RFC 9449 §8, §9): a proof without the
     # current one gets use_dpop_nonce and a DPoP-Nonce header. Nonces are stateless (HMAC of
-    # SECRET_KEY and a time slot): every worker accepts those of the others.
+    # SECRET_KEY and a time slot): every worker accepts those of the others, and those made under
+    # a key of SECRET_KEY_FALLBACKS (a SECRET_KEY rotated host by host).
     "DPOP_NONCE_REQUIRED": False,
     # How long one nonce stays valid (seconds; the previous slot's nonce is accepted too).
     "DPOP_NONCE_LIFETIME_SECONDS": 300,

@@ -37,6 +37,10 @@ import it).
   ``{"id": str, "title": str, "figures": [(label, value), ...], "ratio": (part, whole) or None,
   "ratio_label": str}``, from bounded queries over ``since``..``until``. The ``elicitation`` app
   adds its completion rate this way (mcp_oauth never imports it).
+* :data:`shared_secrets` — ``sender=None, secrets={…}`` while :mod:`mcp_oauth.management.fleet` lists the
+  secrets every host of a deployment must share: a receiver adds ``secrets[setting] = [key, …]``
+  (the setting's name as a site writes it; its key ring, the primary key first; ``str`` or
+  ``bytes``). The ``elicitation`` app adds ``ELICITATION["ENCRYPTION_KEYS"]`` this way.
 """
 
 from __future__ import annotations
@@ -55,3 +59,4 @@ user_data_export = Signal()
 user_data_erase = Signal()
 request_shed = Signal()
 admin_dashboard = Signal()
+shared_secrets = Signal()

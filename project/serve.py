@@ -18,10 +18,18 @@ serving while the Celery worker is down. Gunicorn restarts its own workers (a ki
 worker is replaced by the master). SIGTERM or Ctrl-C to serve sends SIGTERM to every process and
 waits for them to drain and stop (15 s, then SIGKILL).
 
-Before that (:func:`prepare`) it creates the PostgreSQL database when missing, migrates and
-collects the static files, and empties the metrics directory (``MCP_METRICS=1``:
-``PROMETHEUS_MULTIPROC_DIR``, .local/prometheus-multiproc by default). Secrets for this machine (DJANGO_SECRET_KEY, ELICITATION_ENCRYPTION_KEYS,
-MCP_REQUEST_STATE_KEYS) are read from the environment or kept in .local/ (created once, mode 0600).
+Before that (:func:`prepare`) it creates the PostgreSQL database when missing and migrates, once
+across every host started at the same time (:func:`migrate`: PostgreSQL advisory locks; skipped
+with ``SERVE_MIGRATE=0`` when the deployment runs ``manage.py migrate`` as a step of its own),
+collects the static files, checks that this host's secrets match the other hosts'
+(``manage.py check_fleet_config``: a mismatch stops serve with status 3, naming the setting), and
+empties the metrics directory (``MCP_METRICS=1``: ``PROMETHEUS_MULTIPROC_DIR``,
+.local/prometheus-multiproc by default). The secrets every host must share (DJANGO_SECRET_KEY,
+ELICITATION_ENCRYPTION_KEYS, MCP_REQUEST_STATE_KEYS) are read from the environment or kept in
+``SERVE_SECRETS_DIR`` (.local/ by default; created once, mode 0600); serve prints where each came
+from. ``python -m project.serve prepare`` runs the prepare step alone; ``python -m project.serve
+migrate`` (``make migrate``) the database step alone. ``SERVE_BEAT=0`` leaves Celery beat out (beat
+runs once per deployment; docs/how-to/many-hosts.md).
 
 Where TLS terminates (:func:`transport_problem`; docs/how-to/production.md): behind a TLS proxy
 (``DJANGO_SECURE_PROXY_SSL_HEADER``, an https ``MCP_BASE_URL``, ``DJANGO_ALLOWED_HOSTS``), or over
@@ -35,6 +43,7 @@ administrator with ``manage.py createsuperuser``.
 Environment: DATABASE_URL, REDIS_URL, CELERY_BROKER_URL (default: REDIS_URL), HOST, PORT,
 WORKERS, DB_POOL_MAX_SIZE, DB_POOL_MAX_SIZE_CELERY, CELERY_CONCURRENCY, MCP_BASE_URL,
 DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER, DJANGO_INSECURE_LOOPBACK_HTTP, SERVE_DEMO_SUPERUSER,
+SERVE_MIGRATE, SERVE_BEAT, SERVE_SECRETS_DIR, SERVE_BEAT_SCHEDULE_FILE (.local/celerybeat-schedule),
 MCP_METRICS (1: Prometheus metrics at /metrics, summed over every process), PROMETHEUS_MULTIPROC_DIR,
 MCP_REQUEST_LOG (1: one JSON line per request).
 
@@ -60,6 +69,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
+from cryptography.fernet import Fernet
 from django.http.request import validate_host
 
 from mcp_oauth.shared.loopback import is_loopback_host
@@ -69,6 +80,12 @@ LOCAL = ROOT / ".local"
 LOOPBACK_SWITCH = "DJANGO_INSECURE_LOOPBACK_HTTP"
 PROXY_HEADER = "DJANGO_SECURE_PROXY_SSL_HEADER"
 DEMO_SWITCH = "SERVE_DEMO_SUPERUSER"
+MIGRATE_SWITCH = "SERVE_MIGRATE"  # 0: prepare leaves the database to a `manage.py migrate` step of its own
+BEAT_SWITCH = "SERVE_BEAT"  # 0: no Celery beat on this host (beat runs once per deployment)
+SECRETS_DIR = "SERVE_SECRETS_DIR"
+#: Advisory lock keys: creating the database (on the server's ``postgres`` database), migrating
+#: (on the target database). Session-level: released by PostgreSQL when the holder's connection ends.
+CREATE_LOCK, MIGRATE_LOCK = 0x6D63_7063, 0x6D63_706D  # "mcpc", "mcpm"
 DEFAULT_ALLOWED_HOSTS = "127.0.0.1,localhost,[::1]"  # project/settings.py's default
 TWO_WAYS = (
     "Choose where TLS terminates:\n"
@@ -80,26 +97,93 @@ TWO_WAYS = (
 )
 
 
-def _kept_secret(name: str, make) -> str:
-    path = LOCAL / name
+def secrets_dir(env: dict[str, str] | None = None) -> Path:
+    """Where generated secrets are kept: ``SERVE_SECRETS_DIR`` (a directory every host reads: a
+    shared mount, or a copy made once), else .local/."""
+    value = (env if env is not None else os.environ).get(SECRETS_DIR)
+    return Path(value) if value else LOCAL
+
+
+def _kept_secret(name: str, make, directory: Path | None = None) -> str:
+    """The secret kept in ``directory/name``, made by ``make()`` when the file is missing. Hosts
+    sharing the directory and starting at once all read the one that was linked in first (the
+    file appears whole: written aside, then hard-linked to its name, which fails if it exists)."""
+    directory = directory or LOCAL
+    path = directory / name
     if not path.exists():
-        LOCAL.mkdir(exist_ok=True)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        directory.mkdir(parents=True, exist_ok=True)
+        aside = directory / f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
+        descriptor = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as handle:
             handle.write(make() + "\n")
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass  # another host (or process) made it first: use theirs
+        finally:
+            aside.unlink()
     return path.read_text().strip()
 
 
-def _ensure_database(url: str) -> None:
-    import psycopg
+def _create_database(conn: Any, name: str) -> bool:
+    """``CREATE DATABASE name`` unless it exists; True when this call created it. "Already exists"
+    (another host created it between the check and the statement) is success."""
+    if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None:
+        return False
+    try:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+        return False
+    return True
 
+
+def _ensure_database(url: str) -> None:
+    """The database of ``url``, created when missing. Hosts starting at once take turns: a
+    session-level advisory lock (:data:`CREATE_LOCK`) on the server's ``postgres`` database, which
+    PostgreSQL releases if the host holding it dies."""
     parts = urlsplit(url)
     name = parts.path.lstrip("/")
     admin = urlunsplit((parts.scheme, parts.netloc, "/postgres", parts.query, ""))
     with psycopg.connect(admin, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
-            conn.execute(f'CREATE DATABASE "{name}"')
-            print(f"created database {name}", flush=True)
+        conn.execute("SELECT pg_advisory_lock(%s)", (CREATE_LOCK,))
+        try:
+            if _create_database(conn, name):
+                print(f"created database {name}", flush=True)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (CREATE_LOCK,))
+
+
+def _applied_migrations(conn: Any) -> int:
+    """Rows of ``django_migrations`` (0 before the first migration)."""
+    if conn.execute("SELECT to_regclass('django_migrations')").fetchone()[0] is None:
+        return 0
+    return int(conn.execute("SELECT count(*) FROM django_migrations").fetchone()[0])
+
+
+def migrate(env: dict[str, str]) -> None:
+    """``manage.py migrate``, once across the fleet: on PostgreSQL the database is created when
+    missing, then the migration runs while this process holds a session-level advisory lock
+    (:data:`MIGRATE_LOCK`) on the target database. A host that finds the lock held waits, then
+    finds nothing left to apply; the lock of a host that dies is released by PostgreSQL with its
+    connection. Prints ``{"event": "serve.migrate", "applied": n, "waited_seconds": s}``.
+    :raises subprocess.CalledProcessError: the migration failed."""
+    argv = [sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v0"]
+    url = env.get("DATABASE_URL", "")
+    if not urlsplit(url).scheme.startswith("postgres"):
+        subprocess.run(argv, cwd=ROOT, env=env, check=True)
+        return
+    _ensure_database(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        asked = time.monotonic()
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+        waited = time.monotonic() - asked
+        try:
+            before = _applied_migrations(conn)
+            subprocess.run(argv, cwd=ROOT, env=env, check=True)
+            applied = _applied_migrations(conn) - before
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+    print(json.dumps({"event": "serve.migrate", "applied": applied, "waited_seconds": round(waited, 2)}), flush=True)
 
 
 def _netloc(host: str, port: str) -> str:
@@ -127,19 +211,48 @@ def environment() -> dict[str, str]:
     return env
 
 
+#: The secrets every host must share that make serve can generate: (variable, file in
+#: SERVE_SECRETS_DIR, generator). ``manage.py check_fleet_config`` compares them across hosts.
+GENERATED_SECRETS = (
+    ("DJANGO_SECRET_KEY", "serve-secret-key", lambda: secrets.token_urlsafe(50)),
+    ("ELICITATION_ENCRYPTION_KEYS", "elicitation-keys", lambda: _fernet_key()),
+    ("MCP_REQUEST_STATE_KEYS", "request-state-keys", lambda: secrets.token_urlsafe(48)),
+)
+
+
+def _fernet_key() -> str:
+    return Fernet.generate_key().decode()
+
+
 def with_secrets(env: dict[str, str]) -> dict[str, str]:
     """``env`` with DJANGO_SECRET_KEY, ELICITATION_ENCRYPTION_KEYS and MCP_REQUEST_STATE_KEYS: the
-    environment's, else generated once into .local/ (mode 0600) and kept across restarts."""
-    from cryptography.fernet import Fernet
-
+    environment's, else kept in SERVE_SECRETS_DIR (.local/ by default; generated once, mode 0600)."""
     env = dict(env)
-    env.setdefault("DJANGO_SECRET_KEY", _kept_secret("serve-secret-key", lambda: secrets.token_urlsafe(50)))
-    env.setdefault(
-        "ELICITATION_ENCRYPTION_KEYS",
-        _kept_secret("elicitation-keys", lambda: Fernet.generate_key().decode()).split()[0],
-    )
-    env.setdefault("MCP_REQUEST_STATE_KEYS", _kept_secret("request-state-keys", lambda: secrets.token_urlsafe(48)))
+    directory = secrets_dir(env)
+    for variable, name, make in GENERATED_SECRETS:
+        if variable not in env:
+            value = _kept_secret(name, make, directory)
+            env[variable] = value.split()[0] if variable == "ELICITATION_ENCRYPTION_KEYS" else value
     return env
+
+
+def secret_sources(before: dict[str, str]) -> list[str]:
+    """One line per shared secret saying where it came from (``before``: the environment before
+    :func:`with_secrets`): the environment, or a file of SERVE_SECRETS_DIR, which other hosts
+    must be given (docs/how-to/many-hosts.md)."""
+    directory = secrets_dir(before)
+    lines = []
+    for variable, name, _ in GENERATED_SECRETS:
+        if variable in before:
+            lines.append(f"{variable}: from the environment")
+        elif directory == LOCAL:
+            lines.append(
+                f"{variable}: from {directory / name}, made on this machine; every host needs the same "
+                f"(set {variable}, or {SECRETS_DIR} to a directory all hosts share)"
+            )
+        else:
+            lines.append(f"{variable}: from {directory / name} ({SECRETS_DIR})")
+    return lines
 
 
 def transport_problem(env: dict[str, str]) -> str | None:
@@ -180,18 +293,22 @@ def transport_problem(env: dict[str, str]) -> str | None:
 
 
 def prepare(env: dict[str, str]) -> None:
-    """Before any worker starts: the database (created when missing, migrated), the static files
-    (``collectstatic``: the admin's CSS, served by WhiteNoise with hashed names), and the demo
-    superuser only when asked (SERVE_DEMO_SUPERUSER=1). :raises subprocess.CalledProcessError: a step failed."""
+    """Before any worker starts: the database (created when missing, migrated once across the
+    fleet: :func:`migrate`; skipped with SERVE_MIGRATE=0, for a deployment that runs ``manage.py
+    migrate`` as a step of its own), the static files (``collectstatic``: the admin's CSS, served by
+    WhiteNoise with hashed names), the fleet's secrets (``manage.py check_fleet_config``: this
+    host's secrets must match the other hosts'), and the demo superuser only when asked
+    (SERVE_DEMO_SUPERUSER=1). :raises subprocess.CalledProcessError: a step failed (the fleet
+    check's message is on stderr)."""
     if env.get("PROMETHEUS_MULTIPROC_DIR"):
         from mcp_oauth.observability.metrics_gunicorn import prepare_multiprocess_dir
 
         prepare_multiprocess_dir(env["PROMETHEUS_MULTIPROC_DIR"])
-    if urlsplit(env["DATABASE_URL"]).scheme.startswith("postgres"):
-        _ensure_database(env["DATABASE_URL"])
     manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    if env.get(MIGRATE_SWITCH, "1") != "0":
+        migrate(env)
     subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([*manage, "check_fleet_config"], cwd=ROOT, env=env, check=True)
     if env.get(DEMO_SWITCH) == "1":
         subprocess.run([*manage, "ensure_demo_user", "--superuser"], cwd=ROOT, env=env, check=True)
 
@@ -220,6 +337,7 @@ def manage_py_environment(env: dict[str, str]) -> str:
 
 def banner(env: dict[str, str]) -> str:
     """What is served where, and how to get an administrator."""
+    beat = " (no beat: SERVE_BEAT=0)" if env.get(BEAT_SWITCH, "1") == "0" else " + beat"
     if env.get(DEMO_SWITCH) == "1":
         admin = f"admin: {env['MCP_BASE_URL']}/admin/ as {env.get('DEMO_USERNAME', 'demo')} (the demo password)"
     else:
@@ -230,7 +348,7 @@ def banner(env: dict[str, str]) -> str:
         )
     return (
         f"\n  MCP server: {env['MCP_BASE_URL']}/mcp   ({env.get('WORKERS', '2')} ASGI workers, "
-        f"pool {env.get('DB_POOL_MAX_SIZE', '8')} each; Celery worker + beat on {env['CELERY_BROKER_URL']})\n"
+        f"pool {env.get('DB_POOL_MAX_SIZE', '8')} each; Celery worker{beat} on {env['CELERY_BROKER_URL']})\n"
         f"  {admin}\n"
     )
 
@@ -240,7 +358,7 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
     bin_dir = Path(python).parent
     workers = env.get("WORKERS", "2")
     celery_env = {**env, "DB_POOL_MAX_SIZE": env.get("DB_POOL_MAX_SIZE_CELERY", "2")}
-    return [
+    specs = [
         (
             "web",
             [
@@ -293,11 +411,14 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
                 "-l",
                 "warning",
                 "-s",
-                str(LOCAL / "celerybeat-schedule"),
+                env.get("SERVE_BEAT_SCHEDULE_FILE") or str(LOCAL / "celerybeat-schedule"),
             ],
             celery_env,
         ),
     ]
+    if env.get(BEAT_SWITCH, "1") == "0":
+        specs = [spec for spec in specs if spec[0] != "celery-beat"]
+    return specs
 
 
 def forward_restarts(web: subprocess.Popen | Callable[[], subprocess.Popen | None]) -> None:
@@ -416,14 +537,39 @@ class Supervisor:
                 process.wait(timeout=5)
 
 
-def main() -> int:
+def _prepared_environment() -> tuple[dict[str, str] | None, int]:
+    """The environment with its secrets, after :func:`prepare`; ``(None, status)`` when serve must
+    not start: 2 (where TLS terminates is not said), 3 (a prepare step failed: the fleet check
+    refused this host's secrets, a migration failed)."""
     env = environment()
     problem = transport_problem(env)
     if problem:
         print(problem, file=sys.stderr)
-        return 2
+        return None, 2
+    before = env
     env = with_secrets(env)
-    prepare(env)
+    print("\n".join(["  Secrets:", *(f"    {line}" for line in secret_sources(before))]), flush=True)
+    try:
+        prepare(env)
+    except subprocess.CalledProcessError as failed:
+        step = " ".join(Path(str(part)).name for part in failed.cmd[1:3])
+        print(f"prepare failed ({step}, exit status {failed.returncode}): not starting.", file=sys.stderr)
+        return None, 3
+    return env, 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m project.serve``: prepare, then serve until SIGTERM/Ctrl-C.
+    ``python -m project.serve prepare``: the prepare step alone (a deployment's release step).
+    ``python -m project.serve migrate``: create the database when missing and migrate under the
+    fleet's lock, with the environment as it is (``make migrate``)."""
+    command = (argv if argv is not None else sys.argv[1:])[:1]
+    if command == ["migrate"]:
+        migrate(dict(os.environ))
+        return 0
+    env, status = _prepared_environment()
+    if env is None or command == ["prepare"]:
+        return status
     supervisor = Supervisor(commands(env))
     signal.signal(signal.SIGINT, supervisor.stop)
     signal.signal(signal.SIGTERM, supervisor.stop)

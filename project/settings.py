@@ -3,6 +3,7 @@
 | variable | default |
 | --- | --- |
 | DJANGO_SECRET_KEY | a development key (set one in production) |
+| DJANGO_SECRET_KEY_FALLBACKS | comma-separated earlier secret keys, still accepted (rotation); none |
 | DJANGO_DEBUG | "1" |
 | DJANGO_ALLOWED_HOSTS | "127.0.0.1,localhost,[::1]" |
 | PORT | 8000 (used to build the default MCP_BASE_URL) |
@@ -51,6 +52,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY = os.environ.get(
     "DJANGO_SECRET_KEY", "django-insecure-dev-key-change-me-0123456789abcdefghijklmnopqrstuvwxyz"
 )
+# Earlier keys still accepted (rotation host by host: docs/how-to/many-hosts.md).
+SECRET_KEY_FALLBACKS = [k.strip() for k in os.environ.get("DJANGO_SECRET_KEY_FALLBACKS", "").split(",") if k.strip()]
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
 
@@ -249,6 +252,8 @@ CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Beat once per deployment: a beat that finds another holding the lease stands by (mcp_oauth.beat).
+CELERY_BEAT_SCHEDULER = "mcp_oauth.beat:SingleBeatScheduler"
 CELERY_BEAT_SCHEDULE = {
     "mcp-oauth-cleanup": {"task": "mcp_oauth.tasks.cleanup", "schedule": 3600},
     "mcp-oauth-prune-dynamic-clients": {"task": "mcp_oauth.tasks.prune_dynamic_clients", "schedule": 3600},

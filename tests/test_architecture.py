@@ -55,7 +55,18 @@ FOUNDATION_MODULES = {
 #: The top-level composition modules: they assemble the floors and may import anything, and no
 #: role package or foundation module imports one (a lower floor reads the adapter through the
 #: settings object, ``mcp_oauth_settings.adapter``; each role owns its checks, registered here).
-COMPOSITION_MODULES = {"adapter", "apps", "checks", "health", "retention", "site_modules", "tasks", "urls", "wiring"}
+COMPOSITION_MODULES = {
+    "adapter",
+    "apps",
+    "beat",
+    "checks",
+    "health",
+    "retention",
+    "site_modules",
+    "tasks",
+    "urls",
+    "wiring",
+}
 
 
 class Module:

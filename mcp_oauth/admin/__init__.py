@@ -1,6 +1,7 @@
 """Admin screens, one module per subject: clients and trust (:mod:`.clients`), the CIMD cache
 (:mod:`.cimd`), tokens and consents (:mod:`.tokens`), enterprise identity (:mod:`.enterprise`),
-MCP sessions and Tasks (:mod:`.tasks`), the audit log (:mod:`.audit`), a user's data
+MCP sessions and Tasks (:mod:`.tasks`), the audit log (:mod:`.audit`), the fleet's shared
+secrets (:mod:`.fleet`), a user's data
 (:mod:`.user_data`: the export and erase actions on the site's user admin), organizations and
 their members (:mod:`.organizations`), their decisions on clients (:mod:`.organization_clients`).
 
@@ -34,6 +35,7 @@ from mcp_oauth.admin.clients import (
     block_rules_for,
 )
 from mcp_oauth.admin.enterprise import EnterpriseIdentityAdmin, EnterpriseIdentityProviderAdmin
+from mcp_oauth.admin.fleet import FleetSecretAdmin
 from mcp_oauth.admin.large_lists import USER_SEARCH
 from mcp_oauth.admin.organization_clients import OrganizationClientAdmin, TokenOrganizationAdmin
 from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin, administered_organizations
@@ -57,6 +59,7 @@ __all__ = [
     "DocumentStateFilter",
     "EnterpriseIdentityAdmin",
     "EnterpriseIdentityProviderAdmin",
+    "FleetSecretAdmin",
     "GrantTypeFilter",
     "LastUsedFilter",
     "McpSessionAdmin",

@@ -13,6 +13,7 @@ from mcp_oauth.models.core import (
 )
 from mcp_oauth.models.dpop import DPoPBinding
 from mcp_oauth.models.enterprise import EnterpriseIdentity, EnterpriseIdentityProvider, UsedAssertion
+from mcp_oauth.models.fleet import FleetSecret
 from mcp_oauth.models.mcp_tasks import McpTask, new_task_id
 from mcp_oauth.models.organizations import (
     Organization,
@@ -33,6 +34,7 @@ __all__ = [
     "Consent",
     "EnterpriseIdentity",
     "EnterpriseIdentityProvider",
+    "FleetSecret",
     "DPoPBinding",
     "McpSession",
     "McpSessionEvent",

@@ -258,3 +258,25 @@ def test_admin_form_refuses_http_redirect_uris_off_loopback(admin_client):
     assert get_application_model().objects.get(name="Form client").redirect_uris == (
         "https://ok.example/cb http://127.0.0.1/callback"
     )
+
+
+@pytest.mark.django_db
+def test_e140_a_host_whose_secrets_do_not_fit_the_fleets_with_deploy_and_database(settings):
+    """The fleet check as a deploy check of the database (compared, nothing recorded)."""
+    from mcp_oauth.management.fleet import check_fleet_config
+    from mcp_oauth.models import FleetSecret
+
+    settings.ELICITATION = {**settings.ELICITATION, "ENCRYPTION_KEYS": [Fernet.generate_key().decode()]}
+    check_fleet_config(host="host-a")
+    recorded = list(FleetSecret.objects.values_list("setting", "fingerprints"))
+
+    def e140(**options):
+        return [m for m in run_checks(include_deployment_checks=True, **options) if m.id == "mcp_oauth.E140"]
+
+    assert e140(databases=["default"]) == []
+    settings.ELICITATION = {**settings.ELICITATION, "ENCRYPTION_KEYS": [Fernet.generate_key().decode()]}
+    assert e140() == []  # not a database check run: nothing read
+    (error,) = e140(databases=["default"])
+    assert error.msg.startswith('ELICITATION["ENCRYPTION_KEYS"]: no key of this host')
+    assert "check_fleet_config --replace" in error.hint
+    assert list(FleetSecret.objects.values_list("setting", "fingerprints")) == recorded

@@ -22,13 +22,17 @@ __all__ = ["TcpForwarder"]
 
 
 class TcpForwarder:
-    """``127.0.0.1:port`` -> ``target_host:target_port`` (see the module docstring)."""
+    """``listen_host:port`` -> ``target_host:target_port`` (see the module docstring). ``listen_host``:
+    127.0.0.1, or an address the test itself made (a veth end: tests/topology/test_fleet_netns.py)."""
 
-    def __init__(self, target_port: int, target_host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, target_port: int, target_host: str = "127.0.0.1", port: int = 0, listen_host: str = "127.0.0.1"
+    ) -> None:
         self.target = (target_host, target_port)
+        self.listen_host = listen_host
         if not port:
             with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
+                probe.bind((listen_host, 0))
                 port = probe.getsockname()[1]
         self.port = port
         self.accepted = 0
@@ -67,7 +71,7 @@ class TcpForwarder:
 
     async def _start(self) -> None:
         if self._server is None:
-            self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
+            self._server = await asyncio.start_server(self._accept, self.listen_host, self.port, reuse_address=True)
 
     async def _stop(self) -> None:
         server, self._server = self._server, None

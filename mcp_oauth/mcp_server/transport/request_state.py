@@ -6,7 +6,8 @@ an AEAD token (AES-256-GCM, ``cryptography``) that only this site's workers can 
     v1.<kid>.<base64url(nonce[12] || ciphertext || tag)>
 
 ``kid`` names the key (rotation: ``MCP_OAUTH["REQUEST_STATE_KEYS"]``, first key seals, all keys
-open; default: one key derived from ``SECRET_KEY`` with HKDF-SHA256). The plaintext is JSON claims::
+open; default: one key derived from ``SECRET_KEY`` with HKDF-SHA256, and one from each of
+``SECRET_KEY_FALLBACKS``, which open only). The plaintext is JSON claims::
 
     {"jti", "iat", "exp",                      # id, issued-at, expiry (seconds since the epoch)
      "iss", "cid", "sub", "res",               # principal: issuer, client_id, user pk, resource
@@ -55,6 +56,7 @@ __all__ = [
     "open_round",
     "open_state",
     "principal_claims",
+    "raw_state_keys",
     "seal_state",
     "state_keys",
 ]
@@ -100,14 +102,20 @@ def _ring(raw: tuple[bytes, ...]) -> tuple[tuple[str, AESGCM], ...]:
     return tuple(ring)
 
 
-def state_keys() -> tuple[tuple[str, AESGCM], ...]:
-    """``(kid, AESGCM)`` of every configured key, the sealing key first."""
+def raw_state_keys() -> tuple[bytes, ...]:
+    """The secrets of the requestState key ring, the sealing one first: ``REQUEST_STATE_KEYS``, or
+    one key derived from ``SECRET_KEY`` and one from each of ``SECRET_KEY_FALLBACKS`` (so a
+    ``SECRET_KEY`` rotated host by host keeps the states the other hosts sealed)."""
     configured = mcp_oauth_settings.REQUEST_STATE_KEYS
     if configured:
-        raw = tuple(k.encode("utf-8") if isinstance(k, str) else bytes(k) for k in configured)
-    else:
-        raw = (_derive(str(settings.SECRET_KEY)),)
-    return _ring(raw)
+        return tuple(k.encode("utf-8") if isinstance(k, str) else bytes(k) for k in configured)
+    fallbacks = getattr(settings, "SECRET_KEY_FALLBACKS", None) or ()
+    return tuple(_derive(str(secret)) for secret in (settings.SECRET_KEY, *fallbacks))
+
+
+def state_keys() -> tuple[tuple[str, AESGCM], ...]:
+    """``(kid, AESGCM)`` of every configured key, the sealing key first."""
+    return _ring(raw_state_keys())
 
 
 def arguments_digest(arguments: Any) -> str:

@@ -97,6 +97,24 @@ def test_key_rotation(client, token, settings):
     assert_refused(retry(client, token, "ask", state, GOOD, id=3))
 
 
+def test_secret_key_rotated_host_by_host_keeps_derived_states(client, token, settings):
+    """Without REQUEST_STATE_KEYS: a state sealed by a host that promoted the new SECRET_KEY opens on
+    a host that still signs with the old one and holds the new one in SECRET_KEY_FALLBACKS, and the
+    other way round; a host without the key refuses it."""
+    old, new = "old-secret-" + "o" * 40, "new-secret-" + "n" * 40
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REQUEST_STATE_KEYS": None}
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = new, [old]  # promoted host
+    state = first_round(client, token)["requestState"]
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = old, [new]  # host at step 1
+    assert result_of(retry(client, token, "ask", state, GOOD))["resultType"] == "complete"
+    state = first_round(client, token)["requestState"]
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = new, [old]
+    assert result_of(retry(client, token, "ask", state, GOOD, id=3))["resultType"] == "complete"
+    state = first_round(client, token)["requestState"]
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = old, []  # a host that never got the new key
+    assert_refused(retry(client, token, "ask", state, GOOD, id=4))
+
+
 def test_replay_on_a_worker_with_its_own_cache_is_refused(client, token):
     """The cache that records used states may be per process; the form row a state names leaves
     "pending" once in the database, so another worker refuses the replay as well."""

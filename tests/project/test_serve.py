@@ -1,0 +1,70 @@
+"""project/serve.py, the parts of many hosts that need no running server: the secrets kept in
+SERVE_SECRETS_DIR (one file, whole, even when hosts make it at once), where each secret came from,
+and SERVE_BEAT=0. The prepare step with real processes: tests/topology/test_fleet_prepare.py."""
+
+from __future__ import annotations
+
+import multiprocessing
+import stat
+
+from project import serve
+
+BASE = {
+    "MCP_BASE_URL": "http://127.0.0.1:8000",
+    "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
+    "HOST": "127.0.0.1",
+    "PORT": "8000",
+}
+
+
+def _make(directory: str, queue) -> None:
+    queue.put(serve._kept_secret("serve-secret-key", lambda: serve.secrets.token_urlsafe(50), serve.Path(directory)))
+
+
+def test_hosts_making_the_secret_at_once_all_read_the_one_linked_first(tmp_path):
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    workers = [context.Process(target=_make, args=(str(tmp_path), queue)) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    values = {queue.get(timeout=5) for _ in workers}
+    assert len(values) == 1 and len(values.pop()) >= 60
+    assert [p.name for p in tmp_path.iterdir()] == ["serve-secret-key"]  # no file left aside
+    assert stat.S_IMODE((tmp_path / "serve-secret-key").stat().st_mode) == 0o600
+
+
+def test_secrets_come_from_the_environment_or_the_shared_directory(tmp_path):
+    before = {**BASE, "DJANGO_SECRET_KEY": "from-env-" + "k" * 40, "SERVE_SECRETS_DIR": str(tmp_path)}
+    env = serve.with_secrets(before)
+    assert env["DJANGO_SECRET_KEY"] == "from-env-" + "k" * 40
+    assert env["MCP_REQUEST_STATE_KEYS"] == (tmp_path / "request-state-keys").read_text().strip()
+    assert env["ELICITATION_ENCRYPTION_KEYS"] == (tmp_path / "elicitation-keys").read_text().strip()
+    assert not (tmp_path / "serve-secret-key").exists()
+    assert serve.with_secrets(before) == env  # a second host reading the same directory
+    assert serve.secret_sources(before) == [
+        "DJANGO_SECRET_KEY: from the environment",
+        f"ELICITATION_ENCRYPTION_KEYS: from {tmp_path / 'elicitation-keys'} (SERVE_SECRETS_DIR)",
+        f"MCP_REQUEST_STATE_KEYS: from {tmp_path / 'request-state-keys'} (SERVE_SECRETS_DIR)",
+    ]
+
+
+def test_a_secret_made_on_this_machine_says_every_host_needs_the_same():
+    (line,) = [s for s in serve.secret_sources(dict(BASE)) if s.startswith("MCP_REQUEST_STATE_KEYS")]
+    assert line == (
+        f"MCP_REQUEST_STATE_KEYS: from {serve.LOCAL / 'request-state-keys'}, made on this machine; every host "
+        "needs the same (set MCP_REQUEST_STATE_KEYS, or SERVE_SECRETS_DIR to a directory all hosts share)"
+    )
+
+
+def test_serve_beat_0_starts_no_beat_and_the_banner_says_so(tmp_path):
+    env = {**BASE, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x"}
+    assert [name for name, _, _ in serve.commands(env)] == ["web", "celery-worker", "celery-beat"]
+    assert "Celery worker + beat on" in serve.banner(env)
+    off = {**env, "SERVE_BEAT": "0"}
+    assert [name for name, _, _ in serve.commands(off)] == ["web", "celery-worker"]
+    assert "Celery worker (no beat: SERVE_BEAT=0) on" in serve.banner(off)
+    schedule = {**env, "SERVE_BEAT_SCHEDULE_FILE": str(tmp_path / "beat")}
+    (beat,) = [argv for name, argv, _ in serve.commands(schedule) if name == "celery-beat"]
+    assert beat[-2:] == ["-s", str(tmp_path / "beat")]
