@@ -248,8 +248,8 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
                 "project.asgi:application",
                 "-c",  # server hooks: child_exit drops a dead worker's live metrics (no-op without metrics)
                 "python:mcp_oauth.observability.metrics_gunicorn",
-                "-k",
-                "uvicorn_worker.UvicornWorker",
+                "-k",  # uvicorn's worker; refusals past MCP_MAX_IN_FLIGHT answered by its HTTP protocol
+                "mcp_oauth.mcp_server.transport.uvicorn_shed.UvicornWorker",
                 "-w",
                 workers,
                 "-b",
