@@ -15,6 +15,8 @@ alive as uvicorn does.
 
 Every other request, and a refusal the protocol cannot answer in order, goes the usual way (the
 lane still sheds it): a request behind an unfinished response on the same connection (pipelining),
+a connection whose client does not read its answers (the transport's write buffer is past its
+high-water mark: uvicorn's path then stops reading it),
 ``Expect: 100-continue``, an upgrade, a percent-encoded path, a ``root_path``, or a site with the
 JSON request log on (``REQUEST_LOG_ENABLED``: its lane logs every request, refusals included).
 
@@ -94,6 +96,10 @@ class SheddingHttpToolsProtocol(HttpToolsProtocol):
             return False
         if self.pipeline or (self.cycle is not None and not self.cycle.response_complete):
             return False  # a response before it is not written yet: the lane keeps the order
+        if self.flow.write_paused:
+            # The client is not reading its answers: uvicorn's own path stops reading its requests
+            # (backpressure) instead of piling refusals up in the write buffer.
+            return False
         if self.expect_100_continue or self.root_path or self.parser.should_upgrade():
             return False
         if mcp_oauth_settings.REQUEST_LOG_ENABLED:

@@ -13,6 +13,7 @@ import time
 
 import pytest
 import uvicorn
+from uvicorn.server import ServerState
 
 from mcp_oauth.mcp_server.transport import admission
 from mcp_oauth.mcp_server.transport.uvicorn_shed import SheddingHttpToolsProtocol, UvicornWorker
@@ -229,3 +230,49 @@ def test_http_1_0_and_connection_close_are_honoured(server, bound):
 
 def test_the_gunicorn_worker_serves_with_the_shedding_protocol():
     assert UvicornWorker.CONFIG_KWARGS["http"] is SheddingHttpToolsProtocol
+
+
+def test_a_client_that_does_not_read_its_answers_gets_uvicorns_backpressure(bound):
+    """With the connection's write buffer past its high-water mark the protocol writes no more
+    refusals: the request goes uvicorn's way (a task; the next ones wait in its pipeline, reading
+    paused), so a client pipelining requests it never reads cannot pile answers up in memory."""
+    bound(0)
+    app = App()
+
+    class Transport(asyncio.Transport):
+        def __init__(self):
+            super().__init__()
+            self.written, self.reading = [], True
+
+        def write(self, data):
+            self.written.append(data)
+
+        def is_closing(self):
+            return False
+
+        def get_extra_info(self, name, default=None):
+            return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name, default)
+
+        def pause_reading(self):
+            self.reading = False
+
+        def resume_reading(self):
+            self.reading = True
+
+    async def scenario():
+        config = uvicorn.Config(app, http=SheddingHttpToolsProtocol, log_level="warning")
+        config.load()
+        protocol = SheddingHttpToolsProtocol(config, ServerState(), {})
+        transport = Transport()
+        protocol.connection_made(transport)
+        protocol.data_received(post("/mcp", call(1)))
+        assert len(transport.written) == 1 and b" 503 " in transport.written[0]  # refused here
+        protocol.pause_writing()  # the client stopped reading
+        protocol.data_received(post("/mcp", call(2)) + post("/mcp", call(3)))
+        assert len(transport.written) == 1  # nothing more written by the protocol
+        assert len(protocol.tasks) == 1 and len(protocol.pipeline) == 1  # uvicorn's way
+        assert transport.reading is False  # the pipelined request paused reading
+        for task in list(protocol.tasks):
+            task.cancel()
+
+    asyncio.run(scenario())
