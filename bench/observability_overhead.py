@@ -7,10 +7,13 @@ Runs the OTLP/HTTP sink of ``bench/tracing_overhead.py`` on loopback (the spans 
 exported and decoded). ``--sampler-ratio R`` samples a share R of the traces
 (``parentbased_traceidratio``); by default every request is traced. Extra arguments go to
 ``prod_topology.py`` (e.g. ``--baseline DIR`` adds today's tree, ``--seconds``, ``--rounds``).
+``--sdk-traced`` adds ``sdk-traced``: the official SDK server with its own OpenTelemetry server
+spans (one per request) exported in batches to the same sink, the fair baseline for tracing (the
+SDK has no metrics or audit trail of its own).
 Not a test: nothing is asserted::
 
     DATABASE_URL=postgres://… REDIS_URL=redis://127.0.0.1:6379/9 \\
-        .venv/bin/python bench/observability_overhead.py --seconds 5 --rounds 3 [--sampler-ratio 0.1]
+        .venv/bin/python bench/observability_overhead.py --seconds 5 --rounds 3 [--sdk-traced] [--sampler-ratio 0.1]
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ from bench.tracing_overhead import Sink, counts  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--sampler-ratio", type=float, default=None)
+    parser.add_argument(
+        "--sdk-traced",
+        action="store_true",
+        help="also serve the official SDK with its own spans exported to the same sink (sdk-traced)",
+    )
     args, rest = parser.parse_known_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -45,7 +53,11 @@ def main() -> None:
         env["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
         env["OTEL_TRACES_SAMPLER_ARG"] = str(args.sampler_ratio)
     argv = [sys.executable, str(ROOT / "bench" / "prod_topology.py"), "--only", "compare"]
-    argv += ["--servers", "sdk-stateful,ours-observed"] + rest
+    servers = "sdk-stateful,ours-observed"
+    if args.sdk_traced:
+        env["BENCH_SDK_OTLP_ENDPOINT"] = env["BENCH_OTLP_ENDPOINT"]
+        servers += ",sdk-traced"
+    argv += ["--servers", servers] + rest
     code = subprocess.call(argv, cwd=ROOT, env=env)
     server.shutdown()
     print(

@@ -54,6 +54,32 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:543
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/7")
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
+def _process_cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -124,6 +150,10 @@ class Site:
             time.sleep(0.5)
         self.stop()
         raise RuntimeError(f"the site did not get ready: {self.log_text()[-3000:]}")
+
+    def cpu(self) -> float:
+        """User + system CPU seconds of the site's processes (gunicorn, its workers, Celery)."""
+        return sum(_process_cpu(pid) for pid in _tree(self.process.pid)) if self.process else 0.0
 
     def log_text(self) -> str:
         self.log.flush()
@@ -275,6 +305,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=10, help="a request unanswered this long is a timeout")
     parser.add_argument("--max-in-flight", default=None, help="MCP_MAX_IN_FLIGHT of the site (default: the setting's)")
     parser.add_argument(
+        "--worker-class",
+        default="",
+        help="WORKER_CLASS of make serve (default: its own, the protocol that writes refusals itself; "
+        "uvicorn_worker.UvicornWorker: refusals by the ASGI lane)",
+    )
+    parser.add_argument(
         "--pin",
         default="0:1" if (os.cpu_count() or 1) >= 2 else "",
         help="SERVER_CPUS:CLIENT_CPUS (taskset lists): the site and this load generator on separate cores, "
@@ -306,17 +342,25 @@ def main() -> None:
             knee = next(c for c, rate in rows if rate >= 0.95 * best)
             print(f"knee: {knee} concurrent requests (~{knee / 2:.0f} per worker) reach 95 % of {best:.0f}/s")
 
-    with Site(port=port, max_in_flight=args.max_in_flight, cpus=server_cpus) as site:
+    extra = {"WORKER_CLASS": args.worker_class} if args.worker_class else {}
+    with Site(port=port, max_in_flight=args.max_in_flight, cpus=server_cpus, **extra) as site:
         token = mint_token(site.base)
         run(closed_loop(site.port, token, 8, 2))  # warm-up: connections, caches
+        capacity_cpu = site.cpu()
         result = run(closed_loop(site.port, token, args.connections, args.capacity_seconds))
+        capacity_cpu = site.cpu() - capacity_cpu
         capacity = result.ok / result.seconds
+        capacity_per_cpu = result.ok / capacity_cpu
         print(
             f"capacity ({args.connections} closed-loop connections, {args.capacity_seconds:.0f} s): {capacity:.0f} calls/s"
+            f" ({capacity_per_cpu:.0f} per CPU-second of the site, which had "
+            f"{capacity_cpu / result.seconds:.0%} of a core)"
         )
         print(f"  {summary(result)}")
         rate = capacity * args.factor
+        generator_cpu, site_cpu = time.process_time(), site.cpu()
         result, probes = run(overload(site.port, token, rate, args.seconds, args.timeout, args.open_connections))
+        generator_cpu, site_cpu = time.process_time() - generator_cpu, site.cpu() - site_cpu
         print(f"overload: open loop at {args.factor:g} x capacity = {rate:.0f} req/s offered for {args.seconds:.0f} s")
         print(f"  {summary(result)}")
         print(
@@ -325,6 +369,18 @@ def main() -> None:
             f"429 without Retry-After {result.bad_429}"
         )
         print(f"  /readyz: {probes.statuses}, worst {probes.worst * 1000:.0f} ms")
+        answered = max(1, sum(result.statuses.values()))
+        print(
+            f"  CPU: the site {site_cpu:.1f} s ({site_cpu / args.seconds:.0%} of a core; {1e6 * site_cpu / answered:.0f} us "
+            f"per answer), this load generator {generator_cpu:.1f} s ({generator_cpu / args.seconds:.0%} of a core; "
+            f"{1e6 * generator_cpu / answered:.0f} us per request)"
+        )
+        # On a shared machine the site's share of its core moves between the two runs: successful
+        # calls per CPU-second of the site, against capacity's, is the comparison that survives it.
+        print(
+            f"  successful calls per CPU-second of the site: {result.ok / site_cpu:.0f}, "
+            f"{result.ok / site_cpu / capacity_per_cpu:.0%} of capacity's"
+        )
 
 
 if __name__ == "__main__":

@@ -192,14 +192,21 @@ class Server:
 
 
 def gunicorn(
-    name: str, workers: int, port: int, app: str = "project.asgi:application", cwd: Path = ROOT, **env: str
+    name: str,
+    workers: int,
+    port: int,
+    app: str = "project.asgi:application",
+    cwd: Path = ROOT,
+    worker: str = "uvicorn_worker.UvicornWorker",
+    **env: str,
 ) -> Server:
-    """``cwd``: the source tree served (``--baseline DIR`` serves an earlier checkout next to this one)."""
+    """``cwd``: the source tree served (``--baseline DIR`` serves an earlier checkout next to this one);
+    ``worker``: the gunicorn worker class."""
     argv = [
         str(Path(sys.executable).parent / "gunicorn"),
         app,
         "-k",
-        "uvicorn_worker.UvicornWorker",
+        worker,
         "-w",
         str(workers),
         "-b",
@@ -216,7 +223,7 @@ def gunicorn(
     return Server(name, argv, port, server_env(**env), cwd=cwd)
 
 
-def sdk(name: str, port: int, stateless: bool) -> Server:
+def sdk(name: str, port: int, stateless: bool, **env: str) -> Server:
     argv = [
         sys.executable,
         "bench/sdk_server.py",
@@ -227,7 +234,7 @@ def sdk(name: str, port: int, stateless: bool) -> Server:
         "--resource",
         BASE + "/mcp",
     ] + (["--stateless"] if stateless else [])
-    return Server(name, argv, port, server_env(BENCH_POOL="4"))
+    return Server(name, argv, port, server_env(BENCH_POOL="4", **env))
 
 
 # --- fixtures in the database -----------------------------------------------------------------
@@ -448,6 +455,8 @@ async def run_calls(port: int, token: str, kind: str, seconds: float, connection
 #: Rows of ``compare`` that send 2026-07-28 stateless requests: row -> the server process it shares
 #: with its 2025-11-25 row (the same process serves both eras: era ratios free of process variance).
 MODERN_ROWS = {"ours-modern": "ours", "sdk-modern": "sdk-stateful", "before-modern": "before"}
+#: The rows of the servers this script knows (any other is an extra: ``BENCH_EXTRA_APP``).
+KNOWN_ROWS = frozenset({"ours", "sdk-stateful", "sdk-stateless", "bare", "ours-noauth", "before", "sdk-traced"})
 
 
 def scenario_compare(args, fx) -> None:
@@ -467,6 +476,11 @@ def scenario_compare(args, fx) -> None:
             extra, 1, port, app=app, PYTHONPATH=os.environ.get("BENCH_EXTRA_PATH", "")
         )
         MODERN_ROWS[f"{extra}-modern"] = extra  # its 2026-07-28 row too
+    if os.environ.get("BENCH_SDK_OTLP_ENDPOINT"):  # the SDK server with its own spans exported
+        starters["sdk-traced"] = lambda port: sdk(
+            "sdk-traced", port, stateless=False, BENCH_SDK_OTLP_ENDPOINT=os.environ["BENCH_SDK_OTLP_ENDPOINT"]
+        )
+        MODERN_ROWS["sdk-traced-modern"] = "sdk-traced"
     if args.servers:  # a subset, e.g. ours-noauth alone for the auth overhead
         wanted = set(args.servers.split(",")) | {"ours"}
         starters = {name: start for name, start in starters.items() if name in wanted}
@@ -533,12 +547,20 @@ def scenario_compare(args, fx) -> None:
                 f"from {paired[0]:.2f} to {paired[-1]:.2f}), {cpu_ms / ref_cpu:.2f} x CPU per call"
             )
 
+    extras = [name for name in rows if name not in KNOWN_ROWS and not name.endswith("-modern")]
     print("2026-07-28 (stateless):")
     ratio("ours-modern", "sdk-modern")
     ratio("before-modern", "sdk-modern")
+    for name in extras:
+        ratio(f"{name}-modern", "sdk-modern")
     print("2025-11-25 (sessions):")
-    for name in ("ours", "sdk-stateless", "bare", "ours-noauth", "before"):
+    for name in ("ours", "sdk-stateless", "bare", "ours-noauth", "before", *extras):
         ratio(name, "sdk-stateful")
+    if "sdk-traced" in rows:  # the official SDK with its own tracing on: observed against traced
+        print("against the official SDK with its spans exported (sdk-traced):")
+        for name in ("ours", *extras):
+            ratio(f"{name}-modern", "sdk-traced-modern")
+            ratio(name, "sdk-traced")
     print("era against era:")
     ratio("ours-modern", "ours")
     ratio("sdk-modern", "sdk-stateful")

@@ -80,7 +80,28 @@ def build_app():
     )
 
 
+def trace_export() -> None:
+    """With ``BENCH_SDK_OTLP_ENDPOINT`` set: an OpenTelemetry SDK tracer provider exporting over
+    OTLP/HTTP in batches there, as the global provider, so that the SDK's own server spans (one per
+    request, to the MCP semantic conventions: ``mcp.server._otel``) are recorded and exported, as
+    an operator who turns the SDK's tracing on gets them. Without it the SDK's spans are the
+    OpenTelemetry API's no-ops."""
+    endpoint = os.environ.get("BENCH_SDK_OTLP_ENDPOINT")
+    if not endpoint:
+        return
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "mcp-sdk-bench"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")))
+    trace.set_tracer_provider(provider)
+
+
 def app_factory():
+    trace_export()
     return build_app()
 
 

@@ -2,7 +2,10 @@
 
 Starts and supervises, until Ctrl-C or SIGTERM:
 
-* gunicorn with ``WORKERS`` uvicorn workers (``uvicorn_worker.UvicornWorker``) on HOST:PORT,
+* gunicorn with ``WORKERS`` uvicorn workers on HOST:PORT (``WORKER_CLASS``, by default
+  ``mcp_oauth.mcp_server.transport.uvicorn_shed.UvicornWorker``: uvicorn's worker whose HTTP
+  protocol writes the in-flight bound's 503 itself; ``uvicorn_worker.UvicornWorker`` leaves it to
+  the ASGI lane),
   each with a bounded PostgreSQL pool of ``DB_POOL_MAX_SIZE`` connections. Gunicorn rather than
   ``uvicorn --workers``: its listening socket has TCP_NODELAY, so keep-alive requests do not
   wait ~40 ms for a delayed ACK (measured: p50 6.4 ms vs 52 ms, bench/README in the main README);
@@ -366,8 +369,8 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
                 "project.asgi:application",
                 "-c",  # server hooks: child_exit drops a dead worker's live metrics (no-op without metrics)
                 "python:mcp_oauth.observability.metrics_gunicorn",
-                "-k",
-                "uvicorn_worker.UvicornWorker",
+                "-k",  # uvicorn's worker; refusals past MCP_MAX_IN_FLIGHT answered by its HTTP protocol
+                env.get("WORKER_CLASS") or "mcp_oauth.mcp_server.transport.uvicorn_shed.UvicornWorker",
                 "-w",
                 workers,
                 "-b",

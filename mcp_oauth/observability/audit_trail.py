@@ -69,9 +69,13 @@ logger = logging.getLogger("mcp_oauth.audit_trail")
 Entry = tuple[float, Any, str, str, str, str, str, str, str, "int | None", float, Any, str]
 
 
+#: The canonical JSON encoder (one instance: ``json.dumps`` with these options builds one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: Any) -> bytes:
     """``value`` as canonical JSON: sorted keys, no spaces, UTF-8 (non-ASCII kept as is)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+    return _CANONICAL.encode(value).encode()
 
 
 def arguments_digest(arguments: Any) -> str:
@@ -84,21 +88,29 @@ def arguments_digest(arguments: Any) -> str:
     ``SECRET_KEY`` starts a new series of digests. A lone surrogate (which JSON text can carry as
     ``\\udXXX``) is hashed as its UTF-8 form (``surrogatepass``)."""
     value = {} if arguments is None else arguments
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hmac.new(_digest_key(), text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+    text = _CANONICAL.encode(value)
+    digest = _keyed_hmac().copy()  # the key's two padded blocks hashed once per key, not per row
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
-_digest_keys: dict[str, bytes] = {}
+_digest_keys: dict[str, Any] = {}
 
 
 def _digest_key() -> bytes:
     secret = str(django_settings.SECRET_KEY)
-    key = _digest_keys.get(secret)
-    if key is None:
-        key = hashlib.sha256(b"mcp_oauth.audit_trail.arguments_digest\x00" + secret.encode()).digest()
+    return hashlib.sha256(b"mcp_oauth.audit_trail.arguments_digest\x00" + secret.encode()).digest()
+
+
+def _keyed_hmac() -> Any:
+    """An HMAC-SHA256 keyed with :func:`_digest_key`, fed nothing yet (copied for each digest)."""
+    secret = str(django_settings.SECRET_KEY)
+    keyed = _digest_keys.get(secret)
+    if keyed is None:
+        keyed = hmac.new(_digest_key(), digestmod=hashlib.sha256)
         _digest_keys.clear()
-        _digest_keys[secret] = key
-    return key
+        _digest_keys[secret] = keyed
+    return keyed
 
 
 def storable_json(value: Any) -> Any:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -109,6 +109,50 @@ def instruments() -> _Instruments:
     return _instruments
 
 
+class _Shape(NamedTuple):
+    """What a request's span and measurement take from its method, version and target."""
+
+    name: str
+    attributes: dict[str, Any]
+    metric_attributes: dict[str, str]
+
+
+_shapes: dict[tuple[Any, ...], _Shape] = {}
+
+#: At most this many shapes are kept per process (methods x versions x known names: a name the
+#: server does not know is never kept, so a client's made-up names cannot grow it); past it the
+#: cache starts again.
+MAX_SHAPES = 4096
+
+
+def _shape(method: str, version: str, target_attribute: str | None, target: str | None, known: bool) -> _Shape:
+    """The span name, constant span attributes and histogram attributes of a request (cached: the
+    dicts are shared and never changed; the SDK copies what it keeps)."""
+    key = (method, version, target[:MAX_TARGET_LENGTH] if target is not None else None)
+    cacheable = known and isinstance(version, str) and len(version) <= 32
+    shape = _shapes.get(key) if cacheable else None
+    if shape is not None:
+        return shape
+    attributes: dict[str, Any] = {"mcp.method.name": method, "mcp.protocol.version": version}
+    name = method
+    if target_attribute is not None and target is not None:
+        text = _client_text(target)
+        attributes[target_attribute] = text
+        if known:  # a name the client made up would make span names unbounded
+            name = f"{method} {text}"
+    if method == "tools/call":
+        attributes["gen_ai.operation.name"] = "execute_tool"
+    metric_attributes = dict(attributes)
+    if not known:
+        metric_attributes[target_attribute] = OTHER  # type: ignore[index]
+    shape = _Shape(name, attributes, metric_attributes)
+    if cacheable:
+        if len(_shapes) >= MAX_SHAPES:
+            _shapes.clear()
+        _shapes[key] = shape
+    return shape
+
+
 class McpTracingObserver:
     """The tracing observer (installed by :mod:`~mcp_oauth.observability.tracing_runtime`)."""
 
@@ -119,26 +163,20 @@ class McpTracingObserver:
         """
         method = call.method
         params = call.params if isinstance(call.params, dict) else {}
-        attributes: dict[str, Any] = {"mcp.method.name": method, "mcp.protocol.version": call.protocol_version}
-        name = method
         target_attribute = _NAMED.get(method)
         target = params.get("name") if target_attribute else None
-        known = True
         if isinstance(target, str):
             known = _known(call, method, target)
-            target = _client_text(target)
-            attributes[target_attribute] = target  # type: ignore[index]
-            if known:  # a name the client made up would make span names unbounded
-                name = f"{method} {target}"
-        if method == "tools/call":
-            attributes["gen_ai.operation.name"] = "execute_tool"
-            if mcp_oauth_settings.TRACING_CAPTURE_CONTENT and "arguments" in params:
-                attributes["gen_ai.tool.call.arguments"] = storable_text(_json(params["arguments"]))
+        else:
+            known, target = True, None
+        # The span name, the constant attributes and the histogram's attributes depend on the method,
+        # the version and the (known) target only: built once per such key and process.
+        shape = _shape(method, call.protocol_version, target_attribute, target, known)
+        attributes = dict(shape.attributes)
+        if method == "tools/call" and mcp_oauth_settings.TRACING_CAPTURE_CONTENT and "arguments" in params:
+            attributes["gen_ai.tool.call.arguments"] = storable_text(_json(params["arguments"]))
         elif method in _RESOURCE_METHODS and isinstance(params.get("uri"), str):
             attributes["mcp.resource.uri"] = _client_text(params["uri"])
-        metric_attributes = {k: v for k, v in attributes.items() if k != "mcp.resource.uri"}
-        if not known:
-            metric_attributes[target_attribute] = OTHER  # type: ignore[index]
         if call.message_id is not None:
             attributes["jsonrpc.request.id"] = str(call.message_id)
         if call.session is not None:
@@ -146,10 +184,10 @@ class McpTracingObserver:
 
         parent, links = _parent_and_links(params.get("_meta"), call.http_request)
         span = providers().tracer.start_span(
-            name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
+            shape.name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links
         )
         token = otel_context.attach(trace.set_span_in_context(span, parent))
-        return span, token, metric_attributes
+        return span, token, shape.metric_attributes
 
     def finish(self, token: tuple[trace.Span, object, dict[str, str]], event: Any) -> None:
         """Set the outcome, end the span, record the duration."""
@@ -210,6 +248,10 @@ def _parent_and_links(meta: Any, http_request: Any) -> tuple[otel_context.Contex
 
 
 def _http_context(http_request: Any) -> trace.SpanContext | None:
+    meta = getattr(http_request, "META", None)
+    if isinstance(meta, dict):  # a Django request: its headers are in META (one lookup)
+        if "HTTP_TRACEPARENT" not in meta:
+            return None
     headers = getattr(http_request, "headers", None)
     if not isinstance(headers, Mapping) or "traceparent" not in headers:
         return None

@@ -109,6 +109,11 @@ class InFlight:
         with self._lock:
             self.count -= 1
 
+    def full(self) -> bool:
+        """Whether one more request would be refused now (nothing counted)."""
+        bound = mcp_oauth_settings.MCP_MAX_IN_FLIGHT
+        return bound is not None and self.count >= bound
+
 
 #: This process's count.
 in_flight = InFlight()

@@ -194,3 +194,36 @@ def test_a_refused_scope_and_a_meta_traceparent_sent_by_hand(
         "jsonrpc.request.id": "req-9",
         "error.type": "insufficient_scope",
     }
+
+
+def test_request_shapes_are_kept_only_for_known_names_and_are_never_changed():
+    """The span name, attributes and histogram attributes built once per method, version and
+    known target: a name the server does not know is never kept (a client's made-up names cannot
+    grow the cache), a long name is keyed by its first MAX_TARGET_LENGTH characters, and the
+    shared dicts are copied, never changed, by the observer."""
+    from mcp_oauth.observability import tracing_mcp
+
+    tracing_mcp._shapes.clear()
+    known = tracing_mcp._shape("tools/call", "2026-07-28", "gen_ai.tool.name", "echo", True)
+    assert known.name == "tools/call echo"
+    assert known.attributes == {
+        "mcp.method.name": "tools/call",
+        "mcp.protocol.version": "2026-07-28",
+        "gen_ai.tool.name": "echo",
+        "gen_ai.operation.name": "execute_tool",
+    }
+    assert known.metric_attributes == known.attributes
+    assert tracing_mcp._shape("tools/call", "2026-07-28", "gen_ai.tool.name", "echo", True) is known
+
+    made_up = tracing_mcp._shape("tools/call", "2026-07-28", "gen_ai.tool.name", "nope\x00", False)
+    assert made_up.name == "tools/call"
+    assert made_up.attributes["gen_ai.tool.name"] == "nope\ufffd"
+    assert made_up.metric_attributes["gen_ai.tool.name"] == tracing_mcp.OTHER
+    assert list(tracing_mcp._shapes) == [("tools/call", "2026-07-28", "echo")]
+
+    long_name = "p" * (tracing_mcp.MAX_TARGET_LENGTH + 50)
+    prompt = tracing_mcp._shape("prompts/get", "2025-11-25", "gen_ai.prompt.name", long_name, True)
+    assert prompt.name == "prompts/get " + "p" * tracing_mcp.MAX_TARGET_LENGTH
+    assert ("prompts/get", "2025-11-25", "p" * tracing_mcp.MAX_TARGET_LENGTH) in tracing_mcp._shapes
+    assert len(tracing_mcp._shapes) == 2
+    tracing_mcp._shapes.clear()
