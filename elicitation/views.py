@@ -375,7 +375,7 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
             status=502,
         )
     connection = store_connection(
-        request.user, provider, payload, scopes
+        request.user, provider, payload, scopes, row.organization_id if row is not None else None
     )  # reads the account label: no transaction open
     with transaction.atomic():
         audit.record(

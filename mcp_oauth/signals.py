@@ -37,6 +37,13 @@ import it).
   ``{"id": str, "title": str, "figures": [(label, value), ...], "ratio": (part, whole) or None,
   "ratio_label": str}``, from bounded queries over ``since``..``until``. The ``elicitation`` app
   adds its completion rate this way (mcp_oauth never imports it).
+* :data:`organization_member_removed` — ``sender=Organization, organization=…, user=…`` once the
+  transaction that removed ``user`` from ``organization`` has committed (a deleted
+  ``OrganizationMembership``, or a site's call of
+  :func:`mcp_oauth.authorization_server.user_data.memberships.remove_member`), after the user's
+  tokens, consents, sessions and Tasks of the organization were revoked, ended or cancelled. The
+  ``elicitation`` app cancels the user's pending elicitations of the organization and removes the
+  third-party connections made for it alone.
 """
 
 from __future__ import annotations
@@ -55,3 +62,4 @@ user_data_export = Signal()
 user_data_erase = Signal()
 request_shed = Signal()
 admin_dashboard = Signal()
+organization_member_removed = Signal()
