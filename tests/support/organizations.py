@@ -15,7 +15,7 @@ from django.utils import timezone
 from elicitation.api import elicit_form
 from elicitation.form import ElicitationSchema
 from mcp_oauth.mcp_server.mcp_tasks import TaskPolicy
-from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
+from mcp_oauth.mcp_server.tools import InputRequest, ToolContext, ToolRegistry
 from mcp_oauth.models import Organization, OrganizationMembership, TokenOrganization
 from mcp_oauth.resource_server.cache import token_checksum
 
@@ -24,6 +24,7 @@ MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
 TASKS = "io.modelcontextprotocol/tasks"
+CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 NAME_FORM = ElicitationSchema({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
 
 
@@ -54,6 +55,13 @@ async def ask(ctx: ToolContext) -> str:
 async def slow(ctx: ToolContext) -> str:
     """Runs as a task (SEP-2663)."""
     return "done"
+
+
+@REGISTRY.tool(task=TaskPolicy("always"))
+async def confirm(ctx: ToolContext) -> str:
+    """A task that waits for the user's confirmation (``input_required`` until answered)."""
+    answer = (await ctx.request_inputs({"ok": InputRequest.elicit("Go on?", CONFIRM)}))["ok"]
+    return "confirmed" if answer.get("action") == "accept" else "stopped"
 
 
 def organization(slug: str, *members: Any, role: str = "member", **fields: Any) -> Organization:

@@ -123,7 +123,7 @@ async def route_request(
         modern.check_capability(entry, envelope, message_id)
         if method == "tools/call":
             tool = registry.get(incoming.params.get("name")) if isinstance(incoming.params.get("name"), str) else None
-            enabled = enabled_tool_names(principal.organization)
+            enabled = enabled_tool_names(getattr(principal, "organization", None))
             if tool is not None and (enabled is None or tool.name in enabled):  # a disabled tool: as unknown
                 modern.check_param_headers(tool.input_schema, incoming.params.get("arguments"), headers, message_id)
         return entry, Call(

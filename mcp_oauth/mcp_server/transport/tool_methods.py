@@ -55,7 +55,7 @@ async def list_tools(call: Call) -> types.ListToolsResult:
     params = parse_params(call)
     if params is not None and params.cursor is not None:
         raise McpError(INVALID_PARAMS, "Invalid params for tools/list: unknown cursor")
-    enabled = enabled_tool_names(call.principal.organization)
+    enabled = enabled_tool_names(getattr(call.principal, "organization", None))
     return types.ListToolsResult(
         tools=[tool.definition() for tool in call.registry.list() if enabled is None or tool.name in enabled]
     )
@@ -67,7 +67,7 @@ def find_tool(call: Call, name: str) -> Any:
     tool = call.registry.get(name)
     if tool is None:
         return None
-    enabled = enabled_tool_names(call.principal.organization)
+    enabled = enabled_tool_names(getattr(call.principal, "organization", None))
     return tool if enabled is None or tool.name in enabled else None
 
 
