@@ -56,7 +56,7 @@ def test_removing_a_member_takes_back_what_acts_for_that_organization_only(
     bind(chosen, acme)
     raw_refresh, refresh = refresh_token(user, apps[0], chosen, resource.uri)
     bind(raw_refresh, acme, kind="refresh_token")
-    at_endpoint = mint_token(user, apps[1], resource=ACME_URI)
+    mint_token(user, apps[1], resource=ACME_URI)
     for_globex = mint_token(user, apps[2], resource=resource.uri)
     bind(for_globex, globex)
     mint_token(user, apps[3], resource=resource.uri)
