@@ -68,7 +68,10 @@ async def _url_round(ctx: ToolContext, user: Any, create: Callable[[], Awaitable
     if isinstance(asked, dict) and asked.get("kind") == "url" and isinstance(asked.get("eid"), str):
         row = (
             await Elicitation.objects.filter(
-                elicitation_id=asked["eid"], mode=Elicitation.Mode.URL, user=user, organization=ctx.organization
+                elicitation_id=asked["eid"],
+                mode=Elicitation.Mode.URL,
+                user=user,
+                organization=getattr(ctx, "organization", None),
             )
             .select_related("provider")
             .afirst()
@@ -179,7 +182,7 @@ async def require_connection(
     user = _user_of(ctx)
     slug = provider.slug if isinstance(provider, ThirdPartyProvider) else str(provider)
     wanted = list(dict.fromkeys(scopes))
-    provider_row, account = await _find(user, slug, wanted, ctx.organization)
+    provider_row, account = await _find(user, slug, wanted, getattr(ctx, "organization", None))
     if account is not None:
         return account
     text = message or f"Connect your {provider_row.name} account to continue."
@@ -197,7 +200,7 @@ async def require_connection(
             scopes=requested,
             message=text,
             application_id=_application_id(ctx),
-            organization=ctx.organization,
+            organization=getattr(ctx, "organization", None),
         )
         if row is None:
             row = await sync_to_async(create_url_elicitation)(
@@ -210,7 +213,7 @@ async def require_connection(
                 request_id=ctx.request_id,
                 tool_name=ctx.tool_name,
                 application=_application_id(ctx),
-                organization=ctx.organization,
+                organization=getattr(ctx, "organization", None),
             )
         return row
 
@@ -221,7 +224,7 @@ async def require_connection(
         raise UrlElicitationRequired([await create()])
     row = await _url_round(ctx, user, create)
     if row.status == Elicitation.Status.COMPLETED:
-        provider_row, account = await _find(user, slug, wanted, ctx.organization)
+        provider_row, account = await _find(user, slug, wanted, getattr(ctx, "organization", None))
         if account is not None:
             return account
     if row.status == Elicitation.Status.FAILED or (
@@ -264,7 +267,7 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
             request_id=ctx.request_id,
             tool_name=ctx.tool_name,
             application=_application_id(ctx),
-            organization=ctx.organization,
+            organization=getattr(ctx, "organization", None),
         )
         raise UrlElicitationRequired([row])
 
@@ -275,7 +278,7 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
             kind=Elicitation.Kind.SECRET,
             secret_name=name,
             application_id=_application_id(ctx),
-            organization=ctx.organization,
+            organization=getattr(ctx, "organization", None),
         )
         if row is None:
             row = await sync_to_async(create_url_elicitation)(
@@ -287,7 +290,7 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
                 request_id=ctx.request_id,
                 tool_name=ctx.tool_name,
                 application=_application_id(ctx),
-                organization=ctx.organization,
+                organization=getattr(ctx, "organization", None),
             )
         return row
 
@@ -352,7 +355,7 @@ async def elicit_url(
         request_id=ctx.request_id,
         tool_name=ctx.tool_name,
         application=_application_id(ctx),
-        organization=ctx.organization,
+        organization=getattr(ctx, "organization", None),
     )
     if ctx.modern:
         row = await _url_round(ctx, user, partial(create_row, session=None))

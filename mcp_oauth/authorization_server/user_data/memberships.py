@@ -113,8 +113,9 @@ def remove_member(organization: Organization, user: Any) -> dict[str, int]:
 
 
 def _membership_deleted(sender: Any, instance: OrganizationMembership, **kwargs: Any) -> None:
-    if not isinstance(kwargs.get("origin"), OrganizationMembership):
-        return  # the organization or the user is being deleted: their rows go with them
+    origin = kwargs.get("origin")
+    if not isinstance(origin, OrganizationMembership) and getattr(origin, "model", None) is not OrganizationMembership:
+        return  # the organization or the user is being deleted (origin): their rows go with them
     organization = Organization.objects.filter(pk=instance.organization_id).first()
     user = type(instance).user.field.related_model.objects.filter(pk=instance.user_id).first()
     if organization is None or user is None:
