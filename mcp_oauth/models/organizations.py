@@ -185,7 +185,7 @@ class TokenOrganization(models.Model):
     endpoint's consent page (a per-organization endpoint's tokens act for
     ``ProtectedResource.organization``, by audience).
 
-    Keyed like :class:`~mcp_oauth.models.DPoPBinding`: ``token_checksum`` is the SHA-256 hex of the
+    Keyed like ``DPoPBinding`` (:mod:`mcp_oauth.dpop.bindings`): ``token_checksum`` is the SHA-256 hex of the
     token value (DOT's ``token_checksum``), and the row is written *before* the token rows, so a
     token bound to an organization never exists unbound; a grant that then fails leaves a row that
     names no token, pruned with the expired ones. A refreshed token inherits its refresh token's row.
