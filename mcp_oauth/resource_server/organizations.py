@@ -106,10 +106,13 @@ def token_organization(
     :raises NotLoaded: see ``may_query``; or ``organization_by_pk`` raised it.
     """
     chosen = token.__dict__.get(ORGANIZATION_ATTRIBUTE)
+    organization: Organization | None
     if resource.organization_id is not None:
         if chosen is not None and chosen != resource.organization_id:
             raise OrganizationRefused("chosen for another organization than the endpoint's")
         organization = resource.organization
+        if organization is None:
+            raise OrganizationRefused("the endpoint's organization is gone")
     elif chosen is not None:
         organization = organization_by_pk(chosen)
         if organization is None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.db.models.signals import post_delete
@@ -117,7 +118,7 @@ def _membership_deleted(sender: Any, instance: OrganizationMembership, **kwargs:
     if not isinstance(origin, OrganizationMembership) and getattr(origin, "model", None) is not OrganizationMembership:
         return  # the organization or the user is being deleted (origin): their rows go with them
     organization = Organization.objects.filter(pk=instance.organization_id).first()
-    user = type(instance).user.field.related_model.objects.filter(pk=instance.user_id).first()
+    user = get_user_model()._default_manager.filter(pk=instance.user_id).first()
     if organization is None or user is None:
         return  # the organization or the user is being deleted: their rows go with them
     remove_member(organization, user)
