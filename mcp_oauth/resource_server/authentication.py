@@ -48,6 +48,7 @@ from mcp_oauth.resource_server.organizations import NotLoaded, OrganizationRefus
 from mcp_oauth.resource_server.revocation import is_local, watch
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.scopes import missing as scope_missing
+from mcp_oauth.signals import organization_membership_lost
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,9 @@ def _principal(
         )
     try:
         organization = token_organization(resource, access_token, user, organization_of, may_query=may_query)
-    except OrganizationRefused:
+    except OrganizationRefused as refused:
+        if refused.not_member is not None and may_query:  # the adapter no longer lists the membership
+            organization_membership_lost.send(sender=Organization, organization=refused.not_member, user=user)
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
         ) from None

@@ -61,7 +61,14 @@ class NotLoaded(Exception):
 
 class OrganizationRefused(Exception):
     """The token's organization is inactive or gone, the user is not one of its members, or the
-    token was chosen for another organization than the endpoint's: 401 ``invalid_token``."""
+    token was chosen for another organization than the endpoint's: 401 ``invalid_token``.
+
+    ``not_member`` is the organization (active) whose member the token's user is not (per the
+    adapter), else None."""
+
+    def __init__(self, reason: str, not_member: Organization | None = None) -> None:
+        super().__init__(reason)
+        self.not_member = not_member
 
 
 def organization_subquery() -> Subquery:
@@ -128,7 +135,7 @@ def token_organization(
                 raise NotLoaded("memberships")
             memberships = memberships_of(user)
         if organization.pk not in memberships:
-            raise OrganizationRefused("the user is not a member of the organization")
+            raise OrganizationRefused("the user is not a member of the organization", not_member=organization)
     return organization
 
 

@@ -20,13 +20,17 @@ One ``grants.revoked`` audit event is written, with ``organization`` set and ``d
 Receivers (connected by :mod:`mcp_oauth.wiring`): an :class:`~mcp_oauth.models.OrganizationMembership`
 deleted calls :func:`remove_member`; an organization deactivated needs nothing here (its tokens are
 refused at once: :mod:`mcp_oauth.resource_server.organizations`). A site that maps its own tenant
-model through the adapter calls :func:`remove_member` itself when a membership of its own ends.
+model through the adapter calls :func:`remove_member` itself when a membership of its own ends;
+when it does not, the first token of the user refused for the organization
+(:data:`~mcp_oauth.signals.organization_membership_lost`) queues :func:`reconcile_member`, which
+asks the adapter again and removes the member when it still does not list the membership.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from celery import shared_task
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
@@ -47,10 +51,12 @@ from mcp_oauth.models import (
     ProtectedResource,
     TokenOrganization,
 )
+from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.db import insert
-from mcp_oauth.signals import organization_member_removed
+from mcp_oauth.shared.taskqueue import send_or_run
+from mcp_oauth.signals import organization_member_removed, organization_membership_lost
 
-__all__ = ["connect", "remove_member"]
+__all__ = ["connect", "reconcile_member", "remove_member"]
 
 REASON = "organization_member_removed"
 
@@ -113,6 +119,27 @@ def remove_member(organization: Organization, user: Any) -> dict[str, int]:
     return counts
 
 
+@shared_task(name="mcp_oauth.organizations.reconcile_member", ignore_result=True)
+def reconcile_member(organization_pk: int, user_pk: Any) -> bool:
+    """Remove ``user_pk`` from ``organization_pk`` (:func:`remove_member`) when the adapter no
+    longer lists that membership (asked again here); True when removed."""
+    organization = Organization.objects.filter(pk=organization_pk).first()
+    user = get_user_model()._default_manager.filter(pk=user_pk).first()
+    if organization is None or user is None:
+        return False
+    if organization.pk in mcp_oauth_settings.adapter.organization_memberships(user):
+        return False  # a member again (or the refused entry was stale)
+    remove_member(organization, user)
+    return True
+
+
+def _membership_lost(sender: Any, organization: Organization, user: Any, **kwargs: Any) -> None:
+    if getattr(user, "pk", None) is None:
+        return
+    organization_pk, user_pk = organization.pk, user.pk
+    transaction.on_commit(lambda: send_or_run(reconcile_member, organization_pk, user_pk))
+
+
 def _membership_deleted(sender: Any, instance: OrganizationMembership, **kwargs: Any) -> None:
     origin = kwargs.get("origin")
     if not isinstance(origin, OrganizationMembership) and getattr(origin, "model", None) is not OrganizationMembership:
@@ -125,9 +152,13 @@ def _membership_deleted(sender: Any, instance: OrganizationMembership, **kwargs:
 
 
 def connect() -> None:
-    """Connect the receiver of a deleted membership (idempotent)."""
+    """Connect the receivers of a deleted membership and of a membership the adapter no longer
+    lists (idempotent)."""
     post_delete.connect(
         _membership_deleted,
         sender=OrganizationMembership,
         dispatch_uid="mcp_oauth.authorization_server.user_data.memberships.post_delete",
+    )
+    organization_membership_lost.connect(
+        _membership_lost, dispatch_uid="mcp_oauth.authorization_server.user_data.memberships.lost"
     )

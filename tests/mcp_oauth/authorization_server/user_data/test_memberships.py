@@ -6,6 +6,7 @@ import hashlib
 import secrets
 
 import pytest
+from django.test import Client
 from oauth2_provider.models import (
     get_access_token_model,
     get_application_model,
@@ -13,10 +14,11 @@ from oauth2_provider.models import (
     set_token_value,
 )
 
-from mcp_oauth.authorization_server.user_data.memberships import remove_member
+from mcp_oauth.adapter import DefaultMCPAdapter
+from mcp_oauth.authorization_server.user_data.memberships import reconcile_member, remove_member
 from mcp_oauth.models import AuditEvent, Consent, McpSession, Organization, OrganizationMembership
 from mcp_oauth.signals import organization_member_removed
-from tests.support.organizations import bind, organization
+from tests.support.organizations import bind, modern, organization
 
 pytestmark = pytest.mark.django_db
 
@@ -119,3 +121,38 @@ def test_deleting_the_organization_or_the_user_removes_memberships_without_the_c
     assert not AuditEvent.objects.filter(
         kind=AuditEvent.Kind.GRANTS_REVOKED, detail__reason="organization_member_removed"
     ).exists()
+
+
+class NoMembershipsAdapter(DefaultMCPAdapter):
+    """A site whose own tenant model no longer lists anyone (the membership ended over there)."""
+
+    def organization_memberships(self, user) -> dict[int, str]:
+        return {}
+
+
+def test_a_membership_the_adapter_no_longer_lists_is_removed_on_the_first_refusal(
+    resource, user, public_app, mint_token, settings, django_capture_on_commit_callbacks
+):
+    acme = organization("acme", user)  # our row stays: the site's own model says otherwise
+    token = mint_token(user, public_app, resource=ACME_URI)
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "ADAPTER": "tests.mcp_oauth.authorization_server.user_data.test_memberships.NoMembershipsAdapter",
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        response = modern(Client(), "/mcp/o/acme", token, "tools/call", {"name": "whoami"})
+    assert response.status_code == 401 and 'error="invalid_token"' in response["WWW-Authenticate"]
+    assert not get_access_token_model().objects.filter(user=user).exists()
+    event = AuditEvent.objects.get(kind=AuditEvent.Kind.GRANTS_REVOKED)
+    assert (event.organization_id, event.detail["reason"], event.detail["tokens"]) == (
+        acme.pk,
+        "organization_member_removed",
+        1,
+    )
+
+
+def test_reconcile_member_keeps_a_member_the_adapter_still_lists(resource, user, public_app, mint_token):
+    acme = organization("acme", user)
+    mint_token(user, public_app, resource=ACME_URI)
+    assert reconcile_member(acme.pk, user.pk) is False
+    assert get_access_token_model().objects.filter(user=user).count() == 1
