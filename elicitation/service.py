@@ -228,6 +228,7 @@ def finish_elicitation(
             user=row.user,
             client_id=application.client_id if application is not None else "",
             detail={"elicitation": row.elicitation_id[:8], "kind": row.kind, "status": status},
+            organization=row.organization_id,
         )
         if outcome in {"deferred", "failed"}:  # the task (or, were it lost, the reconciler) sends it
             transaction.on_commit(lambda: _queue_notification(row.pk))

@@ -161,6 +161,7 @@ def organization_member_removed(sender: Any, organization: Any, user: Any, **kwa
                 AuditEvent.Kind.CONNECTION_REVOKED,
                 user=user,
                 detail={"provider": row.provider.slug, "reason": "organization_member_removed"},
+                organization=organization,
             )
         connections.delete()
         if work:

@@ -386,6 +386,7 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
                 "scopes": connection.scope_list,
                 "elicitation": row.elicitation_id[:8] if row else None,
             },
+            organization=connection.organization_id,
         )
         if row is not None:
             finish_elicitation(row.elicitation_id, Elicitation.Status.COMPLETED, user=request.user, request=request)

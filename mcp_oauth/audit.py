@@ -131,6 +131,7 @@ def record(
     user: Any = None,
     client_id: str = "",
     detail: dict[str, Any] | None = None,
+    organization: Any = None,
 ):
     """Write one audit event and send :data:`audit_event`.
 
@@ -139,10 +140,12 @@ def record(
         client IP and the user when ``user`` is not given.
     :param detail: non-secret facts; keys in :data:`SECRET_KEYS` are dropped (at any depth),
         strings are cut to :data:`MAX_DETAIL_STRING` characters.
+    :param organization: the :class:`~mcp_oauth.models.Organization` (or its pk) the event
+        concerns, if any (an organization's admins see its events).
     :returns: the saved :class:`~mcp_oauth.models.AuditEvent`.
     :raises ValueError: an unknown ``kind``.
     """
-    event = write_event(kind, request=request, user=user, client_id=client_id, detail=detail)
+    event = write_event(kind, request=request, user=user, client_id=client_id, detail=detail, organization=organization)
     announce(event)
     return event
 
@@ -154,10 +157,13 @@ def write_event(
     user: Any = None,
     client_id: str = "",
     detail: dict[str, Any] | None = None,
+    organization: Any = None,
 ):
     """The writing half of :func:`record` (same parameters): the event is stored, not announced;
     call :func:`announce` with it once the transaction that wrote it has committed."""
-    return insert(new_event(kind, request=request, user=user, client_id=client_id, detail=detail))
+    return insert(
+        new_event(kind, request=request, user=user, client_id=client_id, detail=detail, organization=organization)
+    )
 
 
 def new_event(
@@ -167,6 +173,7 @@ def new_event(
     user: Any = None,
     client_id: str = "",
     detail: dict[str, Any] | None = None,
+    organization: Any = None,
 ):
     """The unsaved :class:`~mcp_oauth.models.AuditEvent` :func:`write_event` stores (same
     parameters and rules), for a caller that writes it with other rows.
@@ -185,6 +192,7 @@ def new_event(
         client_id=_clean_text(str(client_id or ""))[:255],
         ip_address=_client_ip(request),
         detail=_clean(dict(detail or {})),
+        organization_id=getattr(organization, "pk", organization),
     )
 
 

@@ -52,6 +52,9 @@ def test_a_removed_member_keeps_no_elicitation_nor_connection_of_the_organizatio
     }
     event = AuditEvent.objects.get(kind=AuditEvent.Kind.CONNECTION_REVOKED)
     assert event.detail == {"provider": "github", "reason": "organization_member_removed"}
+    assert event.organization_id == acme.pk
+    finished = AuditEvent.objects.get(kind=AuditEvent.Kind.ELICITATION_FINISHED)
+    assert (finished.organization_id, finished.detail["status"]) == (acme.pk, "cancelled")
     assert only_acme.pk not in ThirdPartyConnection.objects.values_list("pk", flat=True)
 
 

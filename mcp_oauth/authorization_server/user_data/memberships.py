@@ -38,7 +38,7 @@ from django.db.models.signals import post_delete
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
-from mcp_oauth.audit import announce, new_event
+from mcp_oauth.audit import record
 from mcp_oauth.mcp_server.mcp_tasks.store import cancel_task
 from mcp_oauth.mcp_server.transport.sessions import end_session
 from mcp_oauth.models import (
@@ -52,7 +52,6 @@ from mcp_oauth.models import (
     TokenOrganization,
 )
 from mcp_oauth.settings import mcp_oauth_settings
-from mcp_oauth.shared.db import insert
 from mcp_oauth.shared.taskqueue import send_or_run
 from mcp_oauth.signals import organization_member_removed, organization_membership_lost
 
@@ -105,14 +104,12 @@ def remove_member(organization: Organization, user: Any) -> dict[str, int]:
         )
         counts = {"tokens": len(live_refresh) + len(access_ids), "consents": consents, "tasks": tasks}
         counts["sessions"] = sessions
-        event = new_event(
+        record(
             AuditEvent.Kind.GRANTS_REVOKED,
             user=user if getattr(user, "pk", None) else None,
             detail={"reason": REASON, "user_id": str(user.pk), "organization": organization.slug, **counts},
+            organization=organization,
         )
-        event.organization = organization
-        insert(event)
-        transaction.on_commit(lambda: announce(event))
         transaction.on_commit(
             lambda: organization_member_removed.send(sender=Organization, organization=organization, user=user)
         )
