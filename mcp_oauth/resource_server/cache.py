@@ -31,6 +31,8 @@ deleted
 ``OrganizationMembership`` saved or         every token entry of the user: tombstone (entries
 deleted                                     keep the user's memberships)
 ``TokenOrganization`` saved or deleted      its token's entry: tombstone
+``OrganizationClient`` saved or deleted     every token entry of the client: tombstone
+(the last three: :mod:`.organization_receivers`)
 ==========================================  ==================================================
 
 A tombstone (kept ``TOMBSTONE_SECONDS``) rather than a delete closes the race where a
@@ -77,9 +79,7 @@ from oauth2_provider.models import get_access_token_model, get_application_model
 from mcp_oauth.dpop.bindings import JKT_ATTRIBUTE, binding_subquery
 from mcp_oauth.models import (
     Organization,
-    OrganizationMembership,
     ProtectedResource,
-    TokenOrganization,
 )
 from mcp_oauth.resource_server import organizations
 from mcp_oauth.resource_server.decoded import TOMBSTONE, DecodedEntries
@@ -160,7 +160,7 @@ def _load_token(checksum: str) -> Any:
         bound = list(token.resource or [])
         resource = _registry.loaded(bound[0]) if len(bound) == 1 else None
         if organizations.needs_memberships(token, resource):
-            token.__dict__[organizations.MEMBERSHIPS_ATTRIBUTE] = organizations.memberships_of(token.user)
+            token.__dict__[organizations.MEMBERSHIPS_ATTRIBUTE] = organizations.load_memberships(token)
     return token
 
 
@@ -562,15 +562,6 @@ def _resource_changed(sender: Any, **kwargs: Any) -> None:
     bump_resource_generation()
 
 
-def _membership_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
-    forget_user_tokens(instance.user_id)  # the memberships kept with the user's token entries
-
-
-def _token_organization_changed(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
-    if not created:  # written before its token (a token is never cached unbound), changed or deleted later
-        forget_token(instance.token_checksum)
-
-
 def connect_receivers() -> None:
     """Connect the invalidation receivers (called once from ``MCPOAuthConfig.ready``)."""
     token_model = get_access_token_model()
@@ -582,11 +573,5 @@ def connect_receivers() -> None:
         signal.connect(_application_changed, sender=application_model, dispatch_uid=f"mcp_oauth.cache.app.{uid}")
         signal.connect(_resource_changed, sender=ProtectedResource, dispatch_uid=f"mcp_oauth.cache.resource.{uid}")
         signal.connect(_resource_changed, sender=Organization, dispatch_uid=f"mcp_oauth.cache.organization.{uid}")
-        signal.connect(
-            _membership_changed, sender=OrganizationMembership, dispatch_uid=f"mcp_oauth.cache.membership.{uid}"
-        )
-        signal.connect(
-            _token_organization_changed, sender=TokenOrganization, dispatch_uid=f"mcp_oauth.cache.token_org.{uid}"
-        )
     post_save.connect(_user_changed, sender=user_model, dispatch_uid="mcp_oauth.cache.user.post_save")
     post_delete.connect(_user_deleted, sender=user_model, dispatch_uid="mcp_oauth.cache.user.post_delete")

@@ -13,7 +13,9 @@ A request acts for one organization, or for none:
 * else none.
 
 The token stands for an organization only while the organization is active and (for a token that
-speaks for a user) the user is a member of it *per the adapter*
+speaks for a user) the user is a member of it *per the adapter* (for a token that speaks for no
+user, ``client_credentials``: while the organization has approved the client,
+:class:`~mcp_oauth.models.OrganizationClient`)
 (:meth:`~mcp_oauth.adapter.DefaultMCPAdapter.organization_memberships`): the user's memberships are
 read when the token row is loaded (a cache miss) and kept in the entry as
 :data:`MEMBERSHIPS_ATTRIBUTE`. Invalidation (receivers of :mod:`~mcp_oauth.resource_server.cache`,
@@ -32,7 +34,7 @@ from typing import Any
 
 from django.db.models import OuterRef, Subquery
 
-from mcp_oauth.models import Organization, ProtectedResource, TokenOrganization
+from mcp_oauth.models import Organization, OrganizationClient, ProtectedResource, TokenOrganization
 from mcp_oauth.settings import mcp_oauth_settings
 
 __all__ = [
@@ -50,7 +52,8 @@ __all__ = [
 #: id (None: the token was not bound to an organization on a shared endpoint).
 ORGANIZATION_ATTRIBUTE = "mcp_organization_id"
 #: The attribute of a loaded ``AccessToken`` that holds its user's organizations per the adapter,
-#: read when the row was loaded (a ``frozenset`` of primary keys; absent: not read).
+#: read when the row was loaded (a ``frozenset`` of primary keys; absent: not read). For a token
+#: that speaks for no user (``client_credentials``): the organizations that approved its client.
 MEMBERSHIPS_ATTRIBUTE = "_mcp_organization_memberships"
 
 
@@ -84,15 +87,30 @@ def memberships_of(user: Any) -> frozenset[Any]:
     return frozenset(mcp_oauth_settings.adapter.organization_memberships(user))
 
 
+def approvals_of(application: Any) -> frozenset[Any]:
+    """The primary keys of the organizations that approved the client ``application`` (one
+    query): where a token that speaks for no user, only for the client, may act."""
+    rows = OrganizationClient.objects.filter(
+        application_id=getattr(application, "pk", None), status=OrganizationClient.Status.APPROVED
+    )
+    return frozenset(rows.values_list("organization_id", flat=True))
+
+
 def needs_memberships(token: Any, resource: ProtectedResource | None) -> bool:
-    """Whether the organization check of ``token`` will need its user's memberships: it speaks
-    for a user and acts for an organization (its ``TokenOrganization``, or ``resource``: the
-    resource it is bound to, when known)."""
-    if getattr(token, "user_id", None) is None:
-        return False
+    """Whether the organization check of ``token`` will need :data:`MEMBERSHIPS_ATTRIBUTE`: it
+    acts for an organization (its ``TokenOrganization``, or ``resource``: the resource it is bound
+    to, when known)."""
     return token.__dict__.get(ORGANIZATION_ATTRIBUTE) is not None or (
         resource is not None and resource.organization_id is not None
     )
+
+
+def load_memberships(token: Any) -> frozenset[Any]:
+    """:data:`MEMBERSHIPS_ATTRIBUTE` of ``token``: its user's memberships, or (no user) its
+    client's approvals."""
+    if getattr(token, "user_id", None) is None:
+        return approvals_of(token.application)
+    return memberships_of(token.user)
 
 
 def token_organization(
@@ -128,14 +146,15 @@ def token_organization(
         return None
     if not organization.is_active:
         raise OrganizationRefused("the organization is inactive")
-    if user is not None:
-        memberships = token.__dict__.get(MEMBERSHIPS_ATTRIBUTE)
-        if memberships is None:
-            if not may_query:
-                raise NotLoaded("memberships")
-            memberships = memberships_of(user)
-        if organization.pk not in memberships:
-            raise OrganizationRefused("the user is not a member of the organization", not_member=organization)
+    memberships = token.__dict__.get(MEMBERSHIPS_ATTRIBUTE)
+    if memberships is None:
+        if not may_query:
+            raise NotLoaded("memberships")
+        memberships = memberships_of(user) if user is not None else approvals_of(token.application)
+    if organization.pk not in memberships:
+        if user is None:  # a client's own token: only for an organization that approved the client
+            raise OrganizationRefused("the organization has not approved the client")
+        raise OrganizationRefused("the user is not a member of the organization", not_member=organization)
     return organization
 
 

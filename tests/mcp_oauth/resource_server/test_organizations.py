@@ -9,7 +9,7 @@ from django.db import connection
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
-from mcp_oauth.models import Organization, OrganizationMembership
+from mcp_oauth.models import Organization, OrganizationClient, OrganizationMembership
 from mcp_oauth.resource_server.authentication import BearerChallenge, authenticate_bearer
 from mcp_oauth.resource_server.cache import bump_resource_generation, resource_by_uri
 from tests.support.organizations import bind, modern, organization, structured
@@ -134,18 +134,29 @@ def test_the_principal_is_read_without_a_query_once_cached(resource, user, publi
         assert again.organization.pk == acme.pk and again.organization.slug == "acme"
 
 
-def test_a_machine_token_at_an_organization_endpoint_acts_for_it(resource, service, mint_token):
-    organization("acme")
+def test_a_machine_token_acts_for_an_organization_only_while_it_approves_the_client(resource, service, mint_token):
+    acme = organization("acme")
     application, _ = service
     token = mint_token(None, application, resource=ORG_URI)
     request = RequestFactory().post(ORG_PATH, HTTP_AUTHORIZATION=f"Bearer {token}")
+    with pytest.raises(BearerChallenge) as refused:
+        authenticate_bearer(request, resource_by_uri(ORG_URI))
+    assert (refused.value.status, refused.value.error) == (401, "invalid_token")
+    approval = OrganizationClient.objects.create(
+        organization=acme, application=application, status=OrganizationClient.Status.APPROVED
+    )
     principal = authenticate_bearer(request, resource_by_uri(ORG_URI))
     assert principal.is_machine and principal.organization.slug == "acme"
+    approval.status = OrganizationClient.Status.DENIED
+    approval.save()
+    with pytest.raises(BearerChallenge):
+        authenticate_bearer(request, resource_by_uri(ORG_URI))
 
 
 def test_a_machine_token_of_an_inactive_organization_is_refused(resource, service, mint_token):
     acme = organization("acme")
     application, _ = service
+    OrganizationClient.objects.create(organization=acme, application=application, status="approved")
     token = mint_token(None, application, resource=resource.uri)
     bind(token, acme)
     Organization.objects.filter(pk=acme.pk).update(is_active=False)
