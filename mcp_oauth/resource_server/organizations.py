@@ -90,9 +90,9 @@ def memberships_of(user: Any) -> frozenset[Any]:
 def approvals_of(application: Any) -> frozenset[Any]:
     """The primary keys of the organizations that approved the client ``application`` (one
     query): where a token that speaks for no user, only for the client, may act."""
-    rows = OrganizationClient.objects.filter(
-        application_id=getattr(application, "pk", None), status=OrganizationClient.Status.APPROVED
-    )
+    if getattr(application, "pk", None) is None:
+        return frozenset()
+    rows = OrganizationClient.objects.filter(application_id=application.pk, status=OrganizationClient.Status.APPROVED)
     return frozenset(rows.values_list("organization_id", flat=True))
 
 
