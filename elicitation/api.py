@@ -152,6 +152,7 @@ async def elicit_form(
         user=ctx.user if getattr(ctx.user, "pk", None) is not None else None,
         session=ctx.session,
         application_id=_application_id(ctx),
+        organization=getattr(ctx, "organization", None),
         request_id=_request_id(ctx),
         expires_at=timezone.now() + timedelta(seconds=timeout),
     )
@@ -243,6 +244,7 @@ async def _form_round(ctx: ToolContext, message: str, form: ElicitationSchema) -
         user=ctx.user if getattr(ctx.user, "pk", None) is not None else None,
         session=None,
         application_id=_application_id(ctx),
+        organization=getattr(ctx, "organization", None),
         request_id=_request_id(ctx),
         expires_at=timezone.now() + timedelta(seconds=float(mcp_oauth_settings.REQUEST_STATE_TTL_SECONDS)),
     )

@@ -306,6 +306,18 @@ class ThirdPartyConnection(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     provider = models.ForeignKey(ThirdPartyProvider, on_delete=models.CASCADE, related_name="connections")
+    organization = models.ForeignKey(
+        "mcp_oauth.Organization",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("organization"),
+        help_text=_(
+            "Set: made (and used since) only for this organization; removed when the user leaves it. "
+            "Blank: made or used outside any one organization."
+        ),
+    )
     access_token_encrypted = models.TextField(_("access token (encrypted)"), editable=False)
     refresh_token_encrypted = models.TextField(_("refresh token (encrypted)"), blank=True, editable=False)
     token_type = models.CharField(_("token type"), max_length=40, default="Bearer")

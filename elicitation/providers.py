@@ -295,20 +295,28 @@ def _expiry(payload: dict[str, Any]) -> Any:
 
 
 def store_connection(
-    user: Any, provider: ThirdPartyProvider, payload: dict[str, Any], requested: list[str]
+    user: Any,
+    provider: ThirdPartyProvider,
+    payload: dict[str, Any],
+    requested: list[str],
+    organization_id: Any = None,
 ) -> ThirdPartyConnection:
     """Create or replace ``user``'s connection to ``provider`` from a token response, encrypted.
 
     Granted scopes: the response's ``scope``, or the requested ones when it has none
-    (RFC 6749 §5.1).
+    (RFC 6749 §5.1). ``organization_id``: the organization the asking request acted for; a new
+    connection is stamped with it, one made for another organization (or none) is left for none
+    (it serves more than one: :func:`elicitation.receivers.organization_member_removed` keeps it).
     """
     scope = payload.get("scope")
     granted = scope.split() if isinstance(scope, str) else list(requested)
     label = _account_label(provider, payload["access_token"])
     with transaction.atomic():
-        connection = ThirdPartyConnection.objects.select_for_update().filter(
-            user=user, provider=provider
-        ).first() or ThirdPartyConnection(user=user, provider=provider)
+        connection = ThirdPartyConnection.objects.select_for_update().filter(user=user, provider=provider).first()
+        if connection is None:
+            connection = ThirdPartyConnection(user=user, provider=provider, organization_id=organization_id)
+        elif connection.organization_id != organization_id:
+            connection.organization_id = None
         connection.access_token = payload["access_token"]
         refresh_token = payload.get("refresh_token")
         connection.refresh_token = refresh_token if isinstance(refresh_token, str) else ""

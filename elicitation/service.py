@@ -83,6 +83,7 @@ def create_url_elicitation(
     ttl_seconds: float | None = None,
     send: bool = False,
     application: Any = None,
+    organization: Any = None,
 ) -> Elicitation:
     """Create a pending URL-mode elicitation for ``user`` (sync; any Django code).
 
@@ -99,6 +100,9 @@ def create_url_elicitation(
     :param ttl_seconds: lifetime of the link; default ``ELICITATION["URL_ELICITATION_TTL_SECONDS"]``.
     :param application: the OAuth client (an ``Application`` or its pk) whose token asked; the
         pages name it as the consent page does. Default: the session's client (None without one).
+    :param organization: the :class:`~mcp_oauth.models.Organization` (or its pk) the asking request
+        acts for (``ctx.organization``); default: the session's. A token acting for another
+        organization never finds the row.
     :returns: the saved :class:`~elicitation.models.Elicitation`; give the client :attr:`~Elicitation.url`.
     :raises ValueError: a bad argument (unknown or disabled provider, missing field, dead session,
         another user's session, empty message, a non-https target, ``send`` without a session).
@@ -138,6 +142,9 @@ def create_url_elicitation(
     application_id = getattr(application, "pk", application)
     if application_id is None and session is not None:
         application_id = session.application_id
+    organization_id = getattr(organization, "pk", organization)
+    if organization_id is None and session is not None:
+        organization_id = session.organization_id
     ttl = float(elicitation_settings.URL_ELICITATION_TTL_SECONDS if ttl_seconds is None else ttl_seconds)
     if ttl <= 0:
         raise ValueError("ttl_seconds must be positive")
@@ -149,6 +156,7 @@ def create_url_elicitation(
             user=user,
             session=session,
             application_id=application_id,
+            organization_id=organization_id,
             request_id="" if request_id is None else json.dumps(request_id)[:200],
             tool_name=str(tool_name or "")[:128],
             expires_at=timezone.now() + timedelta(seconds=ttl),
@@ -220,6 +228,7 @@ def finish_elicitation(
             user=row.user,
             client_id=application.client_id if application is not None else "",
             detail={"elicitation": row.elicitation_id[:8], "kind": row.kind, "status": status},
+            organization=row.organization_id,
         )
         if outcome in {"deferred", "failed"}:  # the task (or, were it lost, the reconciler) sends it
             transaction.on_commit(lambda: _queue_notification(row.pk))
@@ -263,16 +272,21 @@ def get_secret(user: Any, name: str) -> str | None:
 
 
 def find_connection(
-    user: Any, provider_slug: str, scopes: list[str]
+    user: Any, provider_slug: str, scopes: list[str], organization_id: Any = None
 ) -> tuple[ThirdPartyProvider | None, ThirdPartyConnection | None]:
     """The enabled provider ``provider_slug`` (None when unknown or disabled) and ``user``'s
-    connection to it covering ``scopes`` (None when there is none)."""
+    connection to it covering ``scopes`` (None when there is none). A connection made for one
+    organization and used now for another (``organization_id``: the request's, None for none)
+    serves more than one from then on: its ``organization`` is cleared."""
     provider = ThirdPartyProvider.objects.filter(slug=provider_slug, enabled=True).first()
     if provider is None:
         return None, None
     connection = ThirdPartyConnection.objects.filter(user=user, provider=provider).select_related("provider").first()
     if connection is not None and not connection.covers(scopes):
         connection = None
+    if connection is not None and connection.organization_id not in (None, organization_id):
+        ThirdPartyConnection.objects.filter(pk=connection.pk).update(organization=None)
+        connection.organization_id = None
     return provider, connection
 
 

@@ -67,7 +67,12 @@ async def _url_round(ctx: ToolContext, user: Any, create: Callable[[], Awaitable
     asked = rnd.asked(key) or rnd.settled(key)
     if isinstance(asked, dict) and asked.get("kind") == "url" and isinstance(asked.get("eid"), str):
         row = (
-            await Elicitation.objects.filter(elicitation_id=asked["eid"], mode=Elicitation.Mode.URL, user=user)
+            await Elicitation.objects.filter(
+                elicitation_id=asked["eid"],
+                mode=Elicitation.Mode.URL,
+                user=user,
+                organization=getattr(ctx, "organization", None),
+            )
             .select_related("provider")
             .afirst()
         )
@@ -114,8 +119,12 @@ async def _account(provider_row: ThirdPartyProvider, connection: Any) -> Connect
     )
 
 
-async def _find(user: Any, slug: str, wanted: list[str]) -> tuple[ThirdPartyProvider, ConnectedAccount | None]:
-    provider_row, connection = await sync_to_async(find_connection)(user, slug, wanted)
+async def _find(
+    user: Any, slug: str, wanted: list[str], organization: Any = None
+) -> tuple[ThirdPartyProvider, ConnectedAccount | None]:
+    provider_row, connection = await sync_to_async(find_connection)(
+        user, slug, wanted, getattr(organization, "pk", None)
+    )
     if provider_row is None:
         logger.error("require_connection: no enabled third-party provider %r (add it in the admin)", slug)
         raise ToolError(f"This site has no enabled third-party provider {slug[:50]!r}; ask its administrators.")
@@ -173,7 +182,7 @@ async def require_connection(
     user = _user_of(ctx)
     slug = provider.slug if isinstance(provider, ThirdPartyProvider) else str(provider)
     wanted = list(dict.fromkeys(scopes))
-    provider_row, account = await _find(user, slug, wanted)
+    provider_row, account = await _find(user, slug, wanted, getattr(ctx, "organization", None))
     if account is not None:
         return account
     text = message or f"Connect your {provider_row.name} account to continue."
@@ -191,6 +200,7 @@ async def require_connection(
             scopes=requested,
             message=text,
             application_id=_application_id(ctx),
+            organization=getattr(ctx, "organization", None),
         )
         if row is None:
             row = await sync_to_async(create_url_elicitation)(
@@ -203,6 +213,7 @@ async def require_connection(
                 request_id=ctx.request_id,
                 tool_name=ctx.tool_name,
                 application=_application_id(ctx),
+                organization=getattr(ctx, "organization", None),
             )
         return row
 
@@ -213,7 +224,7 @@ async def require_connection(
         raise UrlElicitationRequired([await create()])
     row = await _url_round(ctx, user, create)
     if row.status == Elicitation.Status.COMPLETED:
-        provider_row, account = await _find(user, slug, wanted)
+        provider_row, account = await _find(user, slug, wanted, getattr(ctx, "organization", None))
         if account is not None:
             return account
     if row.status == Elicitation.Status.FAILED or (
@@ -256,12 +267,18 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
             request_id=ctx.request_id,
             tool_name=ctx.tool_name,
             application=_application_id(ctx),
+            organization=getattr(ctx, "organization", None),
         )
         raise UrlElicitationRequired([row])
 
     async def create() -> Elicitation:
         row = await sync_to_async(pending_url_request)(
-            user, None, kind=Elicitation.Kind.SECRET, secret_name=name, application_id=_application_id(ctx)
+            user,
+            None,
+            kind=Elicitation.Kind.SECRET,
+            secret_name=name,
+            application_id=_application_id(ctx),
+            organization=getattr(ctx, "organization", None),
         )
         if row is None:
             row = await sync_to_async(create_url_elicitation)(
@@ -273,6 +290,7 @@ async def require_secret(ctx: ToolContext, name: str, message: str) -> str:
                 request_id=ctx.request_id,
                 tool_name=ctx.tool_name,
                 application=_application_id(ctx),
+                organization=getattr(ctx, "organization", None),
             )
         return row
 
@@ -337,6 +355,7 @@ async def elicit_url(
         request_id=ctx.request_id,
         tool_name=ctx.tool_name,
         application=_application_id(ctx),
+        organization=getattr(ctx, "organization", None),
     )
     if ctx.modern:
         row = await _url_round(ctx, user, partial(create_row, session=None))

@@ -21,10 +21,14 @@ from typing import Any
 
 from celery import current_app
 from django.db import transaction
+from django.utils import timezone
 
 from elicitation import providers
 from elicitation.models import Elicitation, StoredSecret, ThirdPartyConnection, ThirdPartyProvider
+from elicitation.service import finish_elicitation
 from elicitation.tasks import revoke_at_provider
+from mcp_oauth import audit
+from mcp_oauth.models import AuditEvent
 from mcp_oauth.shared.taskqueue import celery_configured
 
 log = logging.getLogger(__name__)
@@ -125,3 +129,40 @@ def erase_rows(sender: Any, user: Any, reason: str = "", counts: dict[str, int] 
     counts["elicitations"], _ = Elicitation.objects.filter(user_id=user.pk).delete()
     if pending:
         transaction.on_commit(lambda: _revoke_all(pending))
+
+
+def organization_member_removed(sender: Any, organization: Any, user: Any, **kwargs: Any) -> None:
+    """:data:`mcp_oauth.signals.organization_member_removed` receiver: ``user`` keeps nothing of
+    ``organization`` here either. Their pending URL elicitations of it are cancelled (the asking
+    session is told, as for any finished elicitation), their pending form elicitations of it
+    expire, and the third-party connections made for it alone (``organization`` set) are deleted
+    (audit ``connection.revoked``, reason ``organization_member_removed``) and revoked at their
+    providers once the transaction commits."""
+    with transaction.atomic():
+        pending = Elicitation.objects.filter(user=user, organization=organization, status=Elicitation.Status.PENDING)
+        for elicitation_id in pending.filter(mode=Elicitation.Mode.URL).values_list("elicitation_id", flat=True):
+            finish_elicitation(elicitation_id, Elicitation.Status.CANCELLED, user=user)
+        pending.filter(mode=Elicitation.Mode.FORM).update(
+            status=Elicitation.Status.EXPIRED, completed_at=timezone.now()
+        )
+        connections = ThirdPartyConnection.objects.filter(user=user, organization=organization).select_related(
+            "provider"
+        )
+        work = [
+            (
+                row.provider_id,
+                [(row.refresh_token_encrypted, "refresh_token"), (row.access_token_encrypted, "access_token")],
+            )
+            for row in connections
+            if row.provider.revocation_endpoint
+        ]
+        for row in connections:
+            audit.record(
+                AuditEvent.Kind.CONNECTION_REVOKED,
+                user=user,
+                detail={"provider": row.provider.slug, "reason": "organization_member_removed"},
+                organization=organization,
+            )
+        connections.delete()
+        if work:
+            transaction.on_commit(lambda: _revoke_all(work))

@@ -375,7 +375,7 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
             status=502,
         )
     connection = store_connection(
-        request.user, provider, payload, scopes
+        request.user, provider, payload, scopes, row.organization_id if row is not None else None
     )  # reads the account label: no transaction open
     with transaction.atomic():
         audit.record(
@@ -386,6 +386,7 @@ def callback(request: HttpRequest, provider_slug: str) -> HttpResponse:
                 "scopes": connection.scope_list,
                 "elicitation": row.elicitation_id[:8] if row else None,
             },
+            organization=connection.organization_id,
         )
         if row is not None:
             finish_elicitation(row.elicitation_id, Elicitation.Status.COMPLETED, user=request.user, request=request)

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from elicitation import checks, dashboard, fleet, metrics, signals, user_data  # noqa: F401 - registering checks and receivers
 from mcp_oauth.settings import mcp_oauth_settings
-from mcp_oauth.signals import admin_dashboard, shared_secrets, user_data_erase, user_data_export
+from mcp_oauth.signals import (
+    admin_dashboard,
+    organization_member_removed,
+    shared_secrets,
+    user_data_erase,
+    user_data_export,
+)
 
 #: What this app plugs in as ``MCP_OAUTH["TASKS_RESULT_CIPHER"]`` when the site sets none.
 TASKS_RESULT_CIPHER = "elicitation.crypto"
@@ -30,5 +36,8 @@ def wire() -> None:
     user_data_export.connect(user_data.export_sections, dispatch_uid="elicitation.user_data.export")
     admin_dashboard.connect(dashboard.add_panel, dispatch_uid="elicitation.dashboard")
     shared_secrets.connect(fleet.add_encryption_keys, dispatch_uid="elicitation.fleet")
+    organization_member_removed.connect(
+        user_data.organization_member_removed, dispatch_uid="elicitation.user_data.organization_member_removed"
+    )
     metrics.connect()  # mcp_elicitations_total (no-op while metrics are off)
     mcp_oauth_settings.plug_default("TASKS_RESULT_CIPHER", TASKS_RESULT_CIPHER)

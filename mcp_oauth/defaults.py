@@ -25,6 +25,11 @@ DEFAULTS: dict[str, Any] = {
     # (RFC 9728 resource_name; the scopes go into WWW-Authenticate challenges).
     "DEFAULT_RESOURCE_NAME": "MCP server",
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
+    # Organizations (issue 31): each organization gets its own MCP endpoint at
+    # MCP_PATH + "/o/<slug>" (a ProtectedResource row created with the organization and kept in
+    # step with its slug and is_active; its own metadata, challenge and token audience).
+    # False: no per-organization endpoint is created (the shared endpoint only).
+    "ORGANIZATION_ENDPOINTS": True,
     # Development: when BASE_URL's host is localhost, 127.0.0.1 or [::1], the other two spellings
     # (same scheme and port) name the same site: metadata and challenges answer in the spelling
     # the client used, and its resource indicator binds the same resource (mcp_oauth.shared.origins).

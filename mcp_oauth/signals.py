@@ -41,6 +41,20 @@ import it).
   secrets every host of a deployment must share: a receiver adds ``secrets[setting] = [key, …]``
   (the setting's name as a site writes it; its key ring, the primary key first; ``str`` or
   ``bytes``). The ``elicitation`` app adds ``ELICITATION["ENCRYPTION_KEYS"]`` this way.
+* :data:`organization_member_removed` — ``sender=Organization, organization=…, user=…`` once the
+  transaction that removed ``user`` from ``organization`` has committed (a deleted
+  ``OrganizationMembership``, or a site's call of
+  :func:`mcp_oauth.authorization_server.user_data.memberships.remove_member`), after the user's
+  tokens, consents, sessions and Tasks of the organization were revoked, ended or cancelled. The
+  ``elicitation`` app cancels the user's pending elicitations of the organization and removes the
+  third-party connections made for it alone.
+* :data:`organization_membership_lost` — ``sender=Organization, organization=…, user=…`` when a
+  token of ``user`` acting for ``organization`` was refused because the adapter
+  (``organization_memberships``) no longer lists that membership: a site that maps its own
+  tenant model ended it without telling the apps. Sent on the refusing request's path (a thread,
+  never the event loop): the receiver of :mod:`mcp_oauth.authorization_server.user_data.memberships`
+  queues the removal (``mcp_oauth.organizations.reconcile_member``), which asks the adapter again
+  and takes back what the user holds for the organization when it still does not list it.
 """
 
 from __future__ import annotations
@@ -60,3 +74,5 @@ user_data_erase = Signal()
 request_shed = Signal()
 admin_dashboard = Signal()
 shared_secrets = Signal()
+organization_member_removed = Signal()
+organization_membership_lost = Signal()

@@ -41,6 +41,7 @@ from mcp_oauth.authorization_server.cimd import tasks as cimd_tasks  # noqa: F40
 from mcp_oauth.authorization_server.client_registry.clients import one_generation_bump
 from mcp_oauth.authorization_server.organizations.token_binding import prune_token_organizations
 from mcp_oauth.authorization_server.tokens.rotation import prune_generations
+from mcp_oauth.authorization_server.user_data import memberships  # noqa: F401  (mcp_oauth.organizations.reconcile_member)
 from mcp_oauth.authorization_server.user_data.lifecycle import clients_settled, delete_client_tokens, lock_clients
 from mcp_oauth.dpop.bindings import prune_bindings
 from mcp_oauth.mcp_server.mcp_tasks import jobs as mcp_task_jobs  # noqa: F401  (mcp_oauth.mcp_tasks.run / .reconcile)

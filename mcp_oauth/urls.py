@@ -7,7 +7,8 @@
   ``include("oauth2_provider.urls")``;
 * the signed-in user's connected-apps page at ``oauth/connected-apps/`` (URL name
   ``mcp-oauth-connected-apps``): the clients they authorized, revoke one;
-* the MCP endpoint at ``MCP_OAUTH["MCP_PATH"]`` (``/mcp``; ``/mcp/`` is served too, never redirected);
+* the MCP endpoint at ``MCP_OAUTH["MCP_PATH"]`` (``/mcp``; ``/mcp/`` is served too, never redirected),
+  and each organization's own at ``<MCP_PATH>/o/<slug>`` (URL name ``mcp-organization-endpoint``);
 * the app's own login page at ``oauth/login`` (``mcp-oauth-login``), used when the site has none
   (see :mod:`mcp_oauth.authorization_server.pages.login`);
 * the liveness and readiness probes at ``MCP_OAUTH["LIVENESS_PATH"]`` / ``["READINESS_PATH"]``
@@ -45,6 +46,7 @@ from mcp_oauth.mcp_server.transport.views import mcp_endpoint
 from mcp_oauth.observability.metrics_view import metrics_view
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.cors import public_cors
+from mcp_oauth.shared.organization_paths import path_pattern as organization_path_pattern
 from mcp_oauth.shared.text import refuse_unstorable_params
 
 # GET-only documents: CSRF-exempt so other methods get 405, not a CSRF page.
@@ -108,4 +110,7 @@ urlpatterns = [
     path("oauth/", include((oauth_urlpatterns, "oauth2_provider"))),
     path("oauth/connected-apps/", connected_apps, name="mcp-oauth-connected-apps"),
     re_path(rf"^{_mcp_path}/?$", mcp_endpoint, name="mcp-endpoint"),
+    # Each organization's own endpoint (MCP_OAUTH["ORGANIZATION_ENDPOINTS"]): the same view, the
+    # resource registry says whether the organization's ProtectedResource is enabled (else 404).
+    re_path(organization_path_pattern(leading_slash=False), mcp_endpoint, name="mcp-organization-endpoint"),
 ]

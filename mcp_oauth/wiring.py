@@ -23,7 +23,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.contrib.auth import get_user_model
 from django.core.signals import setting_changed
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, post_save
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views.mixins import OAuthLibMixin
 
@@ -33,9 +33,11 @@ from mcp_oauth.authorization_server.client_auth.auth_extensions import register_
 from mcp_oauth.authorization_server.client_registry.clients import connect_receivers as connect_client_cache_receivers
 from mcp_oauth.authorization_server.user_data.lifecycle import connect as connect_user_lifecycle
 from mcp_oauth.authorization_server.user_data.lifecycle import connect_client as connect_client_lifecycle
+from mcp_oauth.authorization_server.user_data.memberships import connect as connect_memberships
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import drain, sessions, wakeup
 from mcp_oauth.mcp_server.transport.observers import add_observer, remove_observer
+from mcp_oauth.models import Organization
 from mcp_oauth.observability import (
     audit_trail,
     audit_trail_users,
@@ -46,6 +48,8 @@ from mcp_oauth.observability import (
 )
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
 from mcp_oauth.resource_server.default_resource import sync_default_resource
+from mcp_oauth.resource_server.organization_endpoints import sync_organization_endpoint
+from mcp_oauth.resource_server.organization_receivers import connect_receivers as connect_organization_cache_receivers
 from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
 from mcp_oauth.shared import db_pool
 from mcp_oauth.signals import user_data_erase, user_data_export
@@ -60,12 +64,15 @@ def wire(app_config: AppConfig) -> None:
     checks.replace_dot_bcp_check()
     setting_changed.connect(_dot_settings_changed, dispatch_uid="mcp_oauth.wiring.dot_settings_changed")
     connect_token_cache_receivers()
+    connect_organization_cache_receivers()  # memberships, approvals and token organizations kept with entries
     connect_client_cache_receivers()
     wakeup.connect_receivers()
     db_pool.connect_receivers()  # pooled PostgreSQL connections the server closed are never handed out
     sessions.connect_receivers()
     connect_user_lifecycle(get_user_model())
     connect_client_lifecycle(get_application_model())
+    connect_memberships()  # a member removed keeps nothing of the organization
+    post_save.connect(sync_organization_endpoint, sender=Organization, dispatch_uid="mcp_oauth.organization_endpoint")
     post_migrate.connect(sync_default_resource, sender=app_config, dispatch_uid="mcp_oauth.sync_default_resource")
     # The MCP method table: the transport core's methods plus the features' (mcp_oauth.mcp_server.features).
     features.install()

@@ -16,7 +16,7 @@ from mcp_oauth.mcp_server.tools import ToolContext, ToolError, tool
 @tool(scopes=["mcp"], title="Who am I?")
 def whoami(ctx: ToolContext) -> dict:
     """Return the authenticated user (None and ``machine`` true for a client-credentials token), the
-    OAuth client and the scopes granted to its token."""
+    OAuth client, the scopes granted to its token and the organization the call acts for (its slug)."""
     return {
         "user": ctx.user.get_username() if ctx.user is not None else None,
         "machine": ctx.is_machine,
@@ -24,6 +24,7 @@ def whoami(ctx: ToolContext) -> dict:
         "client_name": ctx.application.name if ctx.application is not None else None,
         "scopes": sorted(ctx.scopes),
         "resource": ctx.resource.uri,
+        "organization": ctx.organization.slug if ctx.organization is not None else None,
     }
 
 

@@ -65,8 +65,8 @@ __all__ = [
 logger = logging.getLogger("mcp_oauth.audit_trail")
 
 #: One queued call: (started_at, user_pk, client_id, resource, tool, method, era, protocol_version,
-#: outcome, error_code, duration_s, arguments, trace_id).
-Entry = tuple[float, Any, str, str, str, str, str, str, str, "int | None", float, Any, str]
+#: outcome, error_code, duration_s, arguments, trace_id, organization_pk).
+Entry = tuple[float, Any, str, str, str, str, str, str, str, "int | None", float, Any, str, Any]
 
 
 #: The canonical JSON encoder (one instance: ``json.dumps`` with these options builds one per call).
@@ -230,6 +230,7 @@ class TrailWriter:
             duration,
             args,
             trace,
+            organization,
         ) in batch:
             tool = storable_text(tool)
             stored = None
@@ -260,6 +261,7 @@ class TrailWriter:
                     digest,
                     stored,
                     trace,
+                    organization,
                 )
             )
         try:
@@ -331,6 +333,7 @@ COLUMNS = (
     "arguments_digest",
     "arguments",
     "trace_id",
+    "organization_id",
 )
 
 
@@ -348,7 +351,7 @@ def _insert(rows: list[tuple[Any, ...]]) -> None:
             with cursor.cursor.copy(sql) as copy:
                 for row in rows:
                     if row[12] is not None:
-                        row = (*row[:12], Jsonb(row[12]), row[13])
+                        row = (*row[:12], Jsonb(row[12]), *row[13:])
                     copy.write_row(row)
         return
     with transaction.atomic():
@@ -437,6 +440,7 @@ class AuditTrailObserver:
                 event.duration,
                 params.get("arguments") if call.method == "tools/call" else None,
                 token,
+                getattr(getattr(principal, "organization", None), "pk", None),
             )
         )
 

@@ -12,7 +12,7 @@ required scopes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from mcp_oauth.dpop.resource import (
     lane_proof,
     mark_recorded,
 )
-from mcp_oauth.models import ProtectedResource
+from mcp_oauth.models import Organization, ProtectedResource
 from mcp_oauth.observability.metrics import count_dpop_proof_error
 from mcp_oauth.resource_server.cache import (
     RESOURCE_GENERATION_KEY,
@@ -35,6 +35,8 @@ from mcp_oauth.resource_server.cache import (
     aadd_and_get_many,
     access_token_by_checksum,
     aget_many,
+    organization_by_pk,
+    organization_from_generation,
     resource_by_uri,
     resource_from_generation,
     token_checksum,
@@ -42,9 +44,11 @@ from mcp_oauth.resource_server.cache import (
     tombstone,
 )
 from mcp_oauth.resource_server.challenges import challenge_response
+from mcp_oauth.resource_server.organizations import NotLoaded, OrganizationRefused, token_organization
 from mcp_oauth.resource_server.revocation import is_local, watch
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.scopes import missing as scope_missing
+from mcp_oauth.signals import organization_membership_lost
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,11 @@ class BearerPrincipal:
 
     ``user`` is None for a client-credentials token; ``scopes`` are the token's
     granted scopes; ``resource`` is the resource the token is bound to (and that
-    was requested).
+    was requested); ``organization`` is the :class:`~mcp_oauth.models.Organization` the request
+    acts for: ``resource.organization`` at a per-organization endpoint, else the one the token was
+    chosen for on a shared endpoint (its ``TokenOrganization``), else None
+    (:mod:`mcp_oauth.resource_server.organizations`). The row is shared by the requests of the
+    process: read it, do not modify it.
     """
 
     user: Any
@@ -61,6 +69,7 @@ class BearerPrincipal:
     access_token: Any
     scopes: frozenset[str]
     resource: ProtectedResource
+    organization: Organization | None = None
 
     @property
     def client_id(self) -> str | None:
@@ -184,7 +193,7 @@ def _authenticate_bearer(
 
     access_token = access_token_by_checksum(token_checksum(token))
     try:
-        principal = _principal(request, resource, access_token, needed)
+        principal = _principal(request, resource, access_token, needed, organization_by_pk)
     except BearerChallenge as challenge:
         challenge.dpop = used_dpop
         raise
@@ -204,10 +213,20 @@ def _authenticate_bearer(
 
 
 def _principal(
-    request: HttpRequest, resource: ProtectedResource, access_token: Any, needed: list[str]
+    request: HttpRequest,
+    resource: ProtectedResource,
+    access_token: Any,
+    needed: list[str],
+    organization_of: Callable[[Any], Organization | None],
+    *,
+    may_query: bool = True,
 ) -> BearerPrincipal:
     """Every check of a looked-up token (no I/O with the default adapter): the principal, or
-    :class:`BearerChallenge`."""
+    :class:`BearerChallenge`.
+
+    :param organization_of: the organization registry's lookup by pk.
+    :param may_query: False on the event loop (:class:`~.organizations.NotLoaded` is raised
+        rather than a query made)."""
     if access_token is None:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
@@ -233,6 +252,14 @@ def _principal(
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
         )
+    try:
+        organization = token_organization(resource, access_token, user, organization_of, may_query=may_query)
+    except OrganizationRefused as refused:
+        if refused.not_member is not None and may_query:  # the adapter no longer lists the membership
+            organization_membership_lost.send(sender=Organization, organization=refused.not_member, user=user)
+        raise BearerChallenge(
+            resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
+        ) from None
     granted = frozenset(access_token.scope.split())
     missing = scope_missing(granted, needed)  # honours MCP_OAUTH["SCOPE_HIERARCHY"]
     if missing:
@@ -244,7 +271,12 @@ def _principal(
             scopes=needed,  # every scope the request needs, the same for every token (MCP 2026-07-28)
         )
     return BearerPrincipal(
-        user=user, application=application, access_token=access_token, scopes=granted, resource=resource
+        user=user,
+        application=application,
+        access_token=access_token,
+        scopes=granted,
+        resource=resource,
+        organization=organization,
     )
 
 
@@ -336,13 +368,28 @@ async def authenticate_bearer_cached(
         return None
     if into is not None:
         into.update((key, values[key]) for key in also if key in values)
-    resource = resource_from_generation(resource_uri, values.get(RESOURCE_GENERATION_KEY))
+    generation = values.get(RESOURCE_GENERATION_KEY)
+    resource = resource_from_generation(resource_uri, generation)
     access_token = token_from_entry(values.get(token_key))
     if resource is None or access_token is None:
         return None
+
+    def organization_of(pk: Any) -> Organization | None:
+        found = organization_from_generation(pk, generation)
+        if found is None:
+            raise NotLoaded("organization")
+        return found
+
     try:
-        principal = _principal(request, resource, access_token, list(dict.fromkeys(resource.scope_list)))
-    except BearerChallenge:
+        principal = _principal(
+            request,
+            resource,
+            access_token,
+            list(dict.fromkeys(resource.scope_list)),
+            organization_of,
+            may_query=False,
+        )
+    except (BearerChallenge, NotLoaded):
         return None
     return principal if lane_binding_ok(resource, access_token, proof) else None
 

@@ -26,6 +26,13 @@ user saved (``is_active`` false, …) or      every token entry of the user: tom
 deleted
 ``Application`` saved or deleted            every token entry of the client: tombstone
 ``ProtectedResource`` saved or deleted      the resource generation changes
+``Organization`` saved or deleted           the resource generation changes (the registry keeps
+                                            the organizations: ``is_active``, ``enabled_tools``)
+``OrganizationMembership`` saved or         every token entry of the user: tombstone (entries
+deleted                                     keep the user's memberships)
+``TokenOrganization`` saved or deleted      its token's entry: tombstone
+``OrganizationClient`` saved or deleted     every token entry of the client: tombstone
+(the last three: :mod:`.organization_receivers`)
 ==========================================  ==================================================
 
 A tombstone (kept ``TOMBSTONE_SECONDS``) rather than a delete closes the race where a
@@ -70,7 +77,11 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.dpop.bindings import JKT_ATTRIBUTE, binding_subquery
-from mcp_oauth.models import ProtectedResource
+from mcp_oauth.models import (
+    Organization,
+    ProtectedResource,
+)
+from mcp_oauth.resource_server import organizations
 from mcp_oauth.resource_server.decoded import TOMBSTONE, DecodedEntries
 from mcp_oauth.resource_server.revocation import bump_stamp, entry_is_current, is_local, on_change, tag, watch
 from mcp_oauth.settings import mcp_oauth_settings
@@ -89,6 +100,8 @@ __all__ = [
     "token_from_entry",
     "tombstone",
     "bump_resource_generation",
+    "organization_by_pk",
+    "organization_from_generation",
     "forget_application_tokens",
     "forget_token",
     "forget_user_tokens",
@@ -126,15 +139,29 @@ def token_checksum(token: str) -> str:
 
 
 def _load_token(checksum: str) -> Any:
-    """The token row with its client and user, and its DPoP binding (``cnf.jkt``, RFC 9449 §6.1)
-    as the attribute ``dpop_jkt`` (None: a bearer token), in one query."""
-    return (
+    """The token row with its client and user, its DPoP binding (``cnf.jkt``, RFC 9449 §6.1)
+    as the attribute ``dpop_jkt`` (None: a bearer token) and its ``TokenOrganization``'s
+    organization id (:data:`~.organizations.ORGANIZATION_ATTRIBUTE`), in one query; when it acts
+    for an organization, its user's memberships per the adapter
+    (:data:`~.organizations.MEMBERSHIPS_ATTRIBUTE`, the default adapter: one more query)."""
+    token = (
         get_access_token_model()
         .objects.select_related("application", "user")
-        .annotate(**{JKT_ATTRIBUTE: binding_subquery()})
+        .annotate(
+            **{
+                JKT_ATTRIBUTE: binding_subquery(),
+                organizations.ORGANIZATION_ATTRIBUTE: organizations.organization_subquery(),
+            }
+        )
         .filter(token_checksum=checksum)
         .first()
     )
+    if token is not None:
+        bound = list(token.resource or [])
+        resource = _registry.loaded(bound[0]) if len(bound) == 1 else None
+        if organizations.needs_memberships(token, resource):
+            token.__dict__[organizations.MEMBERSHIPS_ATTRIBUTE] = organizations.load_memberships(token)
+    return token
 
 
 def access_token_by_checksum(checksum: str) -> Any:
@@ -358,6 +385,14 @@ class _ResourceRegistry:
         self._lock = threading.Lock()
         self._generation: Any = object()
         self._by_uri: dict[str, ProtectedResource] = {}
+        #: Organizations by pk: those of the per-organization resources, and those looked up since.
+        self._organizations: dict[Any, Organization] = {}
+
+    def _load(self, generation: Any) -> None:
+        rows = {row.uri: row for row in ProtectedResource.objects.enabled().select_related("organization")}
+        loaded = {row.organization_id: row.organization for row in rows.values() if row.organization_id is not None}
+        with self._lock:
+            self._by_uri, self._organizations, self._generation = rows, loaded, generation
 
     def _current_generation(self) -> Any:
         if is_local():
@@ -379,9 +414,7 @@ class _ResourceRegistry:
         canonical = canonicalize_resource(uri)
         generation = self._current_generation()
         if generation != self._generation:
-            rows = {row.uri: row for row in ProtectedResource.objects.enabled()}
-            with self._lock:
-                self._by_uri, self._generation = rows, generation
+            self._load(generation)
         try:
             return self._by_uri[canonical]
         except KeyError:
@@ -391,13 +424,38 @@ class _ResourceRegistry:
         """The enabled default resource (reloading like :meth:`get`)."""
         generation = self._current_generation()
         if generation != self._generation:
-            rows = {row.uri: row for row in ProtectedResource.objects.enabled()}
-            with self._lock:
-                self._by_uri, self._generation = rows, generation
+            self._load(generation)
         defaults = [row for row in self._by_uri.values() if row.is_default]
         if len(defaults) != 1:
             return ProtectedResource.objects.default()  # none (DoesNotExist) or, wrongly, several
         return defaults[0]
+
+    def loaded(self, uri: str) -> ProtectedResource | None:
+        """The resource of ``uri`` as loaded now (no reload, no I/O; None: not loaded or unknown):
+        the views resolve the resource before the token, so it is loaded when a token is."""
+        return self._by_uri.get(uri)
+
+    def organization(self, pk: Any) -> Organization | None:
+        """The organization ``pk`` (active or not) as of the current generation; one query the
+        first time a generation is asked for it. None: no such organization."""
+        generation = self._current_generation()
+        if generation != self._generation:
+            self._load(generation)
+        found = self._organizations.get(pk)
+        if found is None:
+            found = Organization.objects.filter(pk=pk).first()
+            if found is not None:
+                with self._lock:
+                    if self._generation == generation:
+                        self._organizations[pk] = found
+        return found
+
+    def peek_organization(self, pk: Any, generation: Any) -> Organization | None:
+        """The organization ``pk`` when ``generation`` is the one loaded and it is known (else
+        None: call :meth:`organization`)."""
+        if generation is None or generation != self._generation:
+            return None
+        return self._organizations.get(pk)
 
     def peek(self, uri: str, generation: Any) -> ProtectedResource | None:
         """The resource when ``generation`` is the one loaded (else None: call :meth:`get`)."""
@@ -412,6 +470,7 @@ class _ResourceRegistry:
         with self._lock:
             self._generation = object()
             self._by_uri = {}
+            self._organizations = {}
 
 
 _registry = _ResourceRegistry()
@@ -443,6 +502,18 @@ def resource_from_generation(uri: str, generation: Any) -> ProtectedResource | N
     :data:`RESOURCE_GENERATION_KEY` just read) is the one this process loaded; None otherwise
     (unknown URI, or the registry must reload: call :func:`resource_by_uri`)."""
     return _registry.peek(uri, generation)
+
+
+def organization_by_pk(pk: Any) -> Organization | None:
+    """The organization ``pk`` from the registry (the returned row is shared: do not modify it);
+    reloaded with the resources when an organization or a resource changes. None: no such row."""
+    return _registry.organization(pk)
+
+
+def organization_from_generation(pk: Any, generation: Any) -> Organization | None:
+    """The organization ``pk`` when ``generation`` is the one this process loaded and it is
+    known; None otherwise (call :func:`organization_by_pk`)."""
+    return _registry.peek_organization(pk, generation)
 
 
 def bump_resource_generation() -> None:
@@ -501,5 +572,6 @@ def connect_receivers() -> None:
         signal.connect(_token_changed, sender=token_model, dispatch_uid=f"mcp_oauth.cache.token.{uid}")
         signal.connect(_application_changed, sender=application_model, dispatch_uid=f"mcp_oauth.cache.app.{uid}")
         signal.connect(_resource_changed, sender=ProtectedResource, dispatch_uid=f"mcp_oauth.cache.resource.{uid}")
+        signal.connect(_resource_changed, sender=Organization, dispatch_uid=f"mcp_oauth.cache.organization.{uid}")
     post_save.connect(_user_changed, sender=user_model, dispatch_uid="mcp_oauth.cache.user.post_save")
     post_delete.connect(_user_deleted, sender=user_model, dispatch_uid="mcp_oauth.cache.user.post_delete")

@@ -46,6 +46,7 @@ from mcp_oauth.mcp_server.transport.jsonrpc import INTERNAL_ERROR, INVALID_PARAM
 from mcp_oauth.mcp_server.transport.wakeup import released
 from mcp_oauth.models import McpTask
 from mcp_oauth.resource_server.authentication import BearerPrincipal
+from mcp_oauth.resource_server.organizations import enabled_tool_names
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.signals import tool_called
 
@@ -156,7 +157,7 @@ def claim(pk: int) -> tuple[McpTask, str] | None:
         task.status_message = "The task is running."
         task.updated_at = now
         task.save(update_fields=["lease", "heartbeat_at", "started_at", "attempts", "status_message", "updated_at"])
-    task = McpTask.objects.select_related("user", "application", "resource").get(pk=pk)
+    task = McpTask.objects.select_related("user", "application", "resource", "organization").get(pk=pk)
     publish_task(task)
     return task, task.lease
 
@@ -197,6 +198,7 @@ def _principal(task: McpTask) -> BearerPrincipal:
         access_token=None,
         scopes=frozenset(task.scopes.split()),
         resource=task.resource,
+        organization=task.organization,
     )
 
 
@@ -209,7 +211,8 @@ def _error(exc: McpError) -> dict[str, Any]:
 
 async def _execute(task: McpTask, handle: TaskHandle, heartbeat: Heartbeat) -> Outcome:
     tool = _tool_registry().get(task.tool_name)
-    if tool is None:
+    enabled = enabled_tool_names(task.organization)
+    if tool is None or (enabled is not None and tool.name not in enabled):  # disabled since: unknown
         return Outcome(Status.FAILED, error={"code": INVALID_PARAMS, "message": f"Unknown tool: {task.tool_name}"})
     try:
         arguments = tool.validate_arguments(task.arguments)

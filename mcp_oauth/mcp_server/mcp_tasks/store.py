@@ -59,11 +59,12 @@ def _owner_filter(principal: Any) -> dict[str, Any]:
         "user_id": getattr(user, "pk", None),
         "application_id": getattr(application, "pk", None),
         "resource_id": principal.resource.pk,
+        "organization_id": getattr(getattr(principal, "organization", None), "pk", None),
     }
 
 
 def find_task(task_id: Any, principal: Any, *, for_update: bool = False) -> McpTask:
-    """The task ``task_id`` of ``principal``'s user, client and resource.
+    """The task ``task_id`` of ``principal``'s user, client, resource and organization.
 
     :raises McpError: -32602 "Task not found" (unknown, or another owner's: the same answer) or
         "Task has expired" (past its ``ttlMs``; SEP-2663 "Protocol Errors").
@@ -78,10 +79,11 @@ def find_task(task_id: Any, principal: Any, *, for_update: bool = False) -> McpT
             raise PrincipalGone  # the task went with the user or client: 401, not "not found"
         raise McpError(INVALID_PARAMS, NOT_FOUND)
     owner = _owner_filter(principal)
-    if (task.user_id, task.application_id, task.resource_id) != (
+    if (task.user_id, task.application_id, task.resource_id, task.organization_id) != (
         owner["user_id"],
         owner["application_id"],
         owner["resource_id"],
+        owner["organization_id"],  # another organization's task: not found, alike
     ):
         raise McpError(INVALID_PARAMS, NOT_FOUND)
     if task.is_expired:

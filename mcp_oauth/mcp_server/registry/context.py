@@ -63,6 +63,12 @@ class RequestContext:
         default=None, repr=False, compare=False
     )
 
+    @property
+    def organization(self) -> Any:
+        """The :class:`~mcp_oauth.models.Organization` the request acts for, or None (as
+        ``ToolContext.organization``)."""
+        return getattr(self.principal, "organization", None)
+
     @classmethod
     def for_principal(
         cls,

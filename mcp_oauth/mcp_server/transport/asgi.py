@@ -68,6 +68,7 @@ from mcp_oauth.shared.lanes import (  # the lane's plumbing, shared with the tok
     close_on_loop,
     http_path,
 )
+from mcp_oauth.shared.organization_paths import is_organization_endpoint_path
 from mcp_oauth.shared.overload import is_unavailable_error, unavailable_response
 
 __all__ = [
@@ -132,8 +133,13 @@ class McpLane(ASGIHandler):
 
     def serves(self, scope: dict[str, Any]) -> bool:
         path = http_path(scope)
+        if path is None:
+            return False
         mcp_path = str(mcp_oauth_settings.MCP_PATH).rstrip("/")
-        return path is not None and path in (mcp_path, mcp_path + "/")
+        if path in (mcp_path, mcp_path + "/"):
+            return True
+        # An organization's own endpoint, <MCP_PATH>/o/<slug> (organization_endpoints.py).
+        return path.startswith(mcp_path + "/o/") and is_organization_endpoint_path(path)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not self.serves(scope):

@@ -100,6 +100,7 @@ class ToolContext:
     :class:`~mcp_oauth.mcp_server.transport.input_required.InputRound`). Shortcuts: ``user`` (None for
     client-credentials tokens), ``application``, ``client_id``, ``scopes`` (frozenset granted to
     the token), ``resource`` (:class:`~mcp_oauth.models.ProtectedResource`),
+    ``organization`` (the :class:`~mcp_oauth.models.Organization` the call acts for, or None),
     ``client_capabilities`` (declared at ``initialize``, or in this request's ``_meta``).
 
     Sync tools run in a worker thread; they call the async helpers through
@@ -152,6 +153,13 @@ class ToolContext:
     @property
     def resource(self) -> ProtectedResource:
         return self.principal.resource
+
+    @property
+    def organization(self) -> Any:
+        """The :class:`~mcp_oauth.models.Organization` the call acts for: the endpoint's at a
+        per-organization endpoint (``<MCP_PATH>/o/<slug>``), else the one the user chose for the
+        token on the consent page, else None. Shared by the process's requests: do not modify it."""
+        return self.principal.organization
 
     @property
     def client_capabilities(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ open; default: one key derived from ``SECRET_KEY`` with HKDF-SHA256, and one fro
 ``SECRET_KEY_FALLBACKS``, which open only). The plaintext is JSON claims::
 
     {"jti", "iat", "exp",                      # id, issued-at, expiry (seconds since the epoch)
-     "iss", "cid", "sub", "res",               # principal: issuer, client_id, user pk, resource
+     "iss", "cid", "sub", "res", "org",        # principal: issuer, client_id, user pk, resource, organization pk
      "m", "t", "ad",                           # method, tool name, SHA-256 of the canonical arguments
      "asked": {...}, "settled": {...}}         # see mcp_oauth.mcp_server.transport.input_required
 
@@ -127,13 +127,17 @@ def arguments_digest(arguments: Any) -> str:
 
 
 def principal_claims(principal: Any) -> dict[str, Any]:
-    """The principal binding: issuer, client_id, user pk ("" without a user) and resource URI."""
+    """The principal binding: issuer, client_id, user pk ("" without a user), resource URI and
+    the pk of the organization the request acts for ("" for none: a state sealed for one
+    organization never opens for another)."""
     user = principal.user
+    organization = getattr(principal, "organization", None)
     return {
         "iss": mcp_oauth_settings.issuer,
         "cid": principal.client_id or "",
         "sub": "" if getattr(user, "pk", None) is None else str(user.pk),
         "res": principal.resource.uri,
+        "org": "" if organization is None else str(organization.pk),
     }
 
 
@@ -174,7 +178,7 @@ def _decrypt(token: Any) -> dict[str, Any]:
 def open_state(token: Any, binding: Mapping[str, Any], *, consume: bool = True) -> dict[str, Any]:
     """The claims of ``token`` once it is proven genuine, fresh, bound to ``binding`` and unused.
 
-    :param binding: the expected ``iss``/``cid``/``sub``/``res``/``m``/``t``/``ad`` values.
+    :param binding: the expected ``iss``/``cid``/``sub``/``res``/``org``/``m``/``t``/``ad`` values.
     :param consume: record the token as used (a second :func:`open_state` of it fails).
     :raises McpError: -32602 in every refused case.
     """

@@ -25,6 +25,7 @@ from mcp_oauth.mcp_server.transport.sessions import afind_session
 from mcp_oauth.mcp_server.transport.table import HANDSHAKE_VERSIONS, LEGACY, MODERN, MODERN_VERSIONS, Call, Method
 from mcp_oauth.models import McpSession
 from mcp_oauth.resource_server.authentication import BearerPrincipal
+from mcp_oauth.resource_server.organizations import enabled_tool_names
 
 __all__ = [
     "SESSION_HEADER",
@@ -122,7 +123,8 @@ async def route_request(
         modern.check_capability(entry, envelope, message_id)
         if method == "tools/call":
             tool = registry.get(incoming.params.get("name")) if isinstance(incoming.params.get("name"), str) else None
-            if tool is not None:
+            enabled = enabled_tool_names(getattr(principal, "organization", None))
+            if tool is not None and (enabled is None or tool.name in enabled):  # a disabled tool: as unknown
                 modern.check_param_headers(tool.input_schema, incoming.params.get("arguments"), headers, message_id)
         return entry, Call(
             method=method,

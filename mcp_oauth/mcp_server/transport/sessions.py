@@ -76,11 +76,12 @@ def create_session(
     client_capabilities: dict[str, Any],
     client_info: dict[str, Any],
 ) -> McpSession:
-    """A new session bound to ``principal``'s user, client and resource."""
+    """A new session bound to ``principal``'s user, client, resource and organization."""
     return McpSession.objects.create(
         user=principal.user,
         application=principal.application,
         resource=principal.resource,
+        organization=principal.organization,
         protocol_version=protocol_version,
         client_capabilities=client_capabilities,
         client_info=client_info,
@@ -88,7 +89,8 @@ def create_session(
 
 
 def find_session(session_id: str, principal: BearerPrincipal, *, touch: bool = True) -> McpSession | None:
-    """The live session ``session_id`` opened by the same user and client for the same resource.
+    """The live session ``session_id`` opened by the same user and client for the same resource
+    and organization.
 
     :returns: None for a malformed, unknown, ended or idle-expired id, or one that
         belongs to another user, client or resource (the caller answers 404 alike).
@@ -103,6 +105,7 @@ def find_session(session_id: str, principal: BearerPrincipal, *, touch: bool = T
             user=principal.user,
             application=principal.application,
             resource=principal.resource,
+            organization=principal.organization,  # another organization's session: not found, alike
         )
         .first()
     )
@@ -122,6 +125,7 @@ _CACHED_FIELDS = (
     "user_id",
     "application_id",
     "resource_id",
+    "organization_id",
     "protocol_version",
     "client_capabilities",
     "client_info",
@@ -150,8 +154,14 @@ def _from_entry(session_id: str, entry: Any, principal: BearerPrincipal) -> McpS
         principal.user.pk if principal.user is not None else None,
         principal.application.pk if principal.application is not None else None,
         principal.resource.pk,
+        principal.organization.pk if principal.organization is not None else None,
     )
-    if (entry.get("user_id"), entry.get("application_id"), entry.get("resource_id")) != owner:
+    if (
+        entry.get("user_id"),
+        entry.get("application_id"),
+        entry.get("resource_id"),
+        entry.get("organization_id"),
+    ) != owner:
         return None  # another principal: the database path gives the 404
     now = timezone.now()
     last_seen = entry["last_seen_at"]

@@ -31,10 +31,11 @@ from mcp_oauth.mcp_server.transport.input_required import InputRequired
 from mcp_oauth.mcp_server.transport.jsonrpc import INVALID_PARAMS, REQUEST_CANCELLED, McpError, is_valid_id
 from mcp_oauth.mcp_server.transport.request_state import input_required_result, open_round
 from mcp_oauth.mcp_server.transport.table import Call, InsufficientScope, parse_params
+from mcp_oauth.resource_server.organizations import enabled_tool_names
 from mcp_oauth.shared import scopes as scope_hierarchy
 from mcp_oauth.signals import tool_called
 
-__all__ = ["call_tool", "cancel_request", "cancel_session_requests", "list_tools", "running_requests"]
+__all__ = ["call_tool", "cancel_request", "cancel_session_requests", "find_tool", "list_tools", "running_requests"]
 
 logger = logging.getLogger("mcp_oauth.transport")
 
@@ -49,11 +50,25 @@ defer_to_task: Callable[[Call, Any, ToolContext, dict[str, Any]], Awaitable[dict
 
 
 async def list_tools(call: Call) -> types.ListToolsResult:
-    """``tools/list``: every tool, in one page, in registration order (a ``cursor`` we never issued is -32602)."""
+    """``tools/list``: every tool, in one page, in registration order (a ``cursor`` we never issued
+    is -32602); for a request acting for an organization with ``enabled_tools``, only those."""
     params = parse_params(call)
     if params is not None and params.cursor is not None:
         raise McpError(INVALID_PARAMS, "Invalid params for tools/list: unknown cursor")
-    return types.ListToolsResult(tools=[tool.definition() for tool in call.registry.list()])
+    enabled = enabled_tool_names(getattr(call.principal, "organization", None))
+    return types.ListToolsResult(
+        tools=[tool.definition() for tool in call.registry.list() if enabled is None or tool.name in enabled]
+    )
+
+
+def find_tool(call: Call, name: str) -> Any:
+    """The tool ``name`` of ``call``'s registry, or None when unknown or not among the
+    ``enabled_tools`` of the organization the request acts for (answered alike)."""
+    tool = call.registry.get(name)
+    if tool is None:
+        return None
+    enabled = enabled_tool_names(getattr(call.principal, "organization", None))
+    return tool if enabled is None or tool.name in enabled else None
 
 
 def _progress_token(call: Call) -> int | str | None:
@@ -75,7 +90,7 @@ async def call_tool(call: Call) -> Any:
     :raises InsufficientScope: the token lacks scopes the tool needs.
     """
     params = parse_params(call)
-    tool = call.registry.get(params.name)
+    tool = find_tool(call, params.name)
     if tool is None:
         raise McpError(INVALID_PARAMS, f"Unknown tool: {params.name[:200]}")
     lacking = scope_hierarchy.missing(call.principal.scopes, tool.scopes)

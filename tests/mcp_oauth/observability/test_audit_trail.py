@@ -23,6 +23,7 @@ from mcp_oauth.mcp_server.transport import observers
 from mcp_oauth.models import ClientProfile, ToolCallRecord, ToolCallUse
 from mcp_oauth.observability import audit_trail
 from mcp_oauth.observability.audit_trail import arguments_digest, canonical_json, writer
+from tests.support.organizations import bind, organization
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,6 +108,18 @@ def test_a_tool_call_writes_one_row_with_what_happened(client, token, user, publ
     assert before - timedelta(seconds=1) <= row.created_at <= timezone.now()
     assert row.duration_ms > 0
     assert row.trace_id == ""
+
+
+def test_a_call_acting_for_an_organization_is_stamped_with_it(client, resource, user, public_app, mint_token):
+    acme = organization("acme", user)
+    chosen = mint_token(user, public_app, resource=resource.uri)
+    bind(chosen, acme)
+    assert call(client, chosen, "echo", {}).status_code == 200
+    assert call(client, mint_token(user, public_app, resource=resource.uri), "echo", {}).status_code == 200
+    assert writer.flush()
+    assert sorted(ToolCallRecord.objects.values_list("organization_id", flat=True), key=str) == sorted(
+        [acme.pk, None], key=str
+    )
 
 
 def test_tool_errors_and_json_rpc_errors_are_told_apart(client, token):

@@ -1,0 +1,314 @@
+"""``tools/call`` with 1 organization and with 10,000 (issue 31), side by side with the official SDK
+server, both MCP eras, in one interleaved run.
+
+Creates two PostgreSQL databases of its own on the server of ``DATABASE_URL`` (dropped at the end,
+whatever happens): ``one`` holds one organization with 10 clients; ``many`` is a copy of it
+(``CREATE DATABASE … TEMPLATE``) plus 9,999 more organizations with 10 clients each (bulk
+``INSERT``s: 10,000 organizations, their 10,000 endpoint resources and memberships, 100,000
+clients and their 100,000 approvals). The token every client loop presents is bound to the first
+organization on the shared endpoint (a ``TokenOrganization`` row, as the consent page makes it), so
+each call goes through the organization check of the hot path: its organization from the resource
+registry (10,001 resources there with ``many``), the user's membership kept with the token entry.
+
+Servers (1 process each, as ``bench/prod_topology.py --only compare`` starts them): ``ours-1``
+on ``one``, ``ours-10k`` on ``many`` (each its own Redis key prefix), the ``mcp`` SDK server
+(stateful: 2025-11-25 sessions) on ``one``; every server also gets the 2026-07-28 stateless calls
+(``-modern`` rows). Prints req/s, p50/p99, server CPU per call and the ratios against the SDK, then
+how the 10,000-organization ratio compares with the 1-organization one. Not a test: nothing is
+asserted::
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/11 \\
+        .venv/bin/python bench/organizations.py [--seconds 5] [--rounds 3] [--connections 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import prod_topology as topology  # noqa: E402
+from bench.loadgen import Connection, Tally, percentile  # noqa: E402
+
+ORGANIZATIONS = 10_000
+CLIENTS_PER_ORGANIZATION = 10
+BATCH = 5_000
+
+
+def database_url(name: str) -> str:
+    parts = urlsplit(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def admin(sql: str) -> None:
+    with psycopg.connect(database_url("postgres"), autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def populate_one(token_raw: str) -> None:
+    """The first organization (``org-00000``), the bench user a member, its 10 approved clients, the
+    token bound to it."""
+    from django.utils import timezone
+
+    from mcp_oauth.models import Organization, OrganizationMembership, TokenOrganization
+    from mcp_oauth.resource_server.cache import token_checksum
+
+    fx = FIXTURES
+    first = Organization.objects.create(slug="org-00000", name="Organization 0")  # its endpoint: a receiver
+    OrganizationMembership.objects.create(organization=first, user=fx["user"])
+    clients(first.pk, 0, alias="default")
+    TokenOrganization.objects.create(
+        token_checksum=token_checksum(token_raw),
+        token_kind="access_token",
+        organization=first,
+        expires=timezone.now() + timezone.timedelta(hours=2),
+    )
+
+
+def clients(organization_pk: int, index: int, alias: str, organization_pks: list[int] | None = None) -> None:
+    """10 clients per organization (``organization_pks``: many at once) and their approvals."""
+    from oauth2_provider.models import get_application_model
+
+    from mcp_oauth.models import OrganizationClient
+
+    Application = get_application_model()
+    pks = organization_pks or [organization_pk]
+    applications = [
+        Application(
+            name=f"client {index + n // CLIENTS_PER_ORGANIZATION}-{n % CLIENTS_PER_ORGANIZATION}",
+            client_type=Application.CLIENT_PUBLIC,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris="http://127.0.0.1/callback",
+            client_secret="",
+        )
+        for n in range(len(pks) * CLIENTS_PER_ORGANIZATION)
+    ]
+    created = Application.objects.using(alias).bulk_create(applications, batch_size=BATCH)
+    OrganizationClient.objects.using(alias).bulk_create(
+        [
+            OrganizationClient(
+                organization_id=pks[n // CLIENTS_PER_ORGANIZATION],
+                application_id=application.pk,
+                status=OrganizationClient.Status.APPROVED,
+            )
+            for n, application in enumerate(created)
+        ],
+        batch_size=BATCH,
+    )
+
+
+def populate_many(alias: str) -> float:
+    """9,999 more organizations with their endpoints, a member each and 10 clients each; seconds taken."""
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+
+    from mcp_oauth.models import Organization, OrganizationMembership, ProtectedResource
+    from mcp_oauth.resource_server.organization_endpoints import endpoint_uri
+
+    started = time.monotonic()
+    User = get_user_model()
+    users = User.objects.using(alias).bulk_create(
+        [User(username=f"member-{n:05d}", email=f"m{n}@example.com") for n in range(1, ORGANIZATIONS)],
+        batch_size=BATCH,
+    )
+    scopes = ProtectedResource.objects.using(alias).get(is_default=True).scopes
+    for start in range(1, ORGANIZATIONS, BATCH):
+        stop = min(start + BATCH, ORGANIZATIONS)
+        rows = Organization.objects.using(alias).bulk_create(
+            [Organization(slug=f"org-{n:05d}", name=f"Organization {n}") for n in range(start, stop)]
+        )
+        ProtectedResource.objects.using(alias).bulk_create(
+            [
+                ProtectedResource(uri=endpoint_uri(org.slug), name=org.name, scopes=scopes, organization=org)
+                for org in rows
+            ]
+        )
+        OrganizationMembership.objects.using(alias).bulk_create(
+            [
+                OrganizationMembership(organization=org, user=users[n - 1])
+                for n, org in zip(range(start, stop), rows, strict=True)
+            ]
+        )
+        clients(0, start, alias, [org.pk for org in rows])
+    with connections[alias].cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return time.monotonic() - started
+
+
+async def whoami(port: int, token: str) -> str:
+    """The organization ``whoami`` reports on a 2026-07-28 call (the check is on)."""
+    conn = Connection("127.0.0.1", port)
+    meta = topology.MODERN_META
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "whoami", "arguments": {}, "_meta": meta},
+    }
+    headers = {**topology.modern_headers(token), "Mcp-Name": "whoami"}
+    response = await conn.request("POST", "/mcp", headers, json.dumps(body).encode())
+    await conn.close()
+    for message in response.json_messages():
+        result = message.get("result") or {}
+        return str((result.get("structuredContent") or {}).get("organization"))
+    return "?"
+
+
+FIXTURES: dict = {}
+
+
+def close_django() -> None:
+    """Close this process's database connections, its pools' too (a template database must have
+    none; a database is dropped without them)."""
+    if "django.db" not in sys.modules:
+        return
+    from django.db import connections
+
+    for alias in connections:
+        connection = connections[alias]
+        connection.close()
+        close_pool = getattr(connection, "close_pool", None)
+        if close_pool is not None:
+            close_pool()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+    suffix = secrets.token_hex(4)
+    one, many = f"bench_orgs_one_{suffix}", f"bench_orgs_many_{suffix}"
+    admin(f'CREATE DATABASE "{one}"')
+    servers: dict[str, topology.Server] = {}
+    try:
+        topology.DATABASE_URL = database_url(one)
+        topology.REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11")
+        os.environ["DATABASE_URL"] = topology.DATABASE_URL
+        topology.django_setup()
+        from django.db import connections
+
+        FIXTURES.update(topology.fixtures())
+        token, _ = FIXTURES["mint"]()
+        populate_one(token)
+        close_django()
+        admin(f'CREATE DATABASE "{many}" TEMPLATE "{one}"')
+        connections.settings["many"] = {**connections.settings["default"], "NAME": many}
+        print(f"populating {ORGANIZATIONS:,} organizations x {CLIENTS_PER_ORGANIZATION} clients …", flush=True)
+        seconds = populate_many("many")
+        from oauth2_provider.models import get_application_model
+
+        from mcp_oauth.models import Organization, ProtectedResource
+
+        print(
+            f"{Organization.objects.using('many').count():,} organizations, "
+            f"{ProtectedResource.objects.using('many').count():,} resources, "
+            f"{get_application_model().objects.using('many').count():,} clients in {seconds:.1f} s (bulk INSERTs)"
+        )
+        close_django()
+
+        ports = {name: topology.free_port() for name in ("ours-1", "ours-10k", "sdk-stateful")}
+        servers["ours-1"] = topology.gunicorn(
+            "ours-1",
+            1,
+            ports["ours-1"],
+            DATABASE_URL=database_url(one),
+            CACHE_KEY_PREFIX=f"orgs1-{suffix}",
+            DB_POOL_MAX_SIZE="3",
+        )
+        servers["ours-10k"] = topology.gunicorn(
+            "ours-10k",
+            1,
+            ports["ours-10k"],
+            DATABASE_URL=database_url(many),
+            CACHE_KEY_PREFIX=f"orgs10k-{suffix}",
+            DB_POOL_MAX_SIZE="3",
+        )
+        servers["sdk-stateful"] = topology.sdk("sdk-stateful", ports["sdk-stateful"], stateless=False)
+        for server in servers.values():
+            server.wait_ready()
+        for name in ("ours-1", "ours-10k"):
+            print(f"{name}: whoami acts for {asyncio.run(whoami(servers[name].port, token))}")
+        rows = {
+            "ours-1": ("ours-1", "ours"),
+            "ours-1-modern": ("ours-1", "modern"),
+            "ours-10k": ("ours-10k", "ours"),
+            "ours-10k-modern": ("ours-10k", "modern"),
+            "sdk-stateful": ("sdk-stateful", "sdk-stateful"),
+            "sdk-modern": ("sdk-stateful", "modern"),
+        }
+        totals = {name: {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0, "rounds": []} for name in rows}
+        for server_name, kind in rows.values():  # warm up: caches, pools, imports, the registry
+            asyncio.run(topology.run_calls(servers[server_name].port, token, kind, 1.0, 4))
+        names = list(rows)
+        for round_ in range(args.rounds):
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                server_name, kind = rows[name]
+                server = servers[server_name]
+                cpu, started = server.cpu(), time.monotonic()
+                tally, bad = asyncio.run(topology.run_calls(server.port, token, kind, args.seconds, args.connections))
+                elapsed = time.monotonic() - started
+                total = totals[name]
+                total["seconds"] += elapsed
+                total["cpu"] += server.cpu() - cpu
+                total["tally"].merge(tally)
+                total["bad"] += bad
+                total["rounds"].append(len(tally.latencies) / elapsed)
+    finally:
+        for server in servers.values():
+            server.stop()
+        close_django()
+        for name in (many, one):
+            admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    print(
+        f"\n== tools/call echo, {args.connections} connections, {args.rounds} interleaved rounds x {args.seconds}s, "
+        "1 server process each"
+    )
+    print(f"{'server':16} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/call':>12} {'errors':>7}  req/s per round")
+    figures = {}
+    for name, total in totals.items():
+        tally = total["tally"]
+        count = len(tally.latencies)
+        rps = count / total["seconds"] if total["seconds"] else 0.0
+        cpu_ms = 1000 * total["cpu"] / count if count else float("nan")
+        figures[name] = (rps, cpu_ms)
+        print(
+            f"{name:16} {rps:8.0f} {1000 * percentile(tally.latencies, 0.5):8.1f} "
+            f"{1000 * percentile(tally.latencies, 0.99):8.1f} {cpu_ms:12.2f} {total['bad'] + tally.errors:7d}  "
+            + " ".join(f"{rate:.0f}" for rate in total["rounds"])
+        )
+
+    def ratio(name: str, ref: str) -> tuple[float, float]:
+        (rps, cpu_ms), (ref_rps, ref_cpu) = figures[name], figures[ref]
+        paired = sorted(a / b for a, b in zip(totals[name]["rounds"], totals[ref]["rounds"], strict=True))
+        print(
+            f"  {name} / {ref}: {rps / ref_rps:.2f} x req/s (per round: median {paired[len(paired) // 2]:.2f} x), "
+            f"{cpu_ms / ref_cpu:.2f} x CPU per call"
+        )
+        return rps / ref_rps, cpu_ms / ref_cpu
+
+    for era, sdk_row, suffix_ in (("2025-11-25", "sdk-stateful", ""), ("2026-07-28", "sdk-modern", "-modern")):
+        print(f"{era}:")
+        single = ratio(f"ours-1{suffix_}", sdk_row)
+        scaled = ratio(f"ours-10k{suffix_}", sdk_row)
+        print(
+            f"  10,000 organizations vs 1: the req/s ratio against the SDK is {scaled[0] / single[0]:.3f} x "
+            f"({100 * (scaled[0] / single[0] - 1):+.1f} %), CPU per call {scaled[1] / single[1]:.3f} x"
+        )
+
+
+if __name__ == "__main__":
+    main()
