@@ -23,9 +23,12 @@ on ``lifespan.startup``) chains a handler in front of it. On the signal that han
    (the Kubernetes ``preStop`` pattern); gunicorn's rolling restart needs none (its new workers
    accept on the same listening socket).
 
-A second signal during the delay is handed to the server at once (uvicorn: a second ``SIGINT``
-forces the exit). Handlers are installed from the main thread only (a server running in a
-thread, as in some tests, keeps its own).
+A second ``SIGINT`` during the delay is handed to the server at once (Ctrl-C twice: uvicorn
+stops accepting now; a third forces the exit). A second ``SIGTERM`` is the same stop told again and
+changes nothing: a stop of the whole process group (systemd's ``KillMode=control-group``, ``kill
+-TERM -<pgid>``) reaches a gunicorn worker twice, directly and relayed by its master at once, and
+the relay must not cut the delay short. Handlers are installed from the main thread only (a server
+running in a thread, as in some tests, keeps its own).
 """
 
 from __future__ import annotations
@@ -100,18 +103,24 @@ def reset() -> None:
 
 
 class _ChainedHandler:
-    """The signal handler put in front of the server's own (``previous``)."""
+    """The signal handler put in front of the server's own (``previous``). ``told``: the signals
+    received so far, shared by the handlers of one :func:`install` (SIGTERM then SIGINT is a
+    second signal too)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, previous: Callable[[int, FrameType | None], Any]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, previous: Callable[[int, FrameType | None], Any], told: set[int]
+    ) -> None:
         self.loop = loop
         self.previous = previous
-        self.signalled = False
+        self.told = told
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.signalled:
-            self.previous(signum, frame)  # a second signal: the server decides (force quit)
-            return
-        self.signalled = True
+        if self.told:
+            self.told.add(signum)
+            if signum != signal.SIGTERM:  # Ctrl-C again: the server decides (stop now, then force)
+                self.previous(signum, frame)
+            return  # SIGTERM again: the same stop (a group stop relayed by gunicorn's master)
+        self.told.add(signum)
         delay = float(mcp_oauth_settings.DRAIN_DELAY_SECONDS)
         try:
             self.loop.call_soon_threadsafe(begin)
@@ -153,11 +162,12 @@ def install(loop: asyncio.AbstractEventLoop | None = None) -> bool:
         return False
     loop = loop or asyncio.get_running_loop()
     chained = False
+    told: set[int] = set()
     for signum in SIGNALS:
         previous = signal.getsignal(signum)
         if isinstance(previous, _ChainedHandler) or not callable(previous):
             chained = chained or isinstance(previous, _ChainedHandler)
             continue
-        signal.signal(signum, _ChainedHandler(loop, previous))
+        signal.signal(signum, _ChainedHandler(loop, previous, told))
         chained = True
     return chained
