@@ -223,6 +223,10 @@ class Balancer:
             return []
         return [Attempt.parse(line) for line in self.access_log.read_text().splitlines() if line.strip()]
 
+    def error_log(self) -> list[str]:
+        path = self.directory / "error.log"
+        return path.read_text().splitlines() if path.exists() else []
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGQUIT)  # graceful
