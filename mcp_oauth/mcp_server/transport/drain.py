@@ -15,8 +15,10 @@ on ``lifespan.startup``) chains a handler in front of it. On the signal that han
    and every callback registered with :func:`add_listener` runs (``subscriptions/listen``
    streams end the same way, :class:`~mcp_oauth.mcp_server.transport.sse.ResponseChannel`). Push, not
    polling: nothing looks at the flag on a timer.
-2. ``MCP_OAUTH["DRAIN_DELAY_SECONDS"]`` later (0 by default), the worker stops accepting and,
-   :data:`ACCEPT_GRACE_SECONDS` later, the server's own handler runs: uvicorn closes idle
+2. ``MCP_OAUTH["DRAIN_DELAY_SECONDS"]`` later (0 by default), the worker stops accepting (when
+   the whole server stops, without resetting a connection the kernel already completed:
+   :mod:`~mcp_oauth.mcp_server.transport.listening`) and, :data:`ACCEPT_GRACE_SECONDS` later,
+   the server's own handler runs: uvicorn closes idle
    keep-alive connections, waits for the responses in flight (POSTed requests finish, a tool
    waiting for an elicitation answer included), then exits.
    A delay keeps the worker serving while a load balancer's readiness probe notices the 503
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from mcp_oauth.mcp_server.transport.listening import refuse_new_connections, shared_with_parent
 from mcp_oauth.mcp_server.transport.wakeup import hub
 from mcp_oauth.settings import mcp_oauth_settings
 
@@ -136,15 +139,31 @@ class _ChainedHandler:
         response on a new connection). So when the server is uvicorn (the handler's ``__self__``
         has its listening ``servers``) they are closed first, and the server's own handler runs
         :data:`ACCEPT_GRACE_SECONDS` later, when such requests have arrived and are answered.
-        Under gunicorn the listening socket is shared: the other workers go on accepting.
+        Before the close, when nobody else will accept on the socket (the whole server stops:
+        :func:`~mcp_oauth.mcp_server.transport.listening.shared_with_parent` is false), new
+        handshakes are stopped and the connections already queued are accepted for
+        :data:`ACCEPT_GRACE_SECONDS` (:mod:`~mcp_oauth.mcp_server.transport.listening`).
+        Under gunicorn's rolling restart the listening socket is shared: the other workers go on
+        accepting, and it is closed at once.
         """
-        listeners = getattr(getattr(self.previous, "__self__", None), "servers", None) or []
-        for listener in listeners:
+        servers = getattr(getattr(self.previous, "__self__", None), "servers", None) or []
+        sockets = [sock for server in servers for sock in (server.sockets or ())]
+        if sockets and not any(shared_with_parent(sock) for sock in sockets):
+            refused = [refuse_new_connections(sock) for sock in sockets]
+            if all(refused):
+                logger.info("draining: new connections refused, accepting the queued ones")
+                self.loop.call_later(ACCEPT_GRACE_SECONDS, self.close, servers, signum)
+                return
+        self.close(servers, signum)
+
+    def close(self, servers: list[Any], signum: int) -> None:
+        """Close the listening ``servers``, then run the server's own handler (see :meth:`stop`)."""
+        for listener in servers:
             try:
                 listener.close()
             except Exception:  # the server's own shutdown closes it anyway
                 logger.exception("could not stop accepting")
-        if listeners:
+        if servers:
             self.loop.call_later(ACCEPT_GRACE_SECONDS, self.previous, signum, None)
         else:
             self.previous(signum, None)
