@@ -282,5 +282,7 @@ class Load:
                     continue
                 ok, detail = _judge(response, n)
                 self.answers.append(
-                    Answer(time.monotonic(), ok, response.status_code, response.headers.get("retry-after"), detail, sent)
+                    Answer(
+                        time.monotonic(), ok, response.status_code, response.headers.get("retry-after"), detail, sent
+                    )
                 )
