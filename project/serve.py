@@ -257,7 +257,10 @@ def stop_timeouts(env: dict[str, str]) -> tuple[float, float, float]:
     its processes before SIGKILL (the graceful timeout plus 5 s).
     :raises ValueError: ``SERVE_DRAIN_SECONDS`` is not a number of seconds of at least 0."""
     raw = env.get(DRAIN_SETTING, "")
-    drain = float(raw) if raw.strip() else DEFAULT_DRAIN_SECONDS
+    try:
+        drain = float(raw) if raw.strip() else DEFAULT_DRAIN_SECONDS
+    except ValueError:
+        drain = -1.0
     if not drain >= 0 or drain == float("inf"):
         raise ValueError(f"{DRAIN_SETTING} must be a number of seconds of at least 0, not {raw!r}")
     graceful = drain + IN_FLIGHT_SECONDS
