@@ -10,8 +10,9 @@ again: ``/readyz`` on its own port answers 200, then ``down`` is removed and ngi
 
 * 0 failed calls in every run: no 502, no reset, no other error;
 * the stopped host exits 0 within its drain (``SERVE_DRAIN_SECONDS``) plus what is in flight;
-* the restarted host gets traffic (it serves calls again), and no call waited on it more than 1 s
-  (or than the slowest call on A meanwhile, when the shared machine is that busy).
+* the restarted host gets traffic (it serves calls again), and no call waited on it more than 1.5 s
+  (or 1.5 times the slowest call on A meanwhile, when the shared machine is that busy): not the
+  boot (10-35 s here) that a call held in its backlog would wait.
 
 Then the booting host's side alone: B, stopped as above, is put back in the upstream before it
 starts, so nginx tries it while it boots. Its port refuses connections until a worker can answer
@@ -45,6 +46,8 @@ CLIENTS = 20
 #: A call on a host that serves is answered in tens of milliseconds (hundreds when the machine is
 #: busy); one that waits in a booting host's backlog waited seconds (the issue measured 3.6-5.8 s).
 BOOT_WAIT_LIMIT = 1.0
+#: How much slower than a warm worker's a new worker's first calls may be.
+COLD_FACTOR = 1.5
 #: ``fail_timeout`` of the shipped upstream servers.
 FAIL_TIMEOUT = 5
 
@@ -119,10 +122,11 @@ def answered_at(balancer: Balancer, host: Host, since: float) -> list[float]:
 
 def wait_limit(balancer: Balancer, since: float) -> float:
     """The longest a call may wait on the host that came back: :data:`BOOT_WAIT_LIMIT`, or the
-    slowest call on the host that never stopped in the same time when the machine is that busy
-    (a call held in a booting host's backlog waits the whole boot: tens of seconds here)."""
+    slowest call on the host that never stopped in the same time when the shared machine is that
+    busy, with half again for the new workers' first calls (cold caches, new pool connections).
+    A call held in a booting host's backlog waits for the boot: 10 to 35 s here."""
     a, _ = balancer.hosts
-    return max([BOOT_WAIT_LIMIT, *served_by(balancer, a, since)])
+    return COLD_FACTOR * max([BOOT_WAIT_LIMIT, *served_by(balancer, a, since)])
 
 
 def test_a_host_taken_out_with_the_documented_procedure_fails_no_call(fleet):
