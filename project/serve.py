@@ -81,7 +81,8 @@ DEMO_SWITCH = "SERVE_DEMO_SUPERUSER"
 DEFAULT_ALLOWED_HOSTS = "127.0.0.1,localhost,[::1]"  # project/settings.py's default
 DRAIN_SETTING = "SERVE_DRAIN_SECONDS"
 #: Seconds a stopped host keeps accepting (readiness 503) before it stops accepting: a reloaded
-#: nginx stops sending to a host marked ``down`` within 1 s (tests/topology/test_fleet_drain.py).
+#: nginx stops sending to a host marked ``down`` within 0.4 s (tests/topology/test_fleet_drain.py),
+#: a balancer probing readiness every second and marking a host down after 3 failures within 4 s.
 DEFAULT_DRAIN_SECONDS = 5.0
 #: Seconds a worker may take, after it stopped accepting, to finish what is in flight.
 IN_FLIGHT_SECONDS = 10.0
