@@ -23,8 +23,10 @@ This file imports neither Django nor the site (it runs in gunicorn's master).
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import time
 from typing import Any
 
 from gunicorn import util
@@ -32,7 +34,10 @@ from gunicorn.sock import TCP6Socket, TCPSocket
 
 from mcp_oauth.observability.metrics_gunicorn import child_exit
 
-__all__ = ["BoundSocket", "BoundSocket6", "child_exit", "on_starting"]
+__all__ = ["BoundSocket", "BoundSocket6", "bound", "child_exit", "on_starting"]
+
+#: Attempts to bind an address in use, one second apart (gunicorn's own).
+BIND_ATTEMPTS = 5
 
 
 class BoundSocket(TCPSocket):
@@ -65,13 +70,26 @@ def _inherited(server: Any) -> bool:
     )
 
 
+def bound(address: tuple[str, int], server: Any, attempts: int = BIND_ATTEMPTS) -> BoundSocket:
+    """A :class:`BoundSocket` on ``address``; an address in use is tried again every second, as
+    gunicorn does (the workers of a master that was killed still hold it until they notice).
+    :raises OSError: the last attempt's error."""
+    kind = BoundSocket6 if util.is_ipv6(address[0]) else BoundSocket
+    for attempt in range(1, attempts + 1):
+        try:
+            return kind(address, server.cfg, server.log)
+        except OSError as exc:
+            server.log.error("connection to %s failed: %s", address, exc)
+            if attempt == attempts or exc.errno != errno.EADDRINUSE:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
+
+
 def on_starting(server: Any) -> None:
     """gunicorn hook (master, before it creates its listeners): bind the TCP addresses without
-    listening (:class:`BoundSocket`); gunicorn then keeps these. :raises OSError: an address is in
-    use or cannot be bound (the master exits; ``make serve`` starts it again after a backoff)."""
+    listening (:class:`BoundSocket`); gunicorn then keeps these. :raises OSError: an address
+    cannot be bound (the master exits; ``make serve`` starts it again after a backoff)."""
     if _inherited(server):
         return
-    server.LISTENERS = [
-        (BoundSocket6 if util.is_ipv6(address[0]) else BoundSocket)(address, server.cfg, server.log)
-        for address in server.cfg.address
-    ]
+    server.LISTENERS = [bound(address, server) for address in server.cfg.address]
