@@ -18,8 +18,17 @@ after each exit that follows a run shorter than 30 s, capped at 30 s — with on
 restart on stderr (JSON: ``{"event": "serve.restart", "process": …, "pid": …, "exit_status": …,
 "restarts": …, "backoff_seconds": …}``). The other processes keep running: the web tier keeps
 serving while the Celery worker is down. Gunicorn restarts its own workers (a killed uvicorn
-worker is replaced by the master). SIGTERM or Ctrl-C to serve sends SIGTERM to every process and
-waits for them to drain and stop (15 s, then SIGKILL).
+worker is replaced by the master).
+
+Stopping (:func:`stop_timeouts`; docs/how-to/balancer.md): SIGTERM to serve or to its whole process
+group (systemd's stop), or Ctrl-C. The workers drain: readiness answers ``503 draining`` at once,
+open SSE streams end with a ``retry:`` hint, every response says ``Connection: close``, and they
+keep accepting for ``SERVE_DRAIN_SECONDS`` (default :data:`DEFAULT_DRAIN_SECONDS`; the workers'
+``MCP_DRAIN_DELAY_SECONDS``) while a load balancer takes the host out; then they stop accepting,
+finish what is in flight (up to 10 s more: gunicorn's ``--graceful-timeout`` is the drain plus 10)
+and exit. serve sends SIGTERM to every process once and waits for them (the graceful timeout plus
+5 s, then SIGKILL). A started host's port refuses connections until a worker can answer
+(project/gunicorn_config.py: a balancer tries another host instead of waiting on a booting one).
 
 Before that (:func:`prepare`) it creates the PostgreSQL database when missing and migrates, once
 across every host started at the same time (:func:`migrate`: PostgreSQL advisory locks; skipped
@@ -48,7 +57,7 @@ WORKERS, DB_POOL_MAX_SIZE, DB_POOL_MAX_SIZE_CELERY, CELERY_CONCURRENCY, MCP_BASE
 DJANGO_ALLOWED_HOSTS, DJANGO_SECURE_PROXY_SSL_HEADER, DJANGO_INSECURE_LOOPBACK_HTTP, SERVE_DEMO_SUPERUSER,
 SERVE_MIGRATE, SERVE_BEAT, SERVE_SECRETS_DIR, SERVE_BEAT_SCHEDULE_FILE (.local/celerybeat-schedule),
 MCP_METRICS (1: Prometheus metrics at /metrics, summed over every process), PROMETHEUS_MULTIPROC_DIR,
-MCP_REQUEST_LOG (1: one JSON line per request).
+MCP_REQUEST_LOG (1: one JSON line per request), SERVE_DRAIN_SECONDS.
 
 Rolling restart (new code, new settings, no failed request): ``kill -HUP <pid of make serve>``
 (printed at start). The signal goes to gunicorn's master, which starts WORKERS new workers and
@@ -90,6 +99,13 @@ SECRETS_DIR = "SERVE_SECRETS_DIR"
 #: (on the target database). Session-level: released by PostgreSQL when the holder's connection ends.
 CREATE_LOCK, MIGRATE_LOCK = 0x6D63_7063, 0x6D63_706D  # "mcpc", "mcpm"
 DEFAULT_ALLOWED_HOSTS = "127.0.0.1,localhost,[::1]"  # project/settings.py's default
+DRAIN_SETTING = "SERVE_DRAIN_SECONDS"
+#: Seconds a stopped host keeps accepting (readiness 503) before it stops accepting: a reloaded
+#: nginx stops sending to a host marked ``down`` within 0.4 s (tests/topology/test_fleet_drain.py),
+#: a balancer probing readiness every second and marking a host down after 3 failures within 4 s.
+DEFAULT_DRAIN_SECONDS = 5.0
+#: Seconds a worker may take, after it stopped accepting, to finish what is in flight.
+IN_FLIGHT_SECONDS = 10.0
 TWO_WAYS = (
     "Choose where TLS terminates:\n"
     "  behind a TLS proxy: MCP_BASE_URL=https://<public host> DJANGO_ALLOWED_HOSTS=<public host> "
@@ -356,10 +372,30 @@ def banner(env: dict[str, str]) -> str:
     )
 
 
+def stop_timeouts(env: dict[str, str]) -> tuple[float, float, float]:
+    """``(drain, graceful, kill)`` seconds of a stop: how long the workers keep accepting
+    (``SERVE_DRAIN_SECONDS``, default :data:`DEFAULT_DRAIN_SECONDS`), gunicorn's
+    ``--graceful-timeout`` (the drain plus :data:`IN_FLIGHT_SECONDS`), and how long serve waits for
+    its processes before SIGKILL (the graceful timeout plus 5 s).
+    :raises ValueError: ``SERVE_DRAIN_SECONDS`` is not a number of seconds of at least 0."""
+    raw = env.get(DRAIN_SETTING, "")
+    try:
+        drain = float(raw) if raw.strip() else DEFAULT_DRAIN_SECONDS
+    except ValueError:
+        drain = -1.0
+    if not drain >= 0 or drain == float("inf"):
+        raise ValueError(f"{DRAIN_SETTING} must be a number of seconds of at least 0, not {raw!r}")
+    graceful = drain + IN_FLIGHT_SECONDS
+    return drain, graceful, graceful + 5
+
+
 def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]:
     python = sys.executable
     bin_dir = Path(python).parent
     workers = env.get("WORKERS", "2")
+    drain, graceful, _ = stop_timeouts(env)
+    # the workers' drain delay (mcp_oauth.mcp_server.transport.drain), unless set for them
+    web_env = {**env, "MCP_DRAIN_DELAY_SECONDS": env.get("MCP_DRAIN_DELAY_SECONDS") or f"{drain:g}"}
     celery_env = {**env, "DB_POOL_MAX_SIZE": env.get("DB_POOL_MAX_SIZE_CELERY", "2")}
     specs = [
         (
@@ -367,8 +403,8 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
             [
                 str(bin_dir / "gunicorn"),
                 "project.asgi:application",
-                "-c",  # server hooks: child_exit drops a dead worker's live metrics (no-op without metrics)
-                "python:mcp_oauth.observability.metrics_gunicorn",
+                "-c",  # server hooks: listen once a worker serves; a dead worker's live metrics dropped
+                "python:project.gunicorn_config",
                 "-k",  # uvicorn's worker; refusals past MCP_MAX_IN_FLIGHT answered by its HTTP protocol
                 env.get("WORKER_CLASS") or "mcp_oauth.mcp_server.transport.uvicorn_shed.UvicornWorker",
                 "-w",
@@ -380,11 +416,11 @@ def commands(env: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]
                 "--keep-alive",
                 "75",
                 "--graceful-timeout",
-                "10",
+                f"{graceful:g}",
                 "--log-level",
                 "warning",
             ],
-            env,
+            web_env,
         ),
         (
             "celery-worker",
@@ -549,6 +585,11 @@ def _prepared_environment() -> tuple[dict[str, str] | None, int]:
     if problem:
         print(problem, file=sys.stderr)
         return None, 2
+    try:
+        stop_timeouts(env)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return None, 2
     before = env
     env = with_secrets(env)
     print("\n".join(["  Secrets:", *(f"    {line}" for line in secret_sources(before))]), flush=True)
@@ -573,6 +614,7 @@ def main(argv: list[str] | None = None) -> int:
     env, status = _prepared_environment()
     if env is None or command == ["prepare"]:
         return status
+    *_, kill_after = stop_timeouts(env)
     supervisor = Supervisor(commands(env))
     signal.signal(signal.SIGINT, supervisor.stop)
     signal.signal(signal.SIGTERM, supervisor.stop)
@@ -582,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         supervisor.run()
     finally:
-        supervisor.terminate()
+        supervisor.terminate(kill_after)
     return 0
 
 

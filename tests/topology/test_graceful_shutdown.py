@@ -10,7 +10,8 @@ sessions:
 * a ``tools/call`` waiting for an elicitation answer is not cut: the answer POSTed to another
   worker reaches the tool through the wake-up channel and its result comes on the draining
   worker's stream; the worker then exits 0;
-* with ``DRAIN_DELAY_SECONDS`` the worker keeps serving while readiness answers 503 ``draining``;
+* with ``DRAIN_DELAY_SECONDS`` the worker keeps serving while readiness answers 503 ``draining``,
+  a second SIGTERM (a group stop relayed by gunicorn's master) changes nothing, SIGINT ends the delay;
 * gunicorn's rolling restart (``kill -HUP`` of the master): the stream's old worker exits, the
   new one serves the same session from where the client stopped; so it does for the official
   ``mcp`` SDK client, which reconnects its GET stream after the ``retry`` time;
@@ -25,6 +26,7 @@ import os
 import secrets
 import signal
 import threading
+import time
 
 import httpx2
 import pytest
@@ -226,8 +228,12 @@ def test_drain_delay_keeps_serving_while_readiness_is_503(site):
             answered = http.post(f"{base}/mcp", headers=mcp_headers(token, session), json=echo)
             assert answered.status_code == 200
             assert answered.headers["connection"] == "close"  # clients leave a draining worker
-        worker.send_signal(signal.SIGTERM)  # a second signal: the server stops now
-        assert stopped_gracefully(worker) == (-signal.SIGTERM, [])
+        worker.send_signal(signal.SIGTERM)  # the same stop told again (gunicorn's master relays it)
+        time.sleep(0.5)
+        assert worker.poll() is None
+        assert httpx2.get(f"{base}/readyz").status_code == 503  # still serving: the delay goes on
+        worker.send_signal(signal.SIGINT)  # Ctrl-C: the server stops now
+        assert stopped_gracefully(worker) == (0, [])  # uvicorn exits 0 after Ctrl-C
 
 
 def test_gunicorn_rolling_restart_resumes_the_stream_on_the_new_worker(site):

@@ -62,7 +62,7 @@ def served(settings, tmp_path):
         WORKERS="2",
     )
     [(name, argv, _)] = [spec for spec in commands(env) if spec[0] == "web"]
-    assert "python:mcp_oauth.observability.metrics_gunicorn" in argv
+    assert "python:project.gunicorn_config" in argv  # its child_exit is metrics_gunicorn's
     master = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_until_serving(master, port)

@@ -15,17 +15,22 @@ on ``lifespan.startup``) chains a handler in front of it. On the signal that han
    and every callback registered with :func:`add_listener` runs (``subscriptions/listen``
    streams end the same way, :class:`~mcp_oauth.mcp_server.transport.sse.ResponseChannel`). Push, not
    polling: nothing looks at the flag on a timer.
-2. ``MCP_OAUTH["DRAIN_DELAY_SECONDS"]`` later (0 by default), the worker stops accepting and,
-   :data:`ACCEPT_GRACE_SECONDS` later, the server's own handler runs: uvicorn closes idle
+2. ``MCP_OAUTH["DRAIN_DELAY_SECONDS"]`` later (0 by default), the worker stops accepting (when
+   the whole server stops, without resetting a connection the kernel already completed:
+   :mod:`~mcp_oauth.mcp_server.transport.listening`) and, :data:`ACCEPT_GRACE_SECONDS` later,
+   the server's own handler runs: uvicorn closes idle
    keep-alive connections, waits for the responses in flight (POSTed requests finish, a tool
    waiting for an elicitation answer included), then exits.
    A delay keeps the worker serving while a load balancer's readiness probe notices the 503
    (the Kubernetes ``preStop`` pattern); gunicorn's rolling restart needs none (its new workers
    accept on the same listening socket).
 
-A second signal during the delay is handed to the server at once (uvicorn: a second ``SIGINT``
-forces the exit). Handlers are installed from the main thread only (a server running in a
-thread, as in some tests, keeps its own).
+A second ``SIGINT`` during the delay is handed to the server at once (Ctrl-C twice: uvicorn
+stops accepting now; a third forces the exit). A second ``SIGTERM`` is the same stop told again and
+changes nothing: a stop of the whole process group (systemd's ``KillMode=control-group``, ``kill
+-TERM -<pgid>``) reaches a gunicorn worker twice, directly and relayed by its master at once, and
+the relay must not cut the delay short. Handlers are installed from the main thread only (a server
+running in a thread, as in some tests, keeps its own).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from mcp_oauth.mcp_server.transport.listening import refuse_new_connections, shared_with_parent
 from mcp_oauth.mcp_server.transport.wakeup import hub
 from mcp_oauth.settings import mcp_oauth_settings
 
@@ -100,18 +106,24 @@ def reset() -> None:
 
 
 class _ChainedHandler:
-    """The signal handler put in front of the server's own (``previous``)."""
+    """The signal handler put in front of the server's own (``previous``). ``told``: the signals
+    received so far, shared by the handlers of one :func:`install` (SIGTERM then SIGINT is a
+    second signal too)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, previous: Callable[[int, FrameType | None], Any]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, previous: Callable[[int, FrameType | None], Any], told: set[int]
+    ) -> None:
         self.loop = loop
         self.previous = previous
-        self.signalled = False
+        self.told = told
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.signalled:
-            self.previous(signum, frame)  # a second signal: the server decides (force quit)
-            return
-        self.signalled = True
+        if self.told:
+            self.told.add(signum)
+            if signum != signal.SIGTERM:  # Ctrl-C again: the server decides (stop now, then force)
+                self.previous(signum, frame)
+            return  # SIGTERM again: the same stop (a group stop relayed by gunicorn's master)
+        self.told.add(signum)
         delay = float(mcp_oauth_settings.DRAIN_DELAY_SECONDS)
         try:
             self.loop.call_soon_threadsafe(begin)
@@ -127,15 +139,31 @@ class _ChainedHandler:
         response on a new connection). So when the server is uvicorn (the handler's ``__self__``
         has its listening ``servers``) they are closed first, and the server's own handler runs
         :data:`ACCEPT_GRACE_SECONDS` later, when such requests have arrived and are answered.
-        Under gunicorn the listening socket is shared: the other workers go on accepting.
+        Before the close, when nobody else will accept on the socket (the whole server stops:
+        :func:`~mcp_oauth.mcp_server.transport.listening.shared_with_parent` is false), new
+        handshakes are stopped and the connections already queued are accepted for
+        :data:`ACCEPT_GRACE_SECONDS` (:mod:`~mcp_oauth.mcp_server.transport.listening`).
+        Under gunicorn's rolling restart the listening socket is shared: the other workers go on
+        accepting, and it is closed at once.
         """
-        listeners = getattr(getattr(self.previous, "__self__", None), "servers", None) or []
-        for listener in listeners:
+        servers = getattr(getattr(self.previous, "__self__", None), "servers", None) or []
+        sockets = [sock for server in servers for sock in (server.sockets or ())]
+        if sockets and not any(shared_with_parent(sock) for sock in sockets):
+            refused = [refuse_new_connections(sock) for sock in sockets]
+            if all(refused):
+                logger.info("draining: new connections refused, accepting the queued ones")
+                self.loop.call_later(ACCEPT_GRACE_SECONDS, self.close, servers, signum)
+                return
+        self.close(servers, signum)
+
+    def close(self, servers: list[Any], signum: int) -> None:
+        """Close the listening ``servers``, then run the server's own handler (see :meth:`stop`)."""
+        for listener in servers:
             try:
                 listener.close()
             except Exception:  # the server's own shutdown closes it anyway
                 logger.exception("could not stop accepting")
-        if listeners:
+        if servers:
             self.loop.call_later(ACCEPT_GRACE_SECONDS, self.previous, signum, None)
         else:
             self.previous(signum, None)
@@ -153,11 +181,12 @@ def install(loop: asyncio.AbstractEventLoop | None = None) -> bool:
         return False
     loop = loop or asyncio.get_running_loop()
     chained = False
+    told: set[int] = set()
     for signum in SIGNALS:
         previous = signal.getsignal(signum)
         if isinstance(previous, _ChainedHandler) or not callable(previous):
             chained = chained or isinstance(previous, _ChainedHandler)
             continue
-        signal.signal(signum, _ChainedHandler(loop, previous))
+        signal.signal(signum, _ChainedHandler(loop, previous, told))
         chained = True
     return chained
