@@ -12,7 +12,8 @@ Two organizations, A and B; ``demo`` belongs to both; ``ann`` administers A (sta
 3. A's admin approves Y in Chromium; Y then works for A.
 4. Y's token for A is 401 at B's endpoint (``invalid_token``, B's own metadata).
 5. An ID-JAG from A's enterprise IdP is refused for B's endpoint (``invalid_grant``) and accepted
-   for A's; the token it yields calls ``whoami`` at A's endpoint.
+   for A's (and for the shared endpoint, acting for A); the token it yields calls ``whoami`` there.
+6. A's admin denies Y in Chromium: Y's token for A is 401 at A's endpoint at once.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from oauth2_provider.models import get_access_token_model, get_application_model
@@ -224,7 +226,7 @@ def world(live) -> World:
     key = make_key("ES256")
     idp = EnterpriseIdentityProvider.objects.create(name="A's IdP", issuer=IDP, jwks=key.jwks, organization=a)
     idp.allowed_clients.add(x)
-    idp.allowed_resources.add(*ProtectedResource.objects.filter(organization__in=[a, b]))
+    idp.allowed_resources.add(*ProtectedResource.objects.filter(Q(organization__in=[a, b]) | Q(is_default=True)))
     EnterpriseIdentity.objects.create(provider=idp, subject=SUBJECT, user=demo)
     return World(a=a, b=b, x=x, x_secret=x_secret, idp_key=key)
 
@@ -366,10 +368,36 @@ def test_issue_31_done_when(live, world, loopback, chromium_executable, request,
     assert get_access_token_model().objects.count() == before
     for_a = redeem(at_a.mcp_url)
     assert for_a.status_code == 200, for_a.text
-    data = raw_whoami(at_a.mcp_url, for_a.json()["access_token"], era)
-    assert (data["user"], data["client_id"], data["organization"], data["resource"]) == (
-        USERNAME,
-        "client-x",
-        "a",
-        at_a.mcp_url,
-    )
+    for resource in (at_a.mcp_url, shared.mcp_url):  # A's endpoint, and the shared one acting for A (the IdP's)
+        response = for_a if resource == at_a.mcp_url else redeem(resource)
+        assert response.status_code == 200, response.text
+        data = raw_whoami(resource, response.json()["access_token"], era)
+        assert (data["user"], data["client_id"], data["organization"], data["resource"]) == (
+            USERNAME,
+            "client-x",
+            "a",
+            resource,
+        )
+
+    # 6. A's admin denies Y in Chromium: Y's token for A stops acting for A at once.
+    assert raw_whoami(at_a.mcp_url, seen["token_for_a"], era)["organization"] == "a"
+
+    async def deny() -> str:
+        async with open_chromium(chromium_executable, request.node.name + "-deny") as chromium:
+            admin = await chromium.new_page()
+            await admin.goto(live.base + "/admin/mcp_oauth/organizationclient/?status__exact=approved")
+            await log_in(admin, ADMIN, ADMIN_PASSWORD)
+            row = await asyncio.to_thread(
+                lambda: OrganizationClient.objects.get(organization=world.a, application__client_id=y).pk
+            )
+            await admin.check(f"input[name=_selected_action][value='{row}']")
+            await admin.select_option("select[name=action]", "deny")
+            async with admin.expect_navigation():
+                await admin.click("button[name=index]")
+            return await admin.inner_text("ul.messagelist")
+
+    assert "Denied 1 client." in asyncio.run(deny())
+    headers["Authorization"] = f"Bearer {seen['token_for_a']}"
+    after_denial = httpx2.post(at_a.mcp_url, json=initialize_body(era), headers=headers, timeout=30)
+    assert after_denial.status_code == 401
+    assert 'error="invalid_token"' in after_denial.headers["www-authenticate"]
