@@ -31,6 +31,7 @@ from mcp_oauth import checks
 from mcp_oauth.audit import audit_event
 from mcp_oauth.authorization_server.client_auth.auth_extensions import register_auth_extensions
 from mcp_oauth.authorization_server.client_registry.clients import connect_receivers as connect_client_cache_receivers
+from mcp_oauth.authorization_server.organizations import client_withdrawal
 from mcp_oauth.authorization_server.user_data.lifecycle import connect as connect_user_lifecycle
 from mcp_oauth.authorization_server.user_data.lifecycle import connect_client as connect_client_lifecycle
 from mcp_oauth.authorization_server.user_data.memberships import connect as connect_memberships
@@ -72,6 +73,7 @@ def wire(app_config: AppConfig) -> None:
     connect_user_lifecycle(get_user_model())
     connect_client_lifecycle(get_application_model())
     connect_memberships()  # a member removed keeps nothing of the organization
+    client_withdrawal.connect()  # a client an organization denies keeps nothing of it
     post_save.connect(sync_organization_endpoint, sender=Organization, dispatch_uid="mcp_oauth.organization_endpoint")
     post_migrate.connect(sync_default_resource, sender=app_config, dispatch_uid="mcp_oauth.sync_default_resource")
     # The MCP method table: the transport core's methods plus the features' (mcp_oauth.mcp_server.features).

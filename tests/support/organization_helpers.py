@@ -19,10 +19,13 @@ def add_member(user, organization: Organization, role: str = "member") -> Organi
 
 
 def organization_endpoint(organization: Organization, base: str = "http://testserver") -> ProtectedResource:
-    """The organization's own MCP endpoint (a protected resource whose ``organization`` is set)."""
-    return ProtectedResource.objects.create(
-        uri=f"{base}/mcp/o/{organization.slug}", name=f"{organization.name} MCP", organization=organization
+    """The organization's own MCP endpoint (a protected resource whose ``organization`` is set): the
+    one made with the organization (``ORGANIZATION_ENDPOINTS``) when it has that URI, else a new one."""
+    resource, _ = ProtectedResource.objects.update_or_create(
+        uri=f"{base}/mcp/o/{organization.slug}",
+        defaults={"name": f"{organization.name} MCP", "organization": organization},
     )
+    return resource
 
 
 def checksum(value: str) -> str:
