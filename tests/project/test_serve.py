@@ -68,3 +68,21 @@ def test_serve_beat_0_starts_no_beat_and_the_banner_says_so(tmp_path):
     schedule = {**env, "SERVE_BEAT_SCHEDULE_FILE": str(tmp_path / "beat")}
     (beat,) = [argv for name, argv, _ in serve.commands(schedule) if name == "celery-beat"]
     assert beat[-2:] == ["-s", str(tmp_path / "beat")]
+
+
+def test_the_banner_command_runs_manage_py_at_the_sites_base_url():
+    """Without MCP_BASE_URL, an organization saved from a copied ``manage.py shell`` of a server on
+    port 8602 moved its endpoint to http://127.0.0.1:8000/mcp/o/<slug>, and the server's URL answered 404."""
+    env = {"MCP_BASE_URL": "http://127.0.0.1:8602", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}
+    shown = serve.banner({**env, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/mcp_authz"})
+    assert "DATABASE_URL=postgres://postgres@127.0.0.1:5432/mcp_authz MCP_BASE_URL=http://127.0.0.1:8602 " in shown
+    assert serve.manage_py_environment({**env, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x"}) == (
+        "DATABASE_URL=postgres://postgres@127.0.0.1:5432/x MCP_BASE_URL=http://127.0.0.1:8602"
+    )
+
+
+def test_the_banner_counts_one_worker_in_the_singular():
+    env = {"MCP_BASE_URL": "http://127.0.0.1:8602", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}
+    base = {**env, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/mcp_authz"}
+    assert "(1 ASGI worker, pool 8 each;" in serve.banner({**base, "WORKERS": "1"})
+    assert "(2 ASGI workers, pool 8 each;" in serve.banner(base)
