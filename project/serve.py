@@ -346,11 +346,15 @@ def _assignment(name: str, url: str) -> str:
 
 def manage_py_environment(env: dict[str, str]) -> str:
     """The variables a ``manage.py`` command copied from the banner needs to run as the site does:
-    the database and the Redis cache (without ``REDIS_URL``, ``manage.py`` gets a cache of its own
-    and its system checks warn ``mcp_oauth.W071``). URLs with a password are not printed."""
+    the database, the Redis cache (without ``REDIS_URL``, ``manage.py`` gets a cache of its own
+    and its system checks warn ``mcp_oauth.W071``) and the base URL (without ``MCP_BASE_URL``, an
+    organization saved from ``manage.py shell`` moves its endpoint to ``http://127.0.0.1:8000``).
+    URLs with a password are not printed."""
     parts = [database_assignment(env["DATABASE_URL"])]
     if env.get("REDIS_URL"):
         parts.append(_assignment("REDIS_URL", env["REDIS_URL"]))
+    if env.get("MCP_BASE_URL"):
+        parts.append(_assignment("MCP_BASE_URL", env["MCP_BASE_URL"]))
     return " ".join(parts)
 
 
@@ -365,8 +369,9 @@ def banner(env: dict[str, str]) -> str:
             f"    {manage_py_environment(env)} {sys.executable} manage.py createsuperuser   "
             "(or DJANGO_SUPERUSER_USERNAME, DJANGO_SUPERUSER_EMAIL, DJANGO_SUPERUSER_PASSWORD with createsuperuser --noinput)"
         )
+    workers = env.get("WORKERS", "2")
     return (
-        f"\n  MCP server: {env['MCP_BASE_URL']}/mcp   ({env.get('WORKERS', '2')} ASGI workers, "
+        f"\n  MCP server: {env['MCP_BASE_URL']}/mcp   ({workers} ASGI worker{'' if workers == '1' else 's'}, "
         f"pool {env.get('DB_POOL_MAX_SIZE', '8')} each; Celery worker{beat} on {env['CELERY_BROKER_URL']})\n"
         f"  {admin}\n"
     )

@@ -206,6 +206,11 @@ class OrganizationAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     def get_prepopulated_fields(self, request: Any, obj: Any = None) -> dict[str, Any]:
         return {} if self.organization_scope(request) is not None else {"slug": ("name",)}
 
+    def get_fieldsets(self, request: Any, obj: Any = None) -> Any:
+        """The add form has no history yet: without this, it showed "Created: <now>" before saving."""
+        fieldsets = super().get_fieldsets(request, obj)
+        return fieldsets if obj is not None else [item for item in fieldsets if item[0] != _("History")]
+
     def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
         fields = tuple(super().get_readonly_fields(request, obj))
         return (*SITE_FIELDS, *fields) if self.organization_scope(request) is not None else fields
@@ -239,6 +244,11 @@ class OrganizationMembershipAdmin(
     def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
         fields = tuple(super().get_readonly_fields(request, obj))
         return (*fields, "organization", "user") if obj is not None else fields
+
+    def get_fields(self, request: Any, obj: Any = None) -> Any:
+        """The add form has no "Joined" yet (it showed the time the form was opened)."""
+        fields = super().get_fields(request, obj)
+        return fields if obj is not None else [name for name in fields if name != "created_at"]
 
     def save_model(self, request: Any, obj: OrganizationMembership, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)

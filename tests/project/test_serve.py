@@ -111,3 +111,21 @@ def test_a_delay_set_for_the_workers_is_kept(monkeypatch):
 def test_a_drain_that_is_not_seconds_is_refused(value):
     with pytest.raises(ValueError, match="SERVE_DRAIN_SECONDS must be a number of seconds of at least 0"):
         stop_timeouts({"SERVE_DRAIN_SECONDS": value})
+
+
+def test_the_banner_command_runs_manage_py_at_the_sites_base_url():
+    """Without MCP_BASE_URL, an organization saved from a copied ``manage.py shell`` of a server on
+    port 8602 moved its endpoint to http://127.0.0.1:8000/mcp/o/<slug>, and the server's URL answered 404."""
+    env = {"MCP_BASE_URL": "http://127.0.0.1:8602", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}
+    shown = serve.banner({**env, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/mcp_authz"})
+    assert "DATABASE_URL=postgres://postgres@127.0.0.1:5432/mcp_authz MCP_BASE_URL=http://127.0.0.1:8602 " in shown
+    assert serve.manage_py_environment({**env, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/x"}) == (
+        "DATABASE_URL=postgres://postgres@127.0.0.1:5432/x MCP_BASE_URL=http://127.0.0.1:8602"
+    )
+
+
+def test_the_banner_counts_one_worker_in_the_singular():
+    env = {"MCP_BASE_URL": "http://127.0.0.1:8602", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}
+    base = {**env, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/mcp_authz"}
+    assert "(1 ASGI worker, pool 8 each;" in serve.banner({**base, "WORKERS": "1"})
+    assert "(2 ASGI workers, pool 8 each;" in serve.banner(base)

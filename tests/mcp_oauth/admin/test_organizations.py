@@ -67,6 +67,25 @@ def test_the_change_form_groups_the_policy_and_shows_site_fields_read_only(ann, 
     assert b"As the site allows" in response.content
 
 
+def test_the_add_forms_show_no_history_before_the_row_exists(root, world):
+    """They showed "Created: <now>" and "Joined: <now>" on a row not saved yet."""
+    response = root.get(admin_url(Organization, "add"))
+    assert [fieldset.name for fieldset in response.context["adminform"]] == [
+        None,
+        "Clients",
+        "Tools and scopes",
+        "Token lifetimes",
+    ]
+    assert b"Created:" not in response.content
+    response = root.get(admin_url(OrganizationMembership, "add"))
+    assert response.status_code == 200
+    assert b"Joined:" not in response.content
+    shown = root.get(
+        admin_url(OrganizationMembership.objects.filter(organization=world.a.organization).first(), "change")
+    )
+    assert b"Joined:" in shown.content
+
+
 def test_a_superuser_edits_the_site_fields(root, world):
     data = _policy(name="Renamed", slug="org-a2", external_id="tenant-1", is_active="on")
     assert root.post(admin_url(world.a.organization, "change"), data).status_code == 302
