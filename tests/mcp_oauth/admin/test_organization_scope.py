@@ -67,8 +67,6 @@ def _own(side, screen):
     """The primary keys of one organization's rows on a screen (an organization has three members)."""
     if screen == "membership":
         return set(OrganizationMembership.objects.filter(organization=side.organization).values_list("pk", flat=True))
-    if screen == "resource":  # the organization's own endpoint (ORGANIZATION_ENDPOINTS) and the world's row
-        return set(ProtectedResource.objects.filter(organization=side.organization).values_list("pk", flat=True))
     return {side.rows()[screen].pk}
 
 
@@ -216,10 +214,8 @@ def test_an_organization_admin_adds_an_idp_serving_an_approved_client(ann, world
     world.a.decision.save()
     form = ann.get(admin_url(EnterpriseIdentityProvider, "add")).context["adminform"].form
     assert list(form.fields["allowed_clients"].queryset) == [world.a.client]
-    # the world's resource of A and A's own endpoint (ORGANIZATION_ENDPOINTS), nothing of B or the site
-    own = set(ProtectedResource.objects.filter(organization=world.a.organization))
-    assert world.a.resource in own and len(own) == 2
-    assert set(form.fields["allowed_resources"].queryset) == own
+    # A's own endpoint (made with the organization: ORGANIZATION_ENDPOINTS), nothing of B or the site
+    assert list(form.fields["allowed_resources"].queryset) == [world.a.resource]
     data = {
         "name": "Our IdP",
         "issuer": "https://login.a.example.com",
