@@ -19,10 +19,13 @@ def add_member(user, organization: Organization, role: str = "member") -> Organi
 
 
 def organization_endpoint(organization: Organization, base: str = "http://testserver") -> ProtectedResource:
-    """The organization's own MCP endpoint (a protected resource whose ``organization`` is set)."""
-    return ProtectedResource.objects.create(
-        uri=f"{base}/mcp/o/{organization.slug}", name=f"{organization.name} MCP", organization=organization
+    """The organization's own MCP endpoint (a protected resource whose ``organization`` is set); the
+    row ``ORGANIZATION_ENDPOINTS`` already made for it when ``BASE_URL`` is ``base``."""
+    resource, _ = ProtectedResource.objects.update_or_create(
+        uri=f"{base}/mcp/o/{organization.slug}",
+        defaults={"name": f"{organization.name} MCP", "organization": organization},
     )
+    return resource
 
 
 def checksum(value: str) -> str:
