@@ -119,3 +119,42 @@ def test_connected_apps_revoke_of_another_users_organization_revokes_nothing(
     )
     assert response.status_code == 400
     assert Consent.objects.filter(revoked_at__isnull=True).count() == 2
+
+
+@pytest.fixture
+def pending_endpoint(acme, resource):
+    from mcp_oauth.models import ProtectedResource
+
+    acme.client_approval_required = True
+    acme.save()
+    return ProtectedResource.objects.get(organization=acme)
+
+
+def test_declining_on_a_pending_organizations_page_files_no_approval_request(logged_in, public_app, pending_endpoint):
+    from mcp_oauth.models import OrganizationClient
+
+    page, params, _ = consent_page(logged_in, public_app, resource=pending_endpoint.uri)
+    assert page.status_code == 200
+    assert not OrganizationClient.objects.exists()  # the page alone files nothing
+    form = hidden_fields(page.content.decode())
+    form.pop("allow", None)
+    response = logged_in.post("/oauth/authorize?" + urlencode(params), form)
+    assert redirect_query(response)["error"] == "access_denied"
+    assert not OrganizationClient.objects.exists()
+
+
+def test_a_tampered_resource_on_the_pending_page_cannot_escape_to_the_shared_endpoint(
+    logged_in, public_app, pending_endpoint, acme, resource
+):
+    """The consent form's hidden resource switched from the organization's endpoint to the shared
+    one, choosing the organization: the shared endpoint's rules apply (acme still needs approval),
+    never a code acting for acme without it."""
+    from mcp_oauth.models import OrganizationClient
+
+    page, params, _ = consent_page(logged_in, public_app, resource=pending_endpoint.uri)
+    form = _form(page, acme)
+    form["resource"] = resource.uri
+    response = logged_in.post("/oauth/authorize?" + urlencode(params), form)
+    assert response.status_code == 403 and "Location" not in response
+    assert not get_grant_model().objects.exists()
+    assert OrganizationClient.objects.get().status == "pending"
