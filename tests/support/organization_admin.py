@@ -128,9 +128,12 @@ def _side(letter: str, site_resource: ProtectedResource, both: Any) -> Side:
     )
     decision = OrganizationClient.objects.create(organization=organization, application=client, requested_by=member)
     consent = Consent.objects.create(user=member, application=client, scope="mcp", organization=organization)
-    resource = ProtectedResource.objects.create(
-        uri=f"https://testserver/mcp/o/{slug}", name=f"MCP of {letter.upper()}", organization=organization
+    # The endpoint ORGANIZATION_ENDPOINTS made for the organization (when BASE_URL is set), else one.
+    resource = ProtectedResource.objects.filter(organization=organization).first() or ProtectedResource(
+        uri=f"https://testserver/mcp/o/{slug}", organization=organization
     )
+    resource.name = f"MCP of {letter.upper()}"
+    resource.save()
     task = McpTask.objects.create(
         tool_name=f"report_{letter}",
         user=member,
