@@ -334,7 +334,7 @@ class OrganizationScopedAdmin:
         to_field = request.POST.get(TO_FIELD_VAR, request.GET.get(TO_FIELD_VAR))
         if to_field and not self.to_field_allowed(request, to_field):  # type: ignore[attr-defined]
             to_field = None
-        if self.get_object(request, unquote(object_id), to_field) is None:  # type: ignore[attr-defined]
+        if self.get_object(request, unquote(object_id), to_field) is None:
             raise Http404(_("No such object."))
 
     def change_view(self, request: Any, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
