@@ -32,7 +32,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.admin.options import TO_FIELD_VAR
+from django.contrib.admin.options import TO_FIELD_VAR, IncorrectLookupParameters
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path, unquote
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.contrib.auth import get_permission_codename, get_user_model
@@ -297,8 +297,22 @@ class OrganizationScopedAdmin:
         return self._scoped(request, super().get_queryset(request))  # type: ignore[misc]
 
     def get_search_results(self, request: Any, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
+        if "\x00" in search_term:  # PostgreSQL text holds no NUL: no row can match it
+            return queryset.none(), False
         queryset, may_have_duplicates = super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
         return self._scoped(request, queryset), may_have_duplicates
+
+    def get_changelist_instance(self, request: Any) -> Any:
+        """Django's, with a NUL byte in the list's query refused as an invalid lookup (the list's
+        ``?e=1`` redirect) instead of reaching PostgreSQL, whose text holds none."""
+        if any("\x00" in key or "\x00" in value for key, values in request.GET.lists() for value in values):
+            raise IncorrectLookupParameters("A NUL byte in the list's parameters.")
+        return super().get_changelist_instance(request)  # type: ignore[misc]
+
+    def get_object(self, request: Any, object_id: str, from_field: str | None = None) -> Any:
+        if "\x00" in str(object_id):  # no row has it (PostgreSQL text holds no NUL)
+            return None
+        return super().get_object(request, object_id, from_field)  # type: ignore[misc]
 
     def get_list_filter(self, request: Any) -> Any:
         filters = super().get_list_filter(request)  # type: ignore[misc]
@@ -320,7 +334,7 @@ class OrganizationScopedAdmin:
         to_field = request.POST.get(TO_FIELD_VAR, request.GET.get(TO_FIELD_VAR))
         if to_field and not self.to_field_allowed(request, to_field):  # type: ignore[attr-defined]
             to_field = None
-        if self.get_object(request, unquote(object_id), to_field) is None:  # type: ignore[attr-defined]
+        if self.get_object(request, unquote(object_id), to_field) is None:
             raise Http404(_("No such object."))
 
     def change_view(self, request: Any, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:

@@ -472,3 +472,34 @@ def test_an_identity_cannot_link_a_user_outside_the_organizations(ann, world, dj
     data["identities-1-subject"] = "sub-a-2"
     assert ann.post(admin_url(world.a.idp, "change"), data).status_code == 302
     assert EnterpriseIdentity.objects.filter(provider=world.a.idp, subject="sub-a-2", user=world.a.member).exists()
+
+
+# --- NUL bytes (PostgreSQL text holds none) ------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["q=%00", "status__exact=%00", "organization__id__exact=%00", "o=%00", "x%00=1"])
+@pytest.mark.parametrize("screen", sorted(SCREENS))
+def test_a_nul_byte_in_a_list_query_is_djangos_invalid_lookup_redirect_not_a_500(ann, world, screen, query):
+    response = ann.get(admin_url(SCREENS[screen]) + "?" + query)
+    assert response.status_code in (200, 302), (screen, query, response.status_code)
+    if response.status_code == 302:
+        assert response["Location"].endswith("?e=1")
+
+
+@pytest.mark.parametrize("object_id", ["%00", "1%00"])
+@pytest.mark.parametrize("screen", sorted(SCREENS))
+def test_a_nul_byte_in_an_object_url_is_a_404_not_a_500(ann, world, screen, object_id):
+    assert ann.get(admin_url(SCREENS[screen]) + object_id + "/change/").status_code == 404
+
+
+def test_a_nul_byte_in_an_autocomplete_term_finds_nothing(ann, world):
+    response = ann.get(
+        "/admin/autocomplete/",
+        {
+            "app_label": "mcp_oauth",
+            "model_name": "organizationmembership",
+            "field_name": "organization",
+            "term": "\x00",
+        },
+    )
+    assert response.status_code == 200 and response.json()["results"] == []

@@ -65,7 +65,7 @@ def connected_apps(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
         )
     client_id = request.POST.get("client_id", "")
     application = None
-    if client_id and len(client_id) <= 2000:
+    if client_id and len(client_id) <= 2000 and "\x00" not in client_id:  # PostgreSQL text holds no NUL
         application = get_application_model().objects.filter(client_id=client_id).first()
     consent = None
     if application is not None:

@@ -22,6 +22,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from mcp_oauth.management.fleet import FleetConfigMismatch, check_fleet_config
+from mcp_oauth.models import FleetSecret
+
+#: The longest ``--host`` the record holds (``FleetSecret.host``).
+HOST_MAX_LENGTH = FleetSecret._meta.get_field("host").max_length or 255
 
 
 class Command(BaseCommand):
@@ -39,6 +43,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, host: str | None, no_record: bool, replace: bool, **options: Any) -> None:
+        if host is not None and not (0 < len(host) <= HOST_MAX_LENGTH and "\x00" not in host):
+            # Stored with the record: a database error here would read as a missing migration.
+            raise CommandError(f"--host must be 1 to {HOST_MAX_LENGTH} characters without a NUL byte.")
         try:
             statuses = check_fleet_config(host=host, record=not no_record, replace=replace)
         except FleetConfigMismatch as mismatch:

@@ -48,7 +48,7 @@ from django.conf import settings
 from django.core.checks import Error
 from django.http import HttpRequest, HttpResponse
 
-from mcp_oauth.mcp_server.transport.jsonrpc import is_valid_id
+from mcp_oauth.mcp_server.transport.jsonrpc import is_valid_id, strict_loads
 from mcp_oauth.mcp_server.transport.security_headers import add_security_headers
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.cors import EXPOSE_HEADERS, origin_allowed
@@ -141,11 +141,13 @@ def admit(counter: InFlight | None = None) -> Ticket | None:
 
 
 def request_id_of(body: bytes) -> Any:
-    """The ``id`` of a JSON-RPC request body, when it is small, parses, and has a valid id; else None."""
+    """The ``id`` of a JSON-RPC request body, when it is small, parses as the endpoint parses it
+    (:func:`~.jsonrpc.strict_loads`: a repeated ``id``, a body that is not UTF-8 or holds ``NaN`` is
+    a parse error there, answered with a null id) and has a valid id; else None."""
     if not body or len(body) > ID_PEEK_BYTES:
         return None
     try:
-        message = json.loads(body)
+        message = strict_loads(body)
     except (ValueError, RecursionError):
         return None
     if not isinstance(message, dict) or "id" not in message:

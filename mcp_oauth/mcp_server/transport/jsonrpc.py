@@ -159,6 +159,21 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def strict_loads(body: bytes) -> Any:
+    """``body`` parsed as the MCP endpoint parses it: UTF-8 (no other encoding, no BOM), no member
+    name repeated in one object, no ``NaN``/``Infinity`` nor a number overflowing to infinity.
+
+    :raises ValueError: the body is not such JSON (``UnicodeDecodeError`` included).
+    :raises RecursionError: the JSON is nested too deeply.
+    """
+    return json.loads(
+        body.decode("utf-8"),
+        object_pairs_hook=_unique_members,
+        parse_constant=reject_constant,
+        parse_float=finite_float,
+    )
+
+
 def parse_message(body: bytes) -> Incoming:
     """Parse a POST body into one :class:`Incoming` message.
 
@@ -170,10 +185,7 @@ def parse_message(body: bytes) -> Incoming:
         (batches, wrong ``jsonrpc``, bad ``id``/``method``/``params`` types).
     """
     try:
-        text = body.decode("utf-8")
-        data = json.loads(
-            text, object_pairs_hook=_unique_members, parse_constant=reject_constant, parse_float=finite_float
-        )
+        data = strict_loads(body)
     except _RepeatedMember:
         raise JsonRpcError(PARSE_ERROR, "Parse error: a member name is repeated", http_status=400) from None
     except UnicodeDecodeError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
+from mcp_oauth.models import FleetSecret
 from tests.mcp_oauth.management.test_fleet import OLD_FERNET, OLD_SECRET, OLD_STATE, OTHER_FERNET, host
 
 pytestmark = pytest.mark.django_db
@@ -49,3 +50,14 @@ def test_replace_records_a_secret_changed_outright(settings, capsys):
     host(settings, [OLD_SECRET], [OLD_FERNET], [OLD_STATE])
     with pytest.raises(CommandError, match=r'ELICITATION\["ENCRYPTION_KEYS"\]: no key of this host'):
         call_command("check_fleet_config", "--host", "host-c")
+
+
+@pytest.mark.parametrize("name", ["h" * 256, "host\x00a"])
+def test_a_host_name_the_record_cannot_hold_is_refused_as_such_not_as_a_missing_migration(settings, name):
+    """``--host`` is stored with the record (255 characters, PostgreSQL text holds no NUL): a name
+    that does not fit is named as the problem; nothing is recorded."""
+    host(settings, [OLD_SECRET], [OLD_FERNET], [OLD_STATE])
+    with pytest.raises(CommandError) as refused:
+        call_command("check_fleet_config", "--host", name)
+    assert str(refused.value) == "--host must be 1 to 255 characters without a NUL byte."
+    assert not FleetSecret.objects.exists()

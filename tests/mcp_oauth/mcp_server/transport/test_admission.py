@@ -324,6 +324,17 @@ def test_request_id_of():
     assert admission.request_id_of(b"") is None
 
 
+def test_request_id_of_reads_the_body_as_the_endpoint_does():
+    """A body the endpoint's parser refuses (-32700, id null) has no id to echo in a refusal either."""
+    assert admission.request_id_of(b'{"id":1,"id":2}') is None
+    assert admission.request_id_of('{"id":7}'.encode("utf-16")) is None
+    assert admission.request_id_of(b'\xef\xbb\xbf{"id":7}') is None
+    assert admission.request_id_of(b'{"id":7,"params":{"x":NaN}}') is None
+    assert admission.request_id_of(b'{"id":7,"params":{"x":1e999}}') is None
+    assert admission.request_id_of(b"[" * 100_000) is None
+    assert admission.request_id_of(b'{"id":7,"params":{"x":1.5}}') == 7
+
+
 @pytest.mark.parametrize(
     ("overrides", "problem"),
     [
