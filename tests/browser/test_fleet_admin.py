@@ -35,17 +35,21 @@ def test_admin_lists_opens_and_deletes_a_fleet_secret_in_chromium(live, settings
             page = await chromium.new_page()
             await page.goto(live.base + "/admin/")
             await log_in(page, ADMIN, ADMIN_PASSWORD)
-            await page.click("text=Fleet secrets")
+            async with page.expect_navigation():
+                await page.click("text=Fleet secrets")
+            await page.wait_for_selector("#result_list tbody tr")  # the list, not the index still shown
             await shot(page, "admin-fleet-secrets")
             listed = await page.eval_on_selector_all(
                 "#result_list tbody tr",
                 "rows => rows.map(r => Array.from(r.querySelectorAll('th, td')).map(c => c.innerText.trim()))",
             )
-            await page.click('#result_list a:text-is("MCP_OAUTH[\\"REQUEST_STATE_KEYS\\"]")')
+            async with page.expect_navigation():
+                await page.click('#result_list a:text-is("MCP_OAUTH[\\"REQUEST_STATE_KEYS\\"]")')
             await shot(page, "admin-fleet-secret")
             opened = await page.content()
             has_save = await page.locator('input[name="_save"]').count()
-            await page.click("a.deletelink")
+            async with page.expect_navigation():
+                await page.click("a.deletelink")
             async with page.expect_navigation():
                 await page.click('input[type="submit"]')
             return listed, opened, has_save, await page.inner_text(".messagelist")

@@ -291,13 +291,14 @@ def test_statements_per_grant(logged_in, public_app, service):
         if not q["sql"].startswith(("SAVEPOINT", "RELEASE")) and q not in stamp
     ]
     if connection.vendor == "postgresql":
-        # presented row; its DPoP binding (RFC 9449 §5: a bound refresh token needs the same key); claim;
-        # the rest of the rotation and the audit event in one statement (rotation_statement)
-        assert statements == ["SELECT", "SELECT", "UPDATE", "WITH"]
+        # presented row; its DPoP binding (RFC 9449 §5: a bound refresh token needs the same key); the
+        # organization it acts for (TokenOrganization, inherited by the new pair); claim; the rest of
+        # the rotation and the audit event in one statement (rotation_statement)
+        assert statements == ["SELECT", "SELECT", "SELECT", "UPDATE", "WITH"]
     else:
-        # presented row; its DPoP binding; claim; access tokens deleted; members revoked; 4 rows of the
-        # new pair; audit
-        assert statements.count("SELECT") == 2
+        # presented row; its DPoP binding; its organization; claim; access tokens deleted; members
+        # revoked; 4 rows of the new pair; audit
+        assert statements.count("SELECT") == 3
         assert statements.count("INSERT") == 5 and statements.count("DELETE") == 1 and statements.count("UPDATE") <= 3
     app, secret = service
     with CaptureQueriesContext(connection) as queries:
