@@ -183,7 +183,7 @@ def fetch_json(
     watchdog.start()
     try:
         declared = response.headers.get("Content-Length", "")
-        if declared.isdigit() and int(declared) > max_bytes:
+        if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > max_bytes):
             raise ProviderError("invalid_response", f"answer larger than {max_bytes} bytes")
         body = bytearray()
         for chunk in response.iter_content(4096):

@@ -18,6 +18,7 @@ from tests.mcp_oauth.authorization_server.enterprise_identity.test_jwt_bearer im
     redeem,
 )
 from tests.support.oauth_helpers import redirect_query, token_request
+from tests.support.organization_fixtures import acme, globex  # noqa: F401 - fixtures
 from tests.support.organization_helpers import (
     add_member,
     answer,
@@ -35,20 +36,6 @@ pytestmark = pytest.mark.django_db
 def logged_in(client, user, resource):
     client.force_login(user)
     return client
-
-
-@pytest.fixture
-def acme(user):
-    organization = make_organization("acme", "Acme Corp")
-    add_member(user, organization)
-    return organization
-
-
-@pytest.fixture
-def globex(user):
-    organization = make_organization("globex", "Globex")
-    add_member(user, organization)
-    return organization
 
 
 def assert_nothing_granted():

@@ -113,9 +113,9 @@ def _directives(cache_control: str) -> dict[str, str | None]:
 
 
 def _seconds(value: str | None) -> int | None:
-    if value is None or not value.isdigit():
+    if value is None or not (value.isascii() and value.isdigit()):
         return None
-    return int(value)
+    return int(value) if len(value) <= 12 else 10**12  # past int()'s digit limit: "forever", capped by the caller
 
 
 def freshness_lifetime(headers: http.client.HTTPMessage | dict, now: datetime | None = None) -> int:
@@ -396,7 +396,8 @@ class SafeMetadataFetcher:
             f"The metadata document is larger than {max_size} bytes.", reason="too_large", detail={"limit": max_size}
         )
         length = response.headers.get("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > max_size:
+        declared = (length or "").strip()
+        if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > max_size):
             raise too_large
         body = bytearray()
         # Python >= 3.13 closes the response (and so the socket) as soon as read1() reaches

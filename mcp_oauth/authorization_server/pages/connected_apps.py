@@ -74,7 +74,9 @@ def connected_apps(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
         if value is not None:  # the connection of one organization ("": the one acting for none)
             if value == "":
                 consents = consents.filter(organization__isnull=True)
-            elif value.isascii() and value.isdigit() and len(value) <= 20:
+            elif (
+                value.isascii() and value.isdigit() and len(value) <= 19 and int(value) < 2**63
+            ):  # a key any database holds
                 consents = consents.filter(organization_id=int(value))
             else:
                 consents = consents.none()

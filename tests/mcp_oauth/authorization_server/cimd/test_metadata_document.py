@@ -225,6 +225,9 @@ def bounds(settings):
         ({"Cache-Control": "max-age=600", "Age": "100"}, 500),
         ({"Cache-Control": "max-age=-5"}, 900),
         ({"Cache-Control": "max-age=abc"}, 900),
+        ({"Cache-Control": "max-age=" + "9" * 5000}, 7200),  # past int()'s digit limit: the maximum, not a 500
+        ({"Cache-Control": "max-age=600", "Age": "9" * 5000}, 60),
+        ({"Cache-Control": "max-age=\u0661\u0662"}, 900),  # Arabic-Indic digits are no delta-seconds (RFC 9111 §1.2.2)
         ({}, 900),
     ],
 )

@@ -13,6 +13,7 @@ from oauth2_provider.models import get_access_token_model, get_refresh_token_mod
 from mcp_oauth.authorization_server.organizations.token_binding import prune_token_organizations
 from mcp_oauth.models import AuditEvent, Consent, OrganizationClient, OrganizationMembership, TokenOrganization
 from tests.support.oauth_helpers import token_request
+from tests.support.organization_fixtures import acme, globex  # noqa: F401 - fixtures
 from tests.support.organization_helpers import (
     add_member,
     checksum,
@@ -23,20 +24,6 @@ from tests.support.organization_helpers import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def acme(user):
-    organization = make_organization("acme", "Acme Corp")
-    add_member(user, organization)
-    return organization
-
-
-@pytest.fixture
-def globex(user):
-    organization = make_organization("globex", "Globex")
-    add_member(user, organization)
-    return organization
 
 
 @pytest.fixture

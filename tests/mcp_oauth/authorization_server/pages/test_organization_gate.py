@@ -9,6 +9,7 @@ from oauth2_provider.models import get_grant_model
 
 from mcp_oauth.models import AuditEvent, Consent, OrganizationClient, TokenOrganization
 from tests.support.oauth_helpers import redirect_query
+from tests.support.organization_fixtures import acme, globex  # noqa: F401 - fixtures
 from tests.support.organization_helpers import (
     add_member,
     answer,
@@ -25,20 +26,6 @@ pytestmark = pytest.mark.django_db
 def logged_in(client, user, resource):
     client.force_login(user)
     return client
-
-
-@pytest.fixture
-def acme(user):
-    organization = make_organization("acme", "Acme Corp")
-    add_member(user, organization)
-    return organization
-
-
-@pytest.fixture
-def globex(user):
-    organization = make_organization("globex", "Globex")
-    add_member(user, organization)
-    return organization
 
 
 def test_the_consent_page_offers_the_users_organizations(logged_in, public_app, acme, globex):
