@@ -12,42 +12,24 @@ from urllib.parse import urlencode
 
 import pytest
 
-from elicitation.models import Elicitation
 from mcp_oauth.models import (
-    AuditEvent,
     Consent,
     EnterpriseIdentity,
     EnterpriseIdentityProvider,
-    McpSession,
     McpTask,
     Organization,
     OrganizationClient,
     OrganizationMembership,
-    ProtectedResource,
-    TokenOrganization,
     ToolCallRecord,
     TrustRule,
 )
 from tests.support.organization_admin import JWKS, admin_url, build
+from tests.support.organization_admin import SCREENS as SCREEN_PERMISSIONS
 
 pytestmark = pytest.mark.django_db
 
-SCREENS = {
-    "organization": Organization,
-    "membership": OrganizationMembership,
-    "decision": OrganizationClient,
-    "consent": Consent,
-    "task": McpTask,
-    "session": McpSession,
-    "event": AuditEvent,
-    "call": ToolCallRecord,
-    "rule": TrustRule,
-    "idp": EnterpriseIdentityProvider,
-    "identity": EnterpriseIdentity,
-    "resource": ProtectedResource,
-    "token_row": TokenOrganization,
-    "elicitation": Elicitation,
-}
+#: The screens of an organization admin (tests/support/organization_admin.py), by name.
+SCREENS = {name: model for name, (model, _) in SCREEN_PERMISSIONS.items()}
 #: Text of B that must never reach A's admin.
 B_TEXT = (b"Organization B", b"org-b", b"client-b", b"member-b", b"Client of B", b"tool_b", b"IdP of B", b"report_b")
 

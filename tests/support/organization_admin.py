@@ -36,6 +36,24 @@ from mcp_oauth.models import (
     TrustRule,
 )
 
+#: Each screen an organization admin uses, the row of the world it shows, and what they may do there.
+SCREENS = {
+    "organization": (Organization, {"view", "change"}),
+    "membership": (OrganizationMembership, {"view", "add", "change", "delete"}),
+    "decision": (OrganizationClient, {"view", "add", "change"}),
+    "consent": (Consent, {"view", "change"}),
+    "task": (McpTask, {"view", "change"}),
+    "session": (McpSession, {"view"}),
+    "event": (AuditEvent, {"view"}),
+    "call": (ToolCallRecord, {"view"}),
+    "rule": (TrustRule, {"view", "add", "change", "delete"}),
+    "idp": (EnterpriseIdentityProvider, {"view", "add", "change", "delete"}),
+    "identity": (EnterpriseIdentity, {"view", "delete"}),
+    "resource": (ProtectedResource, {"view"}),
+    "token_row": (TokenOrganization, {"view"}),
+    "elicitation": (Elicitation, {"view"}),
+}
+
 PASSWORD = "organization admin password"
 JWKS = {
     "keys": [

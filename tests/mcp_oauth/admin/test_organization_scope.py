@@ -7,44 +7,18 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import RequestFactory
 
-from elicitation.models import Elicitation
 from mcp_oauth.admin.organization_scope import ClientByIdField, UserByNameField, administered_organizations
 from mcp_oauth.models import (
-    AuditEvent,
     Consent,
     EnterpriseIdentity,
     EnterpriseIdentityProvider,
-    McpSession,
     McpTask,
     Organization,
-    OrganizationClient,
     OrganizationMembership,
-    ProtectedResource,
-    TokenOrganization,
-    ToolCallRecord,
-    TrustRule,
 )
-from tests.support.organization_admin import admin_url, build
+from tests.support.organization_admin import SCREENS, admin_url, build
 
 pytestmark = pytest.mark.django_db
-
-#: Each screen an organization admin uses, the row of the world it shows, and what they may do there.
-SCREENS = {
-    "organization": (Organization, {"view", "change"}),
-    "membership": (OrganizationMembership, {"view", "add", "change", "delete"}),
-    "decision": (OrganizationClient, {"view", "add", "change"}),
-    "consent": (Consent, {"view", "change"}),
-    "task": (McpTask, {"view", "change"}),
-    "session": (McpSession, {"view"}),
-    "event": (AuditEvent, {"view"}),
-    "call": (ToolCallRecord, {"view"}),
-    "rule": (TrustRule, {"view", "add", "change", "delete"}),
-    "idp": (EnterpriseIdentityProvider, {"view", "add", "change", "delete"}),
-    "identity": (EnterpriseIdentity, {"view", "delete"}),
-    "resource": (ProtectedResource, {"view"}),
-    "token_row": (TokenOrganization, {"view"}),
-    "elicitation": (Elicitation, {"view"}),
-}
 
 
 @pytest.fixture
