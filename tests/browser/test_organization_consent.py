@@ -93,6 +93,24 @@ def test_organization_choice_and_pending_approval_in_chromium(live, loopback, ch
             seen["pending_url"] = page.url
             seen["hits"] = len(loopback.hits)
 
+            # The Globex connection revoked from the connected-apps page: its form posts its organization.
+            await page.goto(live.base + "/oauth/connected-apps/")
+            async with page.expect_navigation():
+                await page.click('.grant:has(.grant-organization[data-organization="globex"]) button[value="revoke"]')
+            seen["after_revoke"] = await page.locator(".grant-organization").all_inner_texts()
+            async with httpx2.AsyncClient(timeout=10) as http:
+                seen["revoked_status"] = (
+                    await http.post(
+                        live.base + "/mcp",
+                        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                        headers={
+                            "Authorization": f"Bearer {seen['token']['access_token']}",
+                            "Accept": "application/json, text/event-stream",
+                            "MCP-Protocol-Version": "2025-11-25",
+                        },
+                    )
+                ).status_code
+
     asyncio.run(scenario())
 
     assert [option.strip() for option in seen["options"]] == ["Acme Corp", "Globex"] and seen["checked"] == 0
@@ -100,6 +118,7 @@ def test_organization_choice_and_pending_approval_in_chromium(live, loopback, ch
     assert "access_token" in seen["token"], seen["token"]
     assert token_organization_id(seen["token"]["access_token"]) == globex.pk
     assert seen["connected"] == "Globex"
+    assert seen["after_revoke"] == [] and seen["revoked_status"] == 401
     assert seen["pending_status"] == 403
     assert seen["pending_title"] == "An administrator of Acme Corp must approve this application"
     assert seen["pending_message"] == (
