@@ -173,7 +173,8 @@ def test_a_host_marked_down_and_reloaded_first_gets_no_call_after_its_drain(flee
     """The procedure for a long removal: ``down`` and ``nginx -s reload``, then SIGTERM. nginx sends
     B nothing after its drain and B fails nothing it received. Every nginx reload closes the idle
     keep-alive connections of its clients; a client that sent a request in that instant gets no
-    answer from nginx (measured: 2 in 88,590 calls over 20 reloads), which is nginx's, not B's."""
+    answer from nginx (measured: 2 in 88,590 calls over 20 reloads; seen as an EOF or as a reset), which is
+    nginx's, not B's."""
     balancer, token = fleet
     _, b = balancer.hosts
     lasts = []
@@ -193,6 +194,10 @@ def test_a_host_marked_down_and_reloaded_first_gets_no_call_after_its_drain(flee
     assert max(lasts) < DEFAULT_DRAIN_SECONDS  # nginx stopped sending to B within its drain
     assert upstream_errors(balancer) == []
     assert [a for a in load.failures() if a.status != 0] == []  # no 502, no other error status
+    # nginx closing an idle keep-alive connection as a request arrives on it: the client reads EOF
+    # (RemoteProtocolError) or, when the close meets the unread request, a reset (ReadError).
     assert {a.detail for a in load.failures()} <= {
-        "RemoteProtocolError: Server disconnected without sending a response."
+        "RemoteProtocolError: Server disconnected without sending a response.",
+        "ReadError: ",
     }
+    assert len(load.failures()) <= len(load.answers) // 1000, len(load.failures())

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
+import traceback
 
 import pytest
 from cryptography.fernet import Fernet
@@ -226,12 +228,23 @@ def test_a_run_that_lost_its_lease_is_cancelled_and_fenced(client, token):
     task_id = start(client, token, "fenced")["taskId"]
     assert _wait(lambda: McpTask.objects.get(task_id=task_id).lease != "")
     McpTask.objects.filter(task_id=task_id).update(lease="another-run", status_message="the other run's message")
-    assert _wait(lambda: SEEN["cancelled"] != [])
+    assert _wait(lambda: SEEN["cancelled"] != [], timeout=30.0), _state(task_id)
     assert SEEN["cancelled"] == [("fenced", True, True, False)]
     time.sleep(0.3)  # the old run's _store has returned by now
     row = McpTask.objects.get(task_id=task_id)
     assert (row.status, row.lease, row.status_message) == ("working", "another-run", "the other run's message")
     assert row.result is None and row.error is None
+
+
+def _state(task_id: str) -> str:
+    """What a failure needs to be read: the row and every thread's stack (a heartbeat blocked
+    on a pooled connection or a lock shows here)."""
+    row = McpTask.objects.filter(task_id=task_id).values("status", "lease", "heartbeat_at", "attempts").first()
+    stacks = "\n".join(
+        f"--- {thread_id}\n" + "".join(traceback.format_stack(frame))
+        for thread_id, frame in sys._current_frames().items()
+    )
+    return f"row={row} seen={SEEN}\n{stacks}"
 
 
 def _wait(predicate, timeout=10.0):
