@@ -1,8 +1,10 @@
 """An organization that denies a client takes back what the client holds for it (issue 31).
 
 An :class:`~mcp_oauth.models.OrganizationClient` saved as ``denied`` (an organization admin's
-*Deny*, on a client approved until then or never decided) revokes, for every user, what the client
-holds *for that organization* and nothing else (:func:`withdraw_client`):
+*Deny*, on a client approved until then or never decided), or an existing row put back to
+``pending`` in an organization where that no longer lets the client act (it requires approval, or
+a review rule holds the client), revokes, for every user, what the client holds *for that
+organization* and nothing else (:func:`withdraw_client`):
 
 * the access and refresh tokens of the client that act for it: chosen for it on a shared endpoint
   (their :class:`~mcp_oauth.models.TokenOrganization`) or bound to its own endpoint (RFC 8707
@@ -14,8 +16,9 @@ holds *for that organization* and nothing else (:func:`withdraw_client`):
 The token endpoint already refuses the client's grants for the organization once it is not
 approved (:mod:`.token_binding`); without this, an access token issued before the denial kept
 acting for the organization until it expired. One ``grants.revoked`` audit event is written for
-each user who held something, with ``organization`` set and ``detail.reason =
-"organization_client_denied"``. The receiver is connected by :mod:`mcp_oauth.wiring`.
+each user who held something, with ``organization`` set and ``detail.reason`` =
+``"organization_client_denied"`` (or ``"organization_client_unapproved"`` for a row put back to
+``pending``). The receiver is connected by :mod:`mcp_oauth.wiring`.
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
 from mcp_oauth.audit import record
+from mcp_oauth.authorization_server.organizations.policy import client_decision
 from mcp_oauth.models import AuditEvent, Consent, OrganizationClient, ProtectedResource, TokenOrganization
 
 __all__ = ["connect", "withdraw_client"]
 
 REASON = "organization_client_denied"
+UNAPPROVED = "organization_client_unapproved"
 
 
 def _acting_for(organization_id: Any) -> tuple[Q, Q]:
@@ -48,8 +53,9 @@ def _acting_for(organization_id: Any) -> tuple[Q, Q]:
     return tokens, consents
 
 
-def withdraw_client(organization: Any, application: Any) -> dict[Any, int]:
-    """Revoke ``application``'s tokens and consents acting for ``organization`` (see the module).
+def withdraw_client(organization: Any, application: Any, *, reason: str = REASON) -> dict[Any, int]:
+    """Revoke ``application``'s tokens and consents acting for ``organization`` (see the module);
+    ``reason`` goes to each audit event's ``detail.reason``.
 
     :returns: ``{user primary key: number of tokens revoked}`` for each user who held something.
     """
@@ -80,7 +86,7 @@ def withdraw_client(organization: Any, application: Any) -> dict[Any, int]:
                 user=user,
                 client_id=application.client_id,
                 detail={
-                    "reason": REASON,
+                    "reason": reason,
                     "user_id": str(user_id),
                     "client_id": application.client_id,
                     "organization": organization.slug,
@@ -92,9 +98,15 @@ def withdraw_client(organization: Any, application: Any) -> dict[Any, int]:
     return counts
 
 
-def _decision_saved(sender: Any, instance: OrganizationClient, **kwargs: Any) -> None:
+def _decision_saved(sender: Any, instance: OrganizationClient, created: bool = False, **kwargs: Any) -> None:
     if instance.status == OrganizationClient.Status.DENIED:
         withdraw_client(instance.organization, instance.application)
+    elif instance.status == OrganizationClient.Status.PENDING and not created:
+        # Put back to pending: in an organization that requires approval (or holds the client for
+        # review) the client may not act any more, so what it holds goes as for a denial. A new
+        # pending row (a member's request) holds nothing yet: nothing to read.
+        if not client_decision(instance.organization, instance.application).allowed:
+            withdraw_client(instance.organization, instance.application, reason=UNAPPROVED)
 
 
 def connect() -> None:

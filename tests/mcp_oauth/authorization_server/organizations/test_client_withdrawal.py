@@ -65,11 +65,38 @@ def test_denying_an_approved_client_revokes_what_it_holds_for_the_organization(c
     )
 
 
-def test_approving_or_recording_a_pending_request_revokes_nothing(client, user, public_app, world):
+def test_approving_again_revokes_nothing(client, user, public_app, world):
     acme, _, decision = world
     for_acme = connect(client, public_app, acme)
     decision.save()  # approved again
+    assert whoami_status(client, for_acme["access_token"]) == (200, "acme")
+    assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED).exists()
+
+
+def test_putting_an_approved_client_back_to_pending_revokes_it_where_approval_is_required(
+    client, user, public_app, world
+):
+    acme, globex, decision = world
+    for_acme, for_globex = connect(client, public_app, acme), connect(client, public_app, globex)
     decision.status = OrganizationClient.Status.PENDING
     decision.save()
-    assert get_access_token_model().objects.filter(token_checksum=checksum(for_acme["access_token"])).exists()
+    assert whoami_status(client, for_acme["access_token"])[0] == 401
+    refresh = get_refresh_token_model().objects.get(token_checksum=checksum(for_acme["refresh_token"]))
+    assert refresh.revoked is not None
+    assert whoami_status(client, for_globex["access_token"]) == (200, "globex")
+    event = AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED).get()
+    assert (event.organization_id, event.detail["reason"], event.detail["tokens"]) == (
+        acme.pk,
+        "organization_client_unapproved",
+        2,
+    )
+
+
+def test_a_pending_row_where_approval_is_not_required_revokes_nothing(client, user, public_app, world):
+    _, globex, _ = world
+    for_globex = connect(client, public_app, globex)
+    row = OrganizationClient.objects.create(organization=globex, application=public_app, status="approved")
+    row.status = OrganizationClient.Status.PENDING
+    row.save()  # Globex lets every client act: pending changes nothing
+    assert whoami_status(client, for_globex["access_token"]) == (200, "globex")
     assert not AuditEvent.objects.filter(kind=AuditEvent.Kind.GRANTS_REVOKED).exists()
