@@ -5,7 +5,8 @@ ready for :meth:`~mcp_oauth.mcp_server.tools.ToolRegistry.register` (which
 * **Name**: ``<basename>_<action>`` (``notes_list``, ``notes_partial_update``).
 * **Description**: the action method's docstring, else a sentence from the action and the model's
   verbose name, followed by the view class's docstring.
-* **Input schema**: the serializer's writable fields (:mod:`.schema`); a detail action adds the lookup
+* **Input schema**: the serializer's writable fields (:mod:`.schema`; an ``@action`` only with its own
+  ``serializer_class=``, else any object); a detail action adds the lookup
   (``lookup_url_kwarg`` or ``lookup_field``, an integer for an integer key) as a required argument;
   ``list`` takes the query parameters its filter backends and paginator describe instead.
 * **Output schema**: the serializer's readable fields; ``list``'s paginated envelope (or
@@ -184,8 +185,10 @@ def _viewset_tool(viewset, basename, action, method, detail, initkwargs, url_nam
             paginator = getattr(probe, "paginator", None)
             backends = [backend() for backend in getattr(probe, "filter_backends", ())]
             schema["properties"] = query_parameters(probe, backends, paginator)
-    else:
+    elif action in STANDARD_ACTIONS or "serializer_class" in initkwargs:
         schema = input_schema(serializer_class(partial=partial)) if serializer_class else _open_object()
+    else:  # an @action without a serializer of its own: the view's is a guess, any object goes on
+        schema = _open_object()
     output = None
     if serializer_class is not None and action != "destroy":
         if action == "list":
