@@ -169,9 +169,23 @@ def _check_object_schema(schema: Any, what: str, name: str) -> dict[str, Any]:
 def _jsonschema_errors(validator: jsonschema.Draft202012Validator, instance: Any) -> list[dict[str, str]]:
     errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
     return [
-        {"field": ".".join(str(p) for p in error.absolute_path), "message": _short(error.message)}
+        {"field": ".".join(str(p) for p in error.absolute_path), "message": _error_message(error)}
         for error in errors[:_MAX_ERROR_MESSAGES]
     ]
+
+
+def _error_message(error: jsonschema.ValidationError) -> str:
+    """The error's message; for a long value (a 100,000-character string), what it fails rather than
+    the value echoed and cut before the reason."""
+    instance = error.instance
+    if (
+        isinstance(instance, (str, list, dict))
+        and len(repr(instance)) > 100
+        and error.validator != "additionalProperties"
+    ):
+        unit = "characters" if isinstance(instance, str) else "items"
+        return _short(f"a value of {len(instance)} {unit} fails {error.validator}: {error.validator_value!r}")
+    return _short(error.message)
 
 
 @dataclass(eq=False)
