@@ -454,7 +454,7 @@ class ToolRegistry(NamedRegistry[Tool]):
         **options: Any,
     ) -> Tool:
         """Publish one HTTP method of a DRF ``APIView`` as the tool ``name``; ``options`` as
-        :func:`mcp_oauth.mcp_server.drf_tools.view_tool` (``serializer``, ``output_serializer``,
+        :func:`mcp_oauth.mcp_server.drf_tools.publish.view_tool` (``serializer``, ``output_serializer``,
         ``url_kwargs``, ``url_name``, ``description``).
 
         :raises ValueError: not an APIView, a method it does not handle, a name already registered.
