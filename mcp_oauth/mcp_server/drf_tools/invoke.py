@@ -163,6 +163,20 @@ def _jsonable(data: Any) -> Any:
     return json.loads(rendered) if rendered else None
 
 
+def _plain_body(response: Any) -> Any:
+    """A plain Django response's body (a view that returned ``JsonResponse`` or ``HttpResponse``):
+    its JSON, else its text; None when empty or streamed."""
+    if getattr(response, "streaming", False) or not response.content:
+        return None
+    text = response.content.decode(response.charset or "utf-8", errors="replace")
+    if response.get("Content-Type", "").split(";")[0].strip() == "application/json":
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text
+
+
 def _status_line(status: int) -> str:
     try:
         return f"{status} {HTTPStatus(status).phrase}"
@@ -174,10 +188,12 @@ def to_result(tool_name: str, response: Any) -> types.CallToolResult:
     """The view's ``Response`` as a ``CallToolResult`` (see the module docstring)."""
     status = int(response.status_code)
     data = getattr(response, "data", None)
-    jsonable = _jsonable(data)
+    jsonable = _jsonable(data) if hasattr(response, "data") else _plain_body(response)
     if 200 <= status < 300:
         if jsonable is None:
             return types.CallToolResult(content=[types.TextContent(text=f"Done (HTTP {_status_line(status)}).")])
+        if isinstance(jsonable, str):  # a plain text answer
+            return types.CallToolResult(content=[types.TextContent(text=jsonable)])
         structured = jsonable if isinstance(jsonable, dict) else {"results": jsonable}
         text = json.dumps(structured, ensure_ascii=False)
         return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
@@ -192,6 +208,8 @@ def to_result(tool_name: str, response: Any) -> types.CallToolResult:
     detail = data.get("detail") if isinstance(data, Mapping) else None
     if detail is not None:
         text = str(detail)
+    elif isinstance(jsonable, str):
+        text = _short(jsonable, 1000)
     elif jsonable is not None:
         text = json.dumps(jsonable, ensure_ascii=False)
     else:

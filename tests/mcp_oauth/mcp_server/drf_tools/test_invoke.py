@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
+from django.http import HttpResponse, JsonResponse
 from django.test import RequestFactory
 from rest_framework.response import Response
 
@@ -184,3 +185,15 @@ def test_to_result_of_other_answers():
     assert listed.structured_content == {"results": [1, 2]}
     many = to_result("t", Response({f"f{i}": ["bad"] for i in range(30)}, status=400))
     assert len(many.structured_content["errors"]) == 20
+
+
+def test_to_result_of_a_plain_django_response():
+    """A view that answers ``JsonResponse`` or ``HttpResponse`` rather than DRF's ``Response``."""
+    ok = to_result("t", JsonResponse({"a": 1}))
+    assert ok.structured_content == {"a": 1} and not ok.is_error
+    text = to_result("t", HttpResponse("plain words", content_type="text/plain"))
+    assert text.content[0].text == "plain words" and text.structured_content is None
+    gone = to_result("t", HttpResponse("nothing here", status=410, content_type="text/plain"))
+    assert gone.is_error and gone.content[0].text == "nothing here" and gone.structured_content["status"] == 410
+    empty = to_result("t", HttpResponse(status=204))
+    assert empty.content[0].text == "Done (HTTP 204 No Content)."
