@@ -1,5 +1,8 @@
 """A small bearer-protected JSON API of the reference site.
 
+``/api/notes/`` (:class:`NoteViewSet`, Django REST framework) serves the token user's notes; the same
+ViewSet is published as MCP tools in ``mcp_tools.py``.
+
 ``GET /api/profile`` (scope ``profile``, tokens for the resource ``<site>/api``) answers the token's user: this is what the
 ``demo_profile`` tool of *another* site reads once its user connected this site as a
 third-party provider (URL-mode elicitation). It is also the provider's "account endpoint"
@@ -8,9 +11,16 @@ that labels the connection.
 
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
+from rest_framework import filters, serializers, viewsets
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import BasePermission, IsAuthenticated
 
 from mcp_oauth.resource_server.challenges import challenge_response
 from mcp_oauth.resource_server.decorators import require_bearer
+from mcp_oauth.resource_server.drf import MCPBearerAuthentication
+
+from .apps import API_PATH
+from .models import Note
 
 
 @require_GET
@@ -37,3 +47,58 @@ def profile(request):
     )
     response["Cache-Control"] = "no-store"
     return response
+
+
+class NoteSerializer(serializers.ModelSerializer):
+    """A note as the API shows it; ``owner`` (the username) and the dates are read-only."""
+
+    owner = serializers.ReadOnlyField(source="owner.username", help_text="Who owns the note (set by the server).")
+
+    class Meta:
+        model = Note
+        fields = ["id", "owner", "title", "body", "created_at", "updated_at"]
+        extra_kwargs = {
+            "title": {"help_text": "A short title (at most 200 characters)."},
+            "body": {"help_text": "The note's text."},
+        }
+
+
+class IsNoteOwner(BasePermission):
+    """Only the owner of a note reads, changes or deletes it (object permission: 403 for the others)."""
+
+    message = "You do not own this note."
+
+    def has_object_permission(self, request, view, obj) -> bool:
+        return obj.owner_id == request.user.pk
+
+
+class NotePagination(PageNumberPagination):
+    page_size = 20
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+
+class NoteViewSet(viewsets.ModelViewSet):
+    """Your notes: a title and a text, private to you.
+
+    ``/api/notes/`` over HTTP (bearer tokens for the resource ``<site>/api``, scope ``profile``) and
+    the tools ``notes_list``, ``notes_create``, ``notes_retrieve``, ``notes_partial_update``,
+    ``notes_destroy`` over MCP (``mcp_tools.py``): one view, one set of permissions.
+    """
+
+    serializer_class = NoteSerializer
+    authentication_classes = [MCPBearerAuthentication]
+    permission_classes = [IsAuthenticated, IsNoteOwner]
+    pagination_class = NotePagination
+    filter_backends = [filters.SearchFilter]
+    search_fields = ["title", "body"]
+    mcp_resource = API_PATH
+
+    def get_queryset(self):
+        # The list shows your own notes; a detail action reaches any note, and IsNoteOwner refuses
+        # another user's with 403 (the same refusal over HTTP and as a tool).
+        notes = Note.objects.select_related("owner")
+        return notes.filter(owner=self.request.user) if self.action == "list" else notes
+
+    def perform_create(self, serializer) -> None:
+        serializer.save(owner=self.request.user)

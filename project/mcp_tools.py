@@ -10,7 +10,9 @@ from pydantic import Field
 from elicitation.api import ConnectedAccount, elicit_form, elicit_url, reconnect, require_connection
 from elicitation.form import ElicitationSchema
 from elicitation.providers import ProviderError, fetch_json
-from mcp_oauth.mcp_server.tools import ToolContext, ToolError, tool
+from mcp_oauth.mcp_server.tools import ToolContext, ToolError, registry, tool
+
+from .api import NoteViewSet
 
 
 @tool(scopes=["mcp"], title="Who am I?")
@@ -115,3 +117,10 @@ async def set_api_key(ctx: ToolContext) -> str:
     if not result.completed:
         return "Nothing was stored (the page was cancelled or not finished in time)."
     return "Your API key is stored, encrypted on the server. It never went through your MCP client."
+
+
+#: The notes API (``/api/notes/``) as tools: notes_list, notes_create, notes_retrieve,
+#: notes_partial_update, notes_destroy; the ViewSet's permissions (owner only) and validation apply.
+registry.drf_viewset(
+    NoteViewSet, basename="notes", actions=["list", "create", "retrieve", "partial_update", "destroy"], scopes=["mcp"]
+)

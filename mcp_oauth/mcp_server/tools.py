@@ -62,6 +62,7 @@ from pydantic import (
     create_model,
 )
 
+from mcp_oauth.mcp_server.drf_tools.publish import DrfTool, view_tool, viewset_tools
 from mcp_oauth.mcp_server.mcp_tasks.policy import TaskPolicy, as_policy
 from mcp_oauth.mcp_server.registry.base import NAME_RE, NamedRegistry, call, context_parameter, scope_tuple
 from mcp_oauth.mcp_server.transport.context import ToolContext
@@ -168,9 +169,23 @@ def _check_object_schema(schema: Any, what: str, name: str) -> dict[str, Any]:
 def _jsonschema_errors(validator: jsonschema.Draft202012Validator, instance: Any) -> list[dict[str, str]]:
     errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
     return [
-        {"field": ".".join(str(p) for p in error.absolute_path), "message": _short(error.message)}
+        {"field": ".".join(str(p) for p in error.absolute_path), "message": _error_message(error)}
         for error in errors[:_MAX_ERROR_MESSAGES]
     ]
+
+
+def _error_message(error: jsonschema.ValidationError) -> str:
+    """The error's message; for a long value (a 100,000-character string), what it fails rather than
+    the value echoed and cut before the reason."""
+    instance = error.instance
+    if (
+        isinstance(instance, (str, list, dict))
+        and len(repr(instance)) > 100
+        and error.validator != "additionalProperties"
+    ):
+        unit = "characters" if isinstance(instance, str) else "items"
+        return _short(f"a value of {len(instance)} {unit} fails {error.validator}: {error.validator_value!r}")
+    return _short(error.message)
 
 
 @dataclass(eq=False)
@@ -405,6 +420,57 @@ class ToolRegistry(NamedRegistry[Tool]):
             task=task_policy,
         )
         return self._add(tool_name, tool_obj)
+
+    def drf_viewset(
+        self,
+        viewset: type,
+        *,
+        basename: str,
+        actions: Iterable[str] | None = None,
+        scopes: Iterable[str] = (),
+        descriptions: Mapping[str, str] | None = None,
+    ) -> list[Tool]:
+        """Publish the actions of a DRF ``ViewSet`` as tools ``<basename>_<action>`` (``docs/how-to/drf-tools.md``).
+
+        Each tool runs the view in-process as the token's user: its permissions, throttles and
+        serializer validation unchanged (:mod:`mcp_oauth.mcp_server.drf_tools`).
+
+        :param actions: the actions to publish, in order (default: every router action the ViewSet
+            has, then its ``@action`` methods).
+        :param scopes: scopes every one of these tools needs beyond the resource's.
+        :param descriptions: action -> description, instead of the docstrings.
+        :raises ValueError: not a ViewSet, an unknown action, a name already registered.
+        """
+        built = viewset_tools(viewset, basename=basename, actions=actions, descriptions=descriptions)
+        return [self._register_drf(item, scopes) for item in built]
+
+    def drf_view(
+        self,
+        view: type,
+        *,
+        method: str,
+        name: str,
+        scopes: Iterable[str] = (),
+        **options: Any,
+    ) -> Tool:
+        """Publish one HTTP method of a DRF ``APIView`` as the tool ``name``; ``options`` as
+        :func:`mcp_oauth.mcp_server.drf_tools.publish.view_tool` (``serializer``, ``output_serializer``,
+        ``url_kwargs``, ``url_name``, ``description``).
+
+        :raises ValueError: not an APIView, a method it does not handle, a name already registered.
+        """
+        return self._register_drf(view_tool(view, method=method, name=name, **options), scopes)
+
+    def _register_drf(self, item: DrfTool, scopes: Iterable[str]) -> Tool:
+        return self.register(
+            item.fn,
+            name=item.name,
+            description=item.description,
+            input_schema=item.input_schema,
+            output_schema=item.output_schema,
+            annotations=item.annotations,
+            scopes=scopes,
+        )
 
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Decorator form of :meth:`register`: ``@registry.tool`` or ``@registry.tool(scopes=[...])``.

@@ -6,7 +6,7 @@ Usage on a view::
         authentication_classes = [MCPBearerAuthentication]
         permission_classes = [HasResourceScopes]
         required_scopes = ["notes:read"]
-        mcp_resource = None  # or "https://host/api" for another registered resource
+        mcp_resource = None  # or "https://host/api" (or "/api", relative to BASE_URL) for another resource
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ from mcp_oauth.shared.scopes import missing as scope_missing
 
 
 def _view_resource(view) -> ProtectedResource:
+    uri = getattr(view, "mcp_resource", None)
+    if isinstance(uri, str) and uri.startswith("/"):
+        uri = mcp_oauth_settings.absolute(uri)  # a path: relative to MCP_OAUTH["BASE_URL"], as require_bearer
     try:
-        return resolve_resource(getattr(view, "mcp_resource", None))
+        return resolve_resource(uri)
     except ProtectedResource.DoesNotExist:
         raise exceptions.NotFound("No such protected resource.") from None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from project.apps import ensure_api_resource
 from tests.mcp_oauth.resource_server.test_challenges import PRM, RESOURCE, bearer
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.support.urls")]
@@ -27,3 +28,17 @@ def test_drf_valid(client, resource, user, public_app, mint_token):
     token = mint_token(user, public_app, resource=RESOURCE, scope="mcp profile")
     response = client.get("/api/notes", **bearer(token))
     assert response.status_code == 200 and response.json() == {"user": "alice"}
+
+
+@pytest.mark.urls("project.urls")
+def test_mcp_resource_may_be_a_path_relative_to_base_url(client, resource, user, public_app, mint_token):
+    """The reference site's NoteViewSet names ``mcp_resource = "/api"``: tokens for ``<BASE_URL>/api``
+    pass, tokens for the MCP endpoint's resource are refused (RFC 8707 audience)."""
+    api = ensure_api_resource()
+    assert api.uri.endswith("/api")
+    good = mint_token(user, public_app, resource=api.uri, scope="profile")
+    response = client.get("/api/notes/", **bearer(good))
+    assert response.status_code == 200 and response.json()["count"] == 0
+    wrong = mint_token(user, public_app, resource=RESOURCE, scope="mcp profile")
+    refused = client.get("/api/notes/", **bearer(wrong))
+    assert refused.status_code == 401 and 'error="invalid_token"' in refused["WWW-Authenticate"]
