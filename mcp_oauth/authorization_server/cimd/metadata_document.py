@@ -288,7 +288,9 @@ def negotiate_auth_method(document: dict[str, Any]) -> str:
     if not isinstance(methods, list) or not methods:
         raise InvalidDocument(f"{AUTH_METHODS_MEMBER} must be a non-empty array of strings.", reason="auth_method")
     if len(methods) > MAX_AUTH_METHODS:
-        raise InvalidDocument(f"{AUTH_METHODS_MEMBER} may list at most {MAX_AUTH_METHODS} methods.", reason="auth_method")
+        raise InvalidDocument(
+            f"{AUTH_METHODS_MEMBER} may list at most {MAX_AUTH_METHODS} methods.", reason="auth_method"
+        )
     if not all(isinstance(m, str) and 0 < len(m) <= MAX_AUTH_METHOD_LENGTH for m in methods):
         raise InvalidDocument(
             f"Every {AUTH_METHODS_MEMBER} entry must be a non-empty string of at most {MAX_AUTH_METHOD_LENGTH} characters.",

@@ -69,7 +69,9 @@ def refusal(**members) -> InvalidDocument:
     ],
 )
 def test_the_first_method_both_sides_can_use_is_chosen(methods, keys, expected):
-    assert method_of(token_endpoint_auth_methods_supported=methods, token_endpoint_auth_method=ABSENT, **keys) == expected
+    assert (
+        method_of(token_endpoint_auth_methods_supported=methods, token_endpoint_auth_method=ABSENT, **keys) == expected
+    )
 
 
 def test_the_singular_alone_is_still_honoured():
@@ -161,9 +163,7 @@ def test_a_listed_private_key_jwt_makes_a_confidential_client_that_signs_its_tok
 
 
 @pytest.mark.django_db
-def test_a_list_preferring_none_over_a_singular_private_key_jwt_makes_a_public_client(
-    client, user, resource, cimd_env
-):
+def test_a_list_preferring_none_over_a_singular_private_key_jwt_makes_a_public_client(client, user, resource, cimd_env):
     key = make_key("ES256")
     client_id = cimd_env.publish(
         "/public-choice.json",
