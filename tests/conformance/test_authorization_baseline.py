@@ -54,3 +54,19 @@ def test_result_directories_of_both_commands_name_their_scenario(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "checks.json").write_text('[{"status": "SUCCESS"}, {"status": "INFO"}]')
     assert run.summarize(tmp_path) == {"ping": {"SUCCESS": 1, "INFO": 1}, "authorization-code-grant": {"SUCCESS": 1, "INFO": 1}}  # fmt: skip
+
+
+def test_without_chromium_the_approval_fails_with_how_to_install_it(tmp_path, monkeypatch):
+    import pytest
+
+    from tests.conformance import user_agent
+
+    monkeypatch.setattr(user_agent, "CHROMIUM", str(tmp_path / "no-chromium"))
+    with pytest.raises(user_agent.ApprovalFailed, match="apt-get install chromium"):
+        user_agent.approve(
+            "http://127.0.0.1:9/oauth/authorize",
+            username="u",
+            password="p",
+            callback_prefix="http://127.0.0.1:9/callback",
+            evidence=tmp_path,
+        )

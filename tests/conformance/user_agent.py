@@ -28,13 +28,18 @@ def approve(authorization_url: str, *, username: str, password: str, callback_pr
 
     :param callback_prefix: ``http://127.0.0.1:<port>/callback`` (the suite's redirect URI).
     :param evidence: a directory for a screenshot and the page's HTML when a step fails.
-    :raises ApprovalFailed: a step did not happen within :data:`STEP_TIMEOUT_MS`.
+    :raises ApprovalFailed: no Chromium, or a step did not happen within :data:`STEP_TIMEOUT_MS`.
     """
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
+    if not os.access(CHROMIUM, os.X_OK):
+        raise ApprovalFailed(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        except PlaywrightError as exc:
+            raise ApprovalFailed(f"could not start Chromium: {str(exc).splitlines()[0]}") from None
         page = browser.new_page()
         page.set_default_timeout(STEP_TIMEOUT_MS)
         step = "open the authorization URL"
