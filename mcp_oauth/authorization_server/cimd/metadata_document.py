@@ -263,8 +263,8 @@ def negotiate_auth_method(document: dict[str, Any]) -> str:
 
     :returns: ``"none"`` or ``"private_key_jwt"``.
     :raises InvalidDocument: reason ``auth_method``: the list is not a non-empty array of at most
-        :data:`MAX_AUTH_METHODS` distinct non-empty strings of at most :data:`MAX_AUTH_METHOD_LENGTH`
-        characters, names a shared-secret method, or offers nothing usable here; the singular
+        :data:`MAX_AUTH_METHODS` non-empty strings (duplicates count, and are then ignored) of at most
+        :data:`MAX_AUTH_METHOD_LENGTH` characters, names a shared-secret method, or offers nothing usable here; the singular
         (without the list) is a shared-secret or unsupported method, or ``private_key_jwt`` without keys.
     """
     singular = document.get("token_endpoint_auth_method", "none")
