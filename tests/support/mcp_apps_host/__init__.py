@@ -11,11 +11,39 @@ test answers them with the official Python SDK client connected to the live serv
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 HOST_PAGE = (HERE / "host.html").read_bytes()
 SANDBOX_PAGE = (HERE / "sandbox.html").read_bytes()
+#: The same host on the reference implementation's ``AppBridge`` (it imports ``/app-bridge.js``:
+#: ``tests/js/app_bridge_entry.mjs`` bundled, see :func:`build_app_bridge`).
+OFFICIAL_HOST_PAGE = (HERE / "host_official.html").read_bytes()
+JS_DIR = HERE.parents[1] / "js"
+ESBUILD = JS_DIR / "node_modules" / ".bin" / "esbuild"
+
+
+def build_app_bridge(out: Path) -> bytes:
+    """``@modelcontextprotocol/ext-apps/app-bridge`` bundled for the browser (esbuild, installed by
+    ``make js-install``). :raises FileNotFoundError: not installed. :raises CalledProcessError:"""
+    if not ESBUILD.exists():
+        raise FileNotFoundError(ESBUILD)
+    subprocess.run(
+        [
+            str(ESBUILD),
+            "app_bridge_entry.mjs",
+            "--bundle",
+            "--format=esm",
+            "--platform=browser",
+            "--log-level=warning",
+            f"--outfile={out}",
+        ],
+        cwd=JS_DIR,
+        check=True,
+        timeout=120,
+    )
+    return out.read_bytes()
 
 
 class Recorder:
@@ -32,12 +60,13 @@ class Recorder:
         self.hits.append(scope["path"])
         body = self.pages.get(scope["path"])
         status = 200 if body is not None else 404
+        kind = b"text/javascript" if scope["path"].endswith(".js") else b"text/html; charset=utf-8"
         await send(
             {
                 "type": "http.response.start",
                 "status": status,
                 "headers": [
-                    (b"content-type", b"text/html; charset=utf-8"),
+                    (b"content-type", kind),
                     (b"access-control-allow-origin", b"*"),
                     (b"cache-control", b"no-store"),
                 ],
