@@ -29,6 +29,7 @@ __all__ = [
     "AppView",
     "as_view",
     "check_csp",
+    "check_visibility",
     "client_supports_apps",
     "view_uri",
 ]
