@@ -11,6 +11,7 @@ import json
 import pytest
 
 from project.models import Note
+from tests.support.organization_fixtures import acme  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +27,7 @@ def token(resource, user, public_app, mint_token):
     return mint_token(user, public_app, resource=resource.uri)
 
 
-def rpc(client, token, method, params=None, caps=None):
+def rpc(client, token, method, params=None, caps=None, path="/mcp"):
     """One stateless 2026-07-28 request; the JSON-RPC response object."""
     params = dict(params or {})
     params["_meta"] = {
@@ -45,7 +46,7 @@ def rpc(client, token, method, params=None, caps=None):
     elif method == "resources/read":
         headers["Mcp-Name"] = params["uri"]
     message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    response = client.post("/mcp", json.dumps(message), content_type="application/json", headers=headers)
+    response = client.post(path, json.dumps(message), content_type="application/json", headers=headers)
     assert response.status_code in (200, 400, 403), response.content
     return response.json()
 
@@ -177,3 +178,14 @@ def test_a_token_without_the_resource_scope_cannot_read_the_view(client, user, p
     response = client.post("/mcp", json.dumps(message), content_type="application/json", headers=headers)
     assert response.status_code == 403
     assert 'error="insufficient_scope"' in response["WWW-Authenticate"]
+
+
+def test_the_page_names_the_organization_the_token_acts_for(client, user, public_app, mint_token, acme):
+    """At the organization's own endpoint the token acts for it: the template's ``organization``."""
+    token = mint_token(user, public_app, resource="http://testserver/mcp/o/acme")
+    result = rpc(client, token, "resources/read", {"uri": URI}, path="/mcp/o/acme")["result"]
+    assert "<h1>Notes of alice (Acme Corp)</h1>" in result["contents"][0]["text"]
+
+
+def test_without_an_organization_the_page_names_none(client, token):
+    assert "<h1>Notes of alice</h1>" in read(client, token)["text"]
