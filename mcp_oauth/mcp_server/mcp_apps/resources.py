@@ -73,10 +73,6 @@ class AppResource(Resource):
         return [item.model_copy(update={"meta": self.view.resource_meta()}) for item in contents]
 
 
-def _unused_reader() -> None:  # pragma: no cover - AppResource.read renders; never called
-    return None
-
-
 def register_view(view: AppView, resources: ResourceRegistry) -> AppResource:
     """Register ``view``'s resource in ``resources`` once; another tool declaring the same view
     (same URI and template) shares it.
@@ -95,7 +91,6 @@ def register_view(view: AppView, resources: ResourceRegistry) -> AppResource:
         mime_type=MIME_TYPE,
         scopes=view.scopes,
         uri=view.uri,
-        fn=_unused_reader,
         view=view,
     )
     resources.add(item)
