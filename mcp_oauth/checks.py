@@ -187,6 +187,7 @@ CHECKS = (
     (as_checks.check_client_secret_hasher, (Tags.security,), False),
     (as_checks.check_fast_client_secret_hasher, (Tags.security,), True),
     (mcp_checks.check_tasks, (), False),
+    (mcp_checks.check_apps_csp, (Tags.security,), False),
     (dpop_checks.check_dpop_settings, (Tags.security,), False),
     (rs_checks.check_revocation_settings, (), False),
     (check_fleet_secrets, (Tags.database, Tags.security), True),

@@ -68,6 +68,11 @@ DEFAULTS: dict[str, Any] = {
     "RESOURCE_PAGE_SIZE": 50,
     # Largest resource content sent by resources/read (bytes of text as UTF-8, or of a blob
     # before base64); larger: JSON-RPC -32602 "Resource too large". Per item: max_bytes.
+    # MCP Apps (extension io.modelcontextprotocol/ui): per ui:// resource URI, the origins its page
+    # may reach, {"connectDomains": [...], "resourceDomains": [...], "frameDomains": [...],
+    # "baseUriDomains": [...]} (origins only: "https://cdn.example.com", "https://*.example.com").
+    # A key named here replaces the one the view declares (ui=AppView(csp=...)); [] removes it.
+    "APPS_CSP": {},
     "RESOURCE_MAX_BYTES": 5 * 1024 * 1024,
     # Most resources/subscribe URIs one session may hold.
     "MAX_SUBSCRIPTIONS_PER_SESSION": 1000,

@@ -10,9 +10,11 @@ from pydantic import Field
 from elicitation.api import ConnectedAccount, elicit_form, elicit_url, reconnect, require_connection
 from elicitation.form import ElicitationSchema
 from elicitation.providers import ProviderError, fetch_json
+from mcp_oauth.mcp_server.mcp_apps import AppView
 from mcp_oauth.mcp_server.tools import ToolContext, ToolError, registry, tool
 
 from .api import NoteViewSet
+from .models import Note
 
 
 @tool(scopes=["mcp"], title="Who am I?")
@@ -124,3 +126,47 @@ async def set_api_key(ctx: ToolContext) -> str:
 registry.drf_viewset(
     NoteViewSet, basename="notes", actions=["list", "create", "retrieve", "partial_update", "destroy"], scopes=["mcp"]
 )
+
+
+def _my_notes(ctx) -> list[dict]:
+    """The token's user's notes (newest 50, oldest first) as ``{"id", "title", "body"}``."""
+    if ctx.user is None:
+        return []
+    notes = list(Note.objects.filter(owner=ctx.user).order_by("-pk")[:50])
+    return [{"id": note.pk, "title": note.title, "body": note.body} for note in reversed(notes)]
+
+
+#: The notes view (MCP Apps): ``templates/project/notes_app.html`` as ``ui://project/notes_app``,
+#: rendered with the token's user's notes; it reaches no origin (no CSP domain declared).
+NOTES_VIEW = AppView(
+    "project/notes_app.html",
+    name="notes_app",
+    title="My notes",
+    description="Your notes, and a form adding one (an MCP Apps view).",
+    context=lambda ctx: {"notes": _my_notes(ctx)},
+    prefers_border=True,
+    scopes=("mcp",),
+)
+
+
+@tool(scopes=["mcp"], title="My notes", ui=NOTES_VIEW, annotations={"readOnlyHint": True})
+def notes_app(ctx: ToolContext) -> dict:
+    """List your notes (a host supporting MCP Apps shows them in an interactive view)."""
+    if ctx.user is None:
+        raise ToolError("Notes belong to users: this token has none.")
+    return {"notes": _my_notes(ctx)}
+
+
+@tool(scopes=["mcp"], title="Add a note", ui=NOTES_VIEW)
+def add_note(
+    ctx: ToolContext,
+    title: Annotated[str, Field(min_length=1, max_length=200)],
+    body: Annotated[str, Field(max_length=10_000)] = "",
+) -> dict:
+    """Add a note with ``title`` and ``body``; return it as ``{"id", "title", "body"}``."""
+    if ctx.user is None:
+        raise ToolError("Notes belong to users: this token has none.")
+    if not title.strip():
+        raise ToolError("title must not be empty")
+    note = Note.objects.create(owner=ctx.user, title=title.strip(), body=body)
+    return {"id": note.pk, "title": note.title, "body": note.body}

@@ -1,5 +1,5 @@
 """System checks of the MCP server (``manage.py check``): the tool, resource and prompt registries,
-``TOOL_MODULES``, the ``requestState`` keys, the Tasks extension's settings.
+``TOOL_MODULES``, the ``requestState`` keys, the Tasks extension's settings, the MCP Apps CSP setting.
 
 Registered, with every role's, by :mod:`mcp_oauth.checks`."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.core.checks import Error, Warning
 
+from mcp_oauth.mcp_server.mcp_apps.views import check_csp
 from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
 from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
 from mcp_oauth.mcp_server.tools import ToolRegistry
@@ -131,3 +132,23 @@ def check_tasks(app_configs, **kwargs):
 def check_admission_settings(app_configs, **kwargs):
     """E098 a load-shedding or per-client rate-limit setting out of shape (:mod:`mcp_oauth.mcp_server.transport.admission`)."""
     return admission_messages()
+
+
+def check_apps_csp(app_configs, **kwargs):
+    """E150 ``APPS_CSP`` is not a mapping of ``ui://`` URIs to CSP objects of origins
+    (:mod:`mcp_oauth.mcp_server.mcp_apps`)."""
+    configured = mcp_oauth_settings.APPS_CSP
+    if configured is None:
+        return []
+    if not isinstance(configured, dict):
+        return [Error('MCP_OAUTH["APPS_CSP"] must be a dict of ui:// URIs to CSP objects.', id="mcp_oauth.E150")]
+    messages = []
+    for uri, csp in configured.items():
+        if not isinstance(uri, str) or not uri.startswith("ui://"):
+            messages.append(Error(f'MCP_OAUTH["APPS_CSP"]: key {uri!r} is not a ui:// URI.', id="mcp_oauth.E150"))
+            continue
+        try:
+            check_csp(csp, f'MCP_OAUTH["APPS_CSP"][{uri!r}]')
+        except ValueError as exc:
+            messages.append(Error(str(exc), id="mcp_oauth.E150"))
+    return messages

@@ -18,15 +18,22 @@ Layers, each importing only the ones below it:
 
 from __future__ import annotations
 
+from typing import Any
+
+from mcp_oauth.mcp_server.mcp_apps.resources import app_views
+from mcp_oauth.mcp_server.mcp_apps.views import EXTENSION as APPS_EXTENSION
+from mcp_oauth.mcp_server.mcp_apps.views import MIME_TYPE as APPS_MIME_TYPE
 from mcp_oauth.mcp_server.mcp_tasks import methods as task_methods
 from mcp_oauth.mcp_server.mcp_tasks.listen import listen_tasks
 from mcp_oauth.mcp_server.registry.handlers import server_capabilities as registry_capabilities
 from mcp_oauth.mcp_server.registry.methods import register_registry_methods
+from mcp_oauth.mcp_server.registry.resources import active_resource_registry
 from mcp_oauth.mcp_server.transport import capabilities, modern, tool_methods
+from mcp_oauth.mcp_server.transport.extensions import register_extension
 from mcp_oauth.mcp_server.transport.methods import methods
 from mcp_oauth.mcp_server.transport.table import PRIVATE, MethodTable
 
-__all__ = ["install", "install_tasks", "install_tools"]
+__all__ = ["apps_extension", "install", "install_apps", "install_tasks", "install_tools"]
 
 
 def install_tools(table: MethodTable) -> None:
@@ -45,11 +52,24 @@ def install_tasks(table: MethodTable) -> None:
         modern.listen_hooks.append(listen_tasks)
 
 
+def apps_extension() -> dict[str, Any] | None:
+    """The MCP Apps extension's settings while the served resource registry holds a view
+    (``{"mimeTypes": ["text/html;profile=mcp-app"]}``), else None (not announced)."""
+    return {"mimeTypes": [APPS_MIME_TYPE]} if app_views(active_resource_registry()) else None
+
+
+def install_apps() -> None:
+    """Announce the MCP Apps extension (``io.modelcontextprotocol/ui``, both eras) while a tool has a
+    view; the views themselves are ``ui://`` resources (``ui=`` of a tool)."""
+    register_extension(APPS_EXTENSION, apps_extension)
+
+
 def install(table: MethodTable = methods) -> MethodTable:
     """Add every feature to ``table`` (default: the endpoint's): tools; resources, prompts and
-    completion with their capabilities; the Tasks extension. Returns ``table``."""
+    completion with their capabilities; the Tasks extension; the MCP Apps extension. Returns ``table``."""
     install_tools(table)
     register_registry_methods(table)
     capabilities.register_provider(registry_capabilities)
     install_tasks(table)
+    install_apps()
     return table

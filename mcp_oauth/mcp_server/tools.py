@@ -63,8 +63,11 @@ from pydantic import (
 )
 
 from mcp_oauth.mcp_server.drf_tools.publish import DrfTool, view_tool, viewset_tools
+from mcp_oauth.mcp_server.mcp_apps.resources import register_view
+from mcp_oauth.mcp_server.mcp_apps.views import AppView, as_view, check_visibility, client_supports_apps
 from mcp_oauth.mcp_server.mcp_tasks.policy import TaskPolicy, as_policy
 from mcp_oauth.mcp_server.registry.base import NAME_RE, NamedRegistry, call, context_parameter, scope_tuple
+from mcp_oauth.mcp_server.registry.resources import ResourceRegistry, active_resource_registry
 from mcp_oauth.mcp_server.transport.context import ToolContext
 from mcp_oauth.mcp_server.transport.input_required import InputRequest, InputRequired
 from mcp_oauth.mcp_server.transport.jsonrpc import McpError
@@ -214,9 +217,22 @@ class Tool:
     output_validator: jsonschema.Draft202012Validator | None = field(default=None, repr=False)
     #: How the tool runs as a task (MCP Tasks extension), or None: never.
     task: TaskPolicy | None = None
+    #: Its view (MCP Apps extension), or None.
+    ui: AppView | None = None
+    #: ``_meta.ui.visibility`` (MCP Apps), or None: not declared (``["model", "app"]``).
+    visibility: tuple[str, ...] | None = None
 
-    def definition(self) -> types.Tool:
-        """The ``Tool`` object listed by ``tools/list``."""
+    def definition(self, *, apps: bool = True) -> types.Tool:
+        """The ``Tool`` object listed by ``tools/list``; with ``apps`` (the client declared the MCP
+        Apps extension) its ``_meta.ui`` (``resourceUri``, ``visibility``) when it has a view."""
+        meta = self.meta
+        if apps and (self.ui is not None or self.visibility is not None):
+            ui: dict[str, Any] = {}
+            if self.ui is not None:
+                ui["resourceUri"] = self.ui.uri
+            if self.visibility is not None:
+                ui["visibility"] = list(self.visibility)
+            meta = {**(meta or {}), "ui": ui}
         return types.Tool(
             name=self.name,
             title=self.title,
@@ -225,8 +241,17 @@ class Tool:
             output_schema=self.output_schema,
             annotations=self.annotations,
             icons=self.icons,
-            _meta=self.meta,
+            _meta=meta,
         )
+
+    def listed_definition(self, client_capabilities: Mapping[str, Any]) -> types.Tool | None:
+        """The definition ``tools/list`` shows a client with ``client_capabilities``, or None when the
+        tool is for apps only (``visibility: ["app"]``) and the client declared no MCP Apps support
+        (it has no app to call it from; SEP-1865 "Visibility")."""
+        apps = client_supports_apps(client_capabilities) if self.ui is not None or self.visibility else False
+        if not apps and self.visibility is not None and "model" not in self.visibility:
+            return None
+        return self.definition(apps=apps)
 
     def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """Check ``arguments`` against the input schema; return the keyword arguments for the function.
@@ -344,6 +369,12 @@ class ToolRegistry(NamedRegistry[Tool]):
     kind = "tool"
     list_kind = "tools"
 
+    def __init__(self, name: str = "default", *, resources: ResourceRegistry | None = None) -> None:
+        super().__init__(name)
+        #: Where the views' ``ui://`` resources go; None: the active resource registry
+        #: (``MCP_OAUTH["RESOURCE_REGISTRY"]``) at registration.
+        self.resources = resources
+
     def register(  # type: ignore[override]
         self,
         fn: Callable[..., Any],
@@ -358,17 +389,30 @@ class ToolRegistry(NamedRegistry[Tool]):
         icons: Iterable[types.Icon | Mapping[str, Any]] | None = None,
         meta: dict[str, Any] | None = None,
         task: TaskPolicy | str | bool | None = None,
+        ui: AppView | str | Mapping[str, Any] | None = None,
+        visibility: Iterable[str] | None = None,
     ) -> Tool:
         """Register ``fn`` as a tool and return its :class:`Tool`.
+
+        :param ui: its view (MCP Apps extension, ``io.modelcontextprotocol/ui``): a template name
+            (``"notes/notes_app.html"``), an :class:`~mcp_oauth.mcp_server.mcp_apps.views.AppView` or its
+            keyword arguments. The view's ``ui://`` resource is registered in the registry's
+            resource registry (once for tools sharing a view); see ``docs/how-to/mcp-apps.md``.
+        :param visibility: ``_meta.ui.visibility``: ``["model", "app"]`` (the default when
+            omitted), ``["app"]`` (called by the app only: hidden from clients without the
+            extension) or ``["model"]``.
 
         :param task: run as a task of the MCP Tasks extension (``io.modelcontextprotocol/tasks``):
             a :class:`~mcp_oauth.mcp_server.mcp_tasks.TaskPolicy`, ``"always"``, ``"optional"`` (a task when
             the request declares the extension) or None/``"never"`` (see ``docs/how-to/tasks.md``).
         :raises ValueError: invalid or duplicate name, invalid schema, a signature
-            that cannot be turned into a schema, a malformed scope, an invalid task policy.
+            that cannot be turned into a schema, a malformed scope, an invalid task policy, a
+            malformed view or visibility, a view URI taken by another resource.
         """
         task_policy = as_policy(task)
         tool_name = self._item_name(fn, name)
+        view = as_view(ui) if ui is not None else None
+        tool_visibility = check_visibility(visibility, f"tool {tool_name!r}")
         tool_scopes = scope_tuple(scopes, f"tool {tool_name!r}")
         try:
             hints = get_type_hints(fn, include_extras=False)
@@ -418,7 +462,11 @@ class ToolRegistry(NamedRegistry[Tool]):
             input_validator=input_validator,
             output_validator=output_validator,
             task=task_policy,
+            ui=view,
+            visibility=tool_visibility,
         )
+        if view is not None:
+            register_view(view, self.resources if self.resources is not None else active_resource_registry())
         return self._add(tool_name, tool_obj)
 
     def drf_viewset(

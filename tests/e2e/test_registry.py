@@ -157,7 +157,13 @@ async def lists_reads_prompts_and_completes(world):
         assert capabilities.prompts.list_changed is True and capabilities.completions is not None
 
         listed = await all_resources(client)
-        assert [r.uri for r in listed] == ["demo://readme", *[f"notes://{pk}" for pk in alice_pks]]
+        # the notes view of MCP Apps (registered with its tools, project/mcp_tools.py) comes first
+        assert [r.uri for r in listed] == [
+            "ui://project/notes_app",
+            "demo://readme",
+            *[f"notes://{pk}" for pk in alice_pks],
+        ]
+        listed = listed[1:]
         assert [r.name for r in listed[1:]] == ["Groceries", "Garden plan"]
         assert listed[0].mime_type == "text/markdown" and listed[0].annotations.priority == 0.5
 
@@ -225,7 +231,7 @@ async def lists_reads_prompts_and_completes(world):
 
     async with sdk(world, world.bob_token) as client:
         listed = await all_resources(client)
-        assert [r.uri for r in listed] == ["demo://readme", f"notes://{bob_pk}"]
+        assert [r.uri for r in listed] == ["ui://project/notes_app", "demo://readme", f"notes://{bob_pk}"]
         for pk in alice_pks:
             with pytest.raises(MCPError) as caught:
                 await client.read_resource(f"notes://{pk}")
@@ -320,7 +326,11 @@ async def modern_flow(world):
     bob_pk = world.bob_notes[0].pk
     async with modern_sdk(world, world.alice_token) as client:
         listed = (await client.list_resources(cache_mode="bypass")).resources
-        assert [r.uri for r in listed] == ["demo://readme", *[f"notes://{pk}" for pk in alice_pks]]
+        assert [r.uri for r in listed] == [
+            "ui://project/notes_app",
+            "demo://readme",
+            *[f"notes://{pk}" for pk in alice_pks],
+        ]
         note = (await client.read_resource(f"notes://{alice_pks[1]}", cache_mode="bypass")).contents[0]
         assert json.loads(note.text)["title"] == "Garden plan"
         with pytest.raises(MCPError) as caught:

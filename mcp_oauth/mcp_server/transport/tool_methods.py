@@ -51,13 +51,20 @@ defer_to_task: Callable[[Call, Any, ToolContext, dict[str, Any]], Awaitable[dict
 
 async def list_tools(call: Call) -> types.ListToolsResult:
     """``tools/list``: every tool, in one page, in registration order (a ``cursor`` we never issued
-    is -32602); for a request acting for an organization with ``enabled_tools``, only those."""
+    is -32602); for a request acting for an organization with ``enabled_tools``, only those. Each
+    tool decides what this client sees (``Tool.listed_definition``: the MCP Apps ``_meta.ui`` only
+    for a client that declared that extension)."""
     params = parse_params(call)
     if params is not None and params.cursor is not None:
         raise McpError(INVALID_PARAMS, "Invalid params for tools/list: unknown cursor")
     enabled = enabled_tool_names(getattr(call.principal, "organization", None))
     return types.ListToolsResult(
-        tools=[tool.definition() for tool in call.registry.list() if enabled is None or tool.name in enabled]
+        tools=[
+            definition
+            for tool in call.registry.list()
+            if (enabled is None or tool.name in enabled)
+            and (definition := tool.listed_definition(call.client_capabilities)) is not None
+        ]
     )
 
 

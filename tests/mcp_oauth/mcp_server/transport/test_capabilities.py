@@ -40,6 +40,8 @@ def test_server_discover(client, token, settings):
                 "io.modelcontextprotocol/tasks": {},
                 "io.modelcontextprotocol/oauth-client-credentials": {},
                 "io.modelcontextprotocol/enterprise-managed-authorization": {},
+                # MCP Apps: the demo project's notes view (mcp_oauth.mcp_server.mcp_apps)
+                "io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]},
             },
         },
         "instructions": "Be nice.",

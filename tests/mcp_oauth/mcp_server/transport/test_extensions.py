@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from mcp_oauth.mcp_server.features import install_apps
 from mcp_oauth.mcp_server.transport.extensions import (
     client_extension,
     register_extension,
@@ -31,6 +32,18 @@ def no_auth_extensions(settings):
         "CLIENT_CREDENTIALS_EXTENSION": False,
         "ENTERPRISE_MANAGED_AUTHORIZATION": False,
     }
+
+
+#: MCP Apps, offered in both eras while a tool has a view (the demo project's notes view).
+APPS_EXTENSION = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
+
+
+@pytest.fixture
+def no_apps_extension():
+    """MCP Apps not offered (as on a site without views)."""
+    unregister_extension("io.modelcontextprotocol/ui")
+    yield
+    install_apps()
 
 
 @pytest.fixture
@@ -74,6 +87,7 @@ def test_server_discover_offers_the_registered_extension(client, token, offered)
     assert response.json()["result"]["capabilities"]["extensions"] == {
         EXT: {"level": 2},
         "io.modelcontextprotocol/tasks": {},
+        **APPS_EXTENSION,
     }
 
 
@@ -82,11 +96,11 @@ def test_initialize_offers_the_registered_extension(client, token, offered):
     params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     response = _post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
     assert response.status_code == 200, response.content
-    assert response.json()["result"]["capabilities"]["extensions"] == {EXT: {"level": 2}}
+    assert response.json()["result"]["capabilities"]["extensions"] == {EXT: {"level": 2}, **APPS_EXTENSION}
 
 
 @pytest.mark.django_db
-def test_nothing_is_offered_without_registrations(client, token, no_auth_extensions):
+def test_nothing_is_offered_without_registrations(client, token, no_auth_extensions, no_apps_extension):
     params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     response = _post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
     assert "extensions" not in response.json()["result"]["capabilities"]
@@ -137,7 +151,8 @@ def test_auth_extensions_offered_in_both_eras(client, token):
     assert discover.json()["result"]["capabilities"]["extensions"] == {
         **AUTH_EXTENSIONS,
         "io.modelcontextprotocol/tasks": {},
+        **APPS_EXTENSION,
     }
     params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     initialize = _post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
-    assert initialize.json()["result"]["capabilities"]["extensions"] == AUTH_EXTENSIONS
+    assert initialize.json()["result"]["capabilities"]["extensions"] == {**AUTH_EXTENSIONS, **APPS_EXTENSION}

@@ -43,6 +43,8 @@ def test_initialize_creates_a_bound_session(client, token, user, public_app, res
             "extensions": {
                 "io.modelcontextprotocol/oauth-client-credentials": {},
                 "io.modelcontextprotocol/enterprise-managed-authorization": {},
+                # MCP Apps: the demo project's notes view (mcp_oauth.mcp_server.mcp_apps)
+                "io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]},
             },
         },
         "serverInfo": {"name": "django-mcp-authz", "version": "0.1.0"},
