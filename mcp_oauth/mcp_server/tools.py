@@ -67,9 +67,11 @@ from mcp_oauth.mcp_server.registry.base import NAME_RE, NamedRegistry, call, con
 from mcp_oauth.mcp_server.transport.context import ToolContext
 from mcp_oauth.mcp_server.transport.input_required import InputRequest, InputRequired
 from mcp_oauth.mcp_server.transport.jsonrpc import McpError
+from mcp_oauth.mcp_server.transport.token_exchange import ExchangedToken, TokenExchangeError
 from mcp_oauth.resource_server.authentication import BearerPrincipal, PrincipalGone, principal_gone
 
 __all__ = [
+    "ExchangedToken",
     "InputRequest",
     "InputRequired",
     "InvalidArguments",
@@ -78,6 +80,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "TokenExchangeError",
     "registry",
     "to_call_tool_result",
     "tool",
