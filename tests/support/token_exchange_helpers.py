@@ -46,13 +46,13 @@ def subject_pair(client, app, scope: str = "mcp profile", **extra: Any) -> dict:
     return response.json()
 
 
-def exchange(client, app, subject_token: str, *, headers: dict | None = None, **params: Any):
-    """POST a token-exchange request by ``app`` (public: ``client_id``); ``params`` override or add
-    (None drops one)."""
+def exchange(client, app, token: str, *, headers: dict | None = None, **params: Any):
+    """POST a token-exchange request by ``app`` (public: ``client_id``) for the subject token ``token``;
+    ``params`` override or add (None drops one)."""
     data = {
         "grant_type": TOKEN_EXCHANGE_GRANT_TYPE,
         "client_id": app.client_id,
-        "subject_token": subject_token,
+        "subject_token": token,
         "subject_token_type": ACCESS_TOKEN_TYPE,
         "resource": API_URI,
         "scope": "profile",
