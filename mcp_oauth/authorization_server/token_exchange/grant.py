@@ -151,7 +151,7 @@ class TokenExchangeGrant(ClientCredentialsGrant):
         """
         for validator in self.custom_validators.pre_token:
             validator(request)
-        if request.grant_type != TOKEN_EXCHANGE_GRANT_TYPE:
+        if request.grant_type != TOKEN_EXCHANGE_GRANT_TYPE or not mcp_oauth_settings.TOKEN_EXCHANGE:
             raise errors.UnsupportedGrantTypeError(request=request)
         for param in _SINGLE:
             if param in request.duplicate_params:

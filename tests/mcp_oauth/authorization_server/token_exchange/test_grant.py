@@ -274,4 +274,4 @@ def test_switched_off_the_grant_is_refused(logged_in, public_app, settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOKEN_EXCHANGE": False}
     response = exchange(logged_in, public_app, subject["access_token"])
     assert response.status_code == 400
-    assert response.json()["error"] == "unauthorized_client"
+    assert response.json()["error"] == "unsupported_grant_type"
