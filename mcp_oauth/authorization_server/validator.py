@@ -58,7 +58,7 @@ from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BE
 from mcp_oauth.authorization_server.organizations.token_binding import bind_organization, remember_code_organization
 from mcp_oauth.authorization_server.token_endpoint.dpop import bind_grant
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
-from mcp_oauth.authorization_server.token_exchange.actor import bind_exchange
+from mcp_oauth.authorization_server.token_exchange.actor import bind_exchange, revoke_exchanged
 from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
 from mcp_oauth.authorization_server.token_exchange.inprocess import inprocess_client
 from mcp_oauth.authorization_server.tokens.redeemed import mark_revoked, remember_redeemed
@@ -483,6 +483,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         application_pk = getattr(request.client, "pk", None)
         checksum = token_checksum(token)
         found = None
+        subject_checksums = [checksum]  # the tokens exchanged for it go with it (RFC 8693)
         if application_pk is not None:
             for model, kind in (
                 (get_access_token_model(), "access_token"),
@@ -491,12 +492,21 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 row = model.objects.filter(token_checksum=checksum, application_id=application_pk).first()
                 if row is not None and (kind == "access_token" or row.revoked is None):
                     found = (row, kind)
+                    if kind == "refresh_token" and row.access_token_id is not None:
+                        subject_checksums.append(
+                            get_access_token_model()
+                            .objects.filter(pk=row.access_token_id)
+                            .values_list("token_checksum", flat=True)
+                            .first()
+                            or ""
+                        )
                     break
         with transaction.atomic(using=router.db_for_write(get_refresh_token_model())):
             # SQLite: queue for the write lock behind a rotation in flight; DOT's revoke() reads
             # first and would fail at once with "database is locked" (rotation.take_write_lock).
             take_write_lock()
             super().revoke_token(token, token_type_hint, request, *args, **kwargs)
+            exchanged = revoke_exchanged(subject_checksums) if found is not None else 0
         if found is not None:
             row, kind = found
             record(
@@ -504,7 +514,12 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 request=request,
                 user=row.user,
                 client_id=request.client.client_id,
-                detail={"via": "revocation_endpoint", "token_type": kind, "token_id": row.pk},
+                detail={
+                    "via": "revocation_endpoint",
+                    "token_type": kind,
+                    "token_id": row.pk,
+                    **({"exchanged_tokens": exchanged} if exchanged else {}),
+                },
             )
 
 

@@ -126,7 +126,10 @@ def test_down_scoping_the_same_resource_has_no_act(logged_in, public_app, allow_
     assert body["scope"] == "mcp"
     row = get_access_token_model().objects.get(token_checksum=token_checksum(body["access_token"]))
     assert row.resource == [MCP_URI]
-    assert not TokenActor.objects.filter(token_checksum=row.token_checksum).exists()
+    actor = TokenActor.objects.get(token_checksum=row.token_checksum)  # the subject, no act
+    assert actor.act is None
+    assert actor.subject_token_checksum == token_checksum(subject["access_token"])
+    assert access_token_by_checksum(row.token_checksum).mcp_act is None
 
 
 def test_no_scope_asked_means_the_subject_scopes_the_resource_serves(logged_in, public_app, allow_all):
@@ -275,3 +278,42 @@ def test_switched_off_the_grant_is_refused(logged_in, public_app, settings):
     response = exchange(logged_in, public_app, subject["access_token"])
     assert response.status_code == 400
     assert response.json()["error"] == "unsupported_grant_type"
+
+
+def test_revoking_the_subject_token_revokes_what_was_exchanged_for_it(logged_in, public_app, allow_all):
+    subject = subject_pair(logged_in, public_app)
+    first = exchange(logged_in, public_app, subject["access_token"]).json()
+    second = exchange(logged_in, public_app, first["access_token"], resource=MCP_URI, scope="profile").json()
+    down = exchange(logged_in, public_app, subject["access_token"], resource=None, scope="mcp").json()
+    unrelated = subject_pair(logged_in, public_app)
+    response = logged_in.post("/oauth/revoke", {"token": subject["access_token"], "client_id": public_app.client_id})
+    assert response.status_code == 200
+    alive = set(get_access_token_model().objects.values_list("token_checksum", flat=True))
+    for gone in (subject, first, second, down):
+        assert token_checksum(gone["access_token"]) not in alive
+    assert token_checksum(unrelated["access_token"]) in alive
+    assert api_profile(logged_in, first["access_token"]).status_code == 401
+    event = AuditEvent.objects.filter(kind=AuditEvent.Kind.TOKEN_REVOKED).latest("id")
+    assert event.detail["exchanged_tokens"] == 3
+
+
+def test_revoking_the_subject_refresh_token_revokes_what_was_exchanged(logged_in, public_app):
+    subject = subject_pair(logged_in, public_app)
+    exchanged = exchange(logged_in, public_app, subject["access_token"]).json()
+    response = logged_in.post(
+        "/oauth/revoke",
+        {"token": subject["refresh_token"], "client_id": public_app.client_id, "token_type_hint": "refresh_token"},
+    )
+    assert response.status_code == 200
+    assert api_profile(logged_in, exchanged["access_token"]).status_code == 401
+    assert (
+        not get_access_token_model().objects.filter(token_checksum=token_checksum(exchanged["access_token"])).exists()
+    )
+
+
+def test_revoking_an_exchanged_token_leaves_its_subject(logged_in, public_app):
+    subject = subject_pair(logged_in, public_app)
+    exchanged = exchange(logged_in, public_app, subject["access_token"]).json()
+    logged_in.post("/oauth/revoke", {"token": exchanged["access_token"], "client_id": public_app.client_id})
+    assert api_profile(logged_in, exchanged["access_token"]).status_code == 401
+    assert get_access_token_model().objects.filter(token_checksum=token_checksum(subject["access_token"])).exists()
