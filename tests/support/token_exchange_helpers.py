@@ -10,9 +10,21 @@ from mcp_oauth.authorization_server.token_exchange.decision import (
     TokenExchangeDecision,
     allow,
 )
+from mcp_oauth.mcp_server.tools import ToolContext, ToolRegistry
 from tests.support.oauth_helpers import first_pair, get_code, token_request
 
+#: Served with ``MCP_OAUTH["TOOL_REGISTRY"] = "tests.support.token_exchange_helpers.REGISTRY"``.
+REGISTRY = ToolRegistry("token-exchange-tests")
+
 API_URI = "http://testserver/api"
+
+
+@REGISTRY.tool
+def acting(ctx: ToolContext) -> dict:
+    """The call's user, client and actor (RFC 8693 ``act``)."""
+    return {"user": ctx.user.get_username(), "client_id": ctx.client_id, "actor": ctx.actor}
+
+
 MCP_URI = "http://testserver/mcp"
 
 

@@ -317,3 +317,54 @@ def test_revoking_an_exchanged_token_leaves_its_subject(logged_in, public_app):
     logged_in.post("/oauth/revoke", {"token": exchanged["access_token"], "client_id": public_app.client_id})
     assert api_profile(logged_in, exchanged["access_token"]).status_code == 401
     assert get_access_token_model().objects.filter(token_checksum=token_checksum(subject["access_token"])).exists()
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+def test_the_tool_context_sees_the_actor(logged_in, public_app, allow_all, settings, era):
+    from django.test import Client
+
+    from tests.support.organizations import legacy, modern, structured
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOOL_REGISTRY": "tests.support.token_exchange_helpers.REGISTRY"}
+    subject = subject_pair(logged_in, public_app)
+    api_token = exchange(logged_in, public_app, subject["access_token"], scope="mcp profile").json()["access_token"]
+    # back to the MCP endpoint on the user's behalf: a delegated token there, act nested
+    delegated = exchange(logged_in, public_app, api_token, resource=MCP_URI, scope="mcp").json()["access_token"]
+    call = {"name": "acting", "arguments": {}}
+    if era == "2026-07-28":
+        answer = structured(modern(Client(), "/mcp", delegated, "tools/call", call))
+        plain = structured(modern(Client(), "/mcp", subject["access_token"], "tools/call", call))
+    else:
+        answers = []
+        for token in (delegated, subject["access_token"]):
+            opened = initialize(token)
+            answers.append(structured(legacy(Client(), "/mcp", token, opened, "tools/call", call)))
+        answer, plain = answers
+    assert answer == {
+        "user": "alice",
+        "client_id": public_app.client_id,
+        "actor": {"sub": public_app.client_id, "act": {"sub": public_app.client_id}},
+    }
+    assert plain["actor"] is None
+
+
+def initialize(token: str) -> str:
+    """A 2025-11-25 session for ``token``; its id."""
+    import json
+
+    from django.test import Client
+
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    response = Client().post(
+        "/mcp",
+        json.dumps(message),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 200, response.content
+    return response["Mcp-Session-Id"]
