@@ -33,7 +33,9 @@ The decisions:
 * :meth:`~DefaultMCPAdapter.organization_memberships` — which organizations a user belongs to, and
   with which role (where a site maps its own tenant model);
 * :meth:`~DefaultMCPAdapter.organization_client_decision` — whether a client may act for an
-  organization's members (approval, the organization's trust rules, its DCR/CIMD settings).
+  organization's members (approval, the organization's trust rules, its DCR/CIMD settings);
+* :meth:`~DefaultMCPAdapter.token_exchange_decision` — whether a client may exchange an access token
+  for another (RFC 8693: down-scoping, or delegation to another protected resource).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from mcp_oauth.authorization_server.client_auth import introspection_policy
 from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.enterprise_identity.users import user_for_subject
 from mcp_oauth.authorization_server.organizations import policy as organization_policy
+from mcp_oauth.authorization_server.token_exchange.decision import TokenExchangeDecision, refuse
 from mcp_oauth.models import OrganizationMembership
 from mcp_oauth.resource_server.authentication import authenticate_bearer
 from mcp_oauth.settings import mcp_oauth_settings
@@ -231,6 +234,29 @@ class DefaultMCPAdapter:
             kind.authenticate_request is DefaultMCPAdapter.authenticate_request
             and kind.user_for_token is DefaultMCPAdapter.user_for_token
         )
+
+    # --- token exchange (RFC 8693; mcp_oauth.authorization_server.token_exchange) -----------------
+
+    def token_exchange_decision(
+        self, request, client, subject_token, resource, scopes: list[str]
+    ) -> TokenExchangeDecision:
+        """Whether ``client`` may exchange ``subject_token`` for a token of ``resource`` with ``scopes``.
+
+        Asked at the token endpoint (``request`` is oauthlib's request) for every
+        ``urn:ietf:params:oauth:grant-type:token-exchange`` request that passed the grant's own
+        checks: the client authenticated, ``subject_token`` (a DOT ``AccessToken``, with
+        ``application`` and ``user`` loaded) is live and was issued to ``client``, ``resource`` (a
+        :class:`~mcp_oauth.models.ProtectedResource`) is one of this server's and of the subject
+        token's organization, ``scopes`` ⊆ the subject token's. A delegation is a ``resource`` not
+        among ``subject_token.resource``. Keep it fast: no network call.
+
+        :returns: a :class:`~mcp_oauth.authorization_server.token_exchange.decision.TokenExchangeDecision`
+            (``allow()`` / ``refuse(error, description)`` from that module); refused: HTTP 400 with
+            ``error`` (``unauthorized_client``, ``invalid_target``, ``invalid_scope`` or ``invalid_grant``).
+
+        Default: refused, ``unauthorized_client``: a site allows the exchanges it wants.
+        """
+        return refuse("unauthorized_client", "This server does not exchange tokens for this client.")
 
 
 def _folded(name: str) -> str:

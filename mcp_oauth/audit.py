@@ -12,9 +12,13 @@ Where each kind is written:
 ==================================  ===============================================================
 ``consent.granted``                 consent page approved (or approved automatically), authorization view
 ``consent.denied``                  consent page declined, authorization view
-``token.issued``                    token endpoint, authorization_code / client_credentials / jwt-bearer (validator);
-                                    ``detail.client_auth`` = ``private_key_jwt`` when so authenticated,
-                                    ``detail.idp`` / ``detail.sub`` for an ID-JAG
+``token.issued``                    token endpoint, authorization_code / client_credentials / jwt-bearer /
+                                    token-exchange (validator); ``detail.client_auth`` = ``private_key_jwt``
+                                    when so authenticated, ``detail.idp`` / ``detail.sub`` for an ID-JAG,
+                                    ``detail.subject_token_id`` / ``detail.delegated`` / ``detail.act`` for
+                                    an RFC 8693 exchange
+``token.exchange_refused``          an RFC 8693 token exchange refused after client authentication:
+                                    ``detail = {"error", "description"}`` (the adapter's refusals included)
 ``token.refreshed``                 token endpoint, refresh_token grant (validator)
 ``token.revoked``                   RFC 7009 revocation of a stored token (validator); admin actions
 ``token.refresh_reuse``             a rotated-out refresh token presented again; its family is revoked

@@ -181,6 +181,11 @@ DEFAULTS: dict[str, Any] = {
     # io.modelcontextprotocol/oauth-client-credentials and .../enterprise-managed-authorization.
     "CLIENT_CREDENTIALS_EXTENSION": True,
     "ENTERPRISE_MANAGED_AUTHORIZATION": True,
+    # --- token exchange (RFC 8693; mcp_oauth.authorization_server.token_exchange; docs/how-to/token-exchange.md) ---
+    # Route urn:ietf:params:oauth:grant-type:token-exchange at the token endpoint and list it in
+    # grant_types_supported. Each exchange is still the adapter's decision (token_exchange_decision),
+    # which refuses every one by default. False: unsupported_grant_type, not advertised.
+    "TOKEN_EXCHANGE": True,
     # --- trust policy (mcp_oauth.authorization_server.client_registry.trust; rules are TrustRule rows, managed in the admin) ---
     # What happens to a CIMD or dynamically registered client no trust rule speaks about:
     # "open" (any https client may be authorized; the consent page calls it unknown),

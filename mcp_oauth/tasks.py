@@ -40,6 +40,7 @@ from mcp_oauth import retention
 from mcp_oauth.authorization_server.cimd import tasks as cimd_tasks  # noqa: F401
 from mcp_oauth.authorization_server.client_registry.clients import one_generation_bump
 from mcp_oauth.authorization_server.organizations.token_binding import prune_token_organizations
+from mcp_oauth.authorization_server.token_exchange.actor import prune_token_actors
 from mcp_oauth.authorization_server.tokens.rotation import prune_generations
 from mcp_oauth.authorization_server.user_data import memberships  # noqa: F401  (mcp_oauth.organizations.reconcile_member)
 from mcp_oauth.authorization_server.user_data.lifecycle import clients_settled, delete_client_tokens, lock_clients
@@ -57,13 +58,14 @@ log = logging.getLogger(__name__)
 def cleanup() -> dict[str, int]:
     """Delete dead sessions, old redeemed-code records, the DPoP bindings of expired tokens
     (:func:`mcp_oauth.dpop.bindings.prune_bindings`) and the organizations of expired codes and tokens
-    (:func:`~mcp_oauth.authorization_server.organizations.token_binding.prune_token_organizations`), and apply the retention settings
+    (:func:`~mcp_oauth.authorization_server.organizations.token_binding.prune_token_organizations`), the actors of expired
+    exchanged tokens (:func:`~mcp_oauth.authorization_server.token_exchange.actor.prune_token_actors`), and apply the retention settings
     (:func:`mcp_oauth.retention.prune`: audit events and their IP addresses, finished tasks, the
     ``jti`` records of expired JWT assertions, unused CIMD documents, old tool-call audit trail rows),
     in bounded batches.
 
     :returns: ``{"sessions": n, "redeemed_codes": m, "used_assertions": k, "dpop_bindings": b,
-        "token_organizations": o, "audit_events": a, "audit_ips_cleared": i, "tasks": t, "cimd_documents": c, "tool_calls": r}`` — rows deleted
+        "token_organizations": o, "token_actors": x, "audit_events": a, "audit_ips_cleared": i, "tasks": t, "cimd_documents": c, "tool_calls": r}`` — rows deleted
         (or cleared; outbox rows not counted).
     """
     now = timezone.now()
@@ -80,6 +82,7 @@ def cleanup() -> dict[str, int]:
         "redeemed_codes": codes,
         "dpop_bindings": prune_bindings(now),
         "token_organizations": prune_token_organizations(now),
+        "token_actors": prune_token_actors(now),
     }
 
 

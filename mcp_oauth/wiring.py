@@ -32,12 +32,14 @@ from mcp_oauth.audit import audit_event
 from mcp_oauth.authorization_server.client_auth.auth_extensions import register_auth_extensions
 from mcp_oauth.authorization_server.client_registry.clients import connect_receivers as connect_client_cache_receivers
 from mcp_oauth.authorization_server.organizations import client_withdrawal
+from mcp_oauth.authorization_server.token_exchange.inprocess import exchange_token
 from mcp_oauth.authorization_server.user_data.lifecycle import connect as connect_user_lifecycle
 from mcp_oauth.authorization_server.user_data.lifecycle import connect_client as connect_client_lifecycle
 from mcp_oauth.authorization_server.user_data.memberships import connect as connect_memberships
 from mcp_oauth.mcp_server import features  # checks: registers the system checks
 from mcp_oauth.mcp_server.transport import drain, sessions, wakeup
 from mcp_oauth.mcp_server.transport.observers import add_observer, remove_observer
+from mcp_oauth.mcp_server.transport.token_exchange import set_exchanger
 from mcp_oauth.models import Organization
 from mcp_oauth.observability import (
     audit_trail,
@@ -79,6 +81,7 @@ def wire(app_config: AppConfig) -> None:
     # The MCP method table: the transport core's methods plus the features' (mcp_oauth.mcp_server.features).
     features.install()
     register_auth_extensions()
+    set_exchanger(exchange_token)  # ToolContext.exchange_token (RFC 8693, in process)
     import_site_modules()  # every installed app's mcp_tools / mcp_resources / mcp_prompts, and the named modules
     tracing.install(add_observer)  # OpenTelemetry, when on (MCP_OAUTH["TRACING"]; OTEL_* variables)
     metrics_receivers.connect()  # Prometheus metrics (METRICS_ENABLED)

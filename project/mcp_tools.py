@@ -11,9 +11,11 @@ from elicitation.api import ConnectedAccount, elicit_form, elicit_url, reconnect
 from elicitation.form import ElicitationSchema
 from elicitation.providers import ProviderError, fetch_json
 from mcp_oauth.mcp_server.mcp_apps import AppView
-from mcp_oauth.mcp_server.tools import ToolContext, ToolError, registry, tool
+from mcp_oauth.mcp_server.tools import TokenExchangeError, ToolContext, ToolError, registry, tool
+from mcp_oauth.settings import mcp_oauth_settings
 
 from .api import NoteViewSet
+from .apps import API_PATH
 from .models import Note
 
 
@@ -99,6 +101,31 @@ async def demo_profile(ctx: ToolContext) -> dict:
     if not isinstance(profile, dict):
         raise ToolError(f"{account.provider.name} did not answer with a JSON object.")
     return {"provider": account.provider.name, "account": account.account_label, "profile": profile}
+
+
+@tool(scopes=["mcp"], title="My profile from this site's API", annotations={"readOnlyHint": True})
+async def my_site_profile(ctx: ToolContext) -> dict:
+    """Read your profile from this site's own JSON API (``/api/profile``), on your behalf.
+
+    The call's token is exchanged (RFC 8693) for a ``profile`` token of the API's resource
+    ``<site>/api``: a token for another protected resource of this site, speaking for you, naming
+    your MCP client as the actor (``act``). Your connection must have granted the ``profile`` scope.
+    """
+    try:
+        token = await ctx.exchange_token(resource=mcp_oauth_settings.absolute(API_PATH), scope="profile")
+    except TokenExchangeError as exc:
+        if exc.error == "invalid_scope":
+            raise ToolError("Connect again granting the profile scope to read your profile.") from None
+        raise ToolError(f"This site's API refused the exchange ({exc.error}).") from None
+    try:
+        status, profile = await sync_to_async(fetch_json, thread_sensitive=False)(
+            "GET", mcp_oauth_settings.absolute(API_PATH + "/profile"), headers={"Authorization": token.authorization}
+        )
+    except ProviderError:
+        raise ToolError("This site's API could not be reached.") from None
+    if status != 200 or not isinstance(profile, dict):
+        raise ToolError(f"This site's API refused the request (HTTP {status}).")
+    return {"profile": profile, "token": {"scope": token.scope, "expires_in": token.expires_in}}
 
 
 @tool(scopes=["mcp"], title="Store my demo API key")

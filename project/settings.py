@@ -199,6 +199,8 @@ MCP_OAUTH = {
     "BASE_URL": os.environ.get("MCP_BASE_URL", f"http://127.0.0.1:{PORT}"),
     "DEFAULT_RESOURCE_NAME": "django-mcp-authz demo",
     "DEFAULT_RESOURCE_SCOPES": ["mcp"],
+    # One RFC 8693 token exchange allowed: the MCP endpoint's tokens for the site's /api (my_site_profile tool)
+    "ADAPTER": "project.mcp_adapter.ReferenceSiteAdapter",
     # The tool-call audit trail (docs/how-to/audit-trail.md): on unless MCP_TOOL_CALL_AUDIT=0.
     "TOOL_CALL_AUDIT": os.environ.get("MCP_TOOL_CALL_AUDIT", "1") != "0",
     "REQUEST_STATE_KEYS": [k.strip() for k in os.environ.get("MCP_REQUEST_STATE_KEYS", "").split(",") if k.strip()]

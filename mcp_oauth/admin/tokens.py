@@ -29,6 +29,7 @@ from mcp_oauth.models import (
     Consent,
     DPoPBinding,
     ProtectedResource,
+    TokenActor,
 )
 
 
@@ -41,6 +42,23 @@ class ProtectedResourceAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     list_filter = ("is_default", "enabled", "dpop_required", OrganizationFilter)
     list_select_related = ("organization",)
     search_fields = ("uri", "name")
+
+
+@admin.register(TokenActor)
+class TokenActorAdmin(admin.ModelAdmin):
+    """The actors (RFC 8693 §4.1 ``act``) of tokens issued by token exchange for another resource:
+    read-only, written by the token endpoint (the tokens are only named by their checksums)."""
+
+    list_display = ("__str__", "created_at", "expires")
+    search_fields = ("=token_checksum", "=subject_token_checksum")
+    readonly_fields = ("token_checksum", "act", "subject_token_checksum", "created_at", "expires")
+    show_full_result_count = False
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(DPoPBinding)

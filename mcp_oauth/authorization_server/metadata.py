@@ -18,6 +18,7 @@ from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import OAuthServerMetadataView
 
 from mcp_oauth.authorization_server.enterprise_identity.assertion_metadata import add_assertion_metadata
+from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
 from mcp_oauth.dpop import metadata as dpop_metadata
 from mcp_oauth.models import ProtectedResource
 from mcp_oauth.resource_server.challenges import PRM_WELL_KNOWN
@@ -51,6 +52,8 @@ class AuthorizationServerMetadataView(OAuthServerMetadataView):
         data["code_challenge_methods_supported"] = ["S256"]
         data["authorization_response_iss_parameter_supported"] = True
         add_assertion_metadata(data)  # private_key_jwt, its algorithms, the jwt-bearer grant (ID-JAG)
+        if mcp_oauth_settings.TOKEN_EXCHANGE and TOKEN_EXCHANGE_GRANT_TYPE not in data["grant_types_supported"]:
+            data["grant_types_supported"].append(TOKEN_EXCHANGE_GRANT_TYPE)  # RFC 8693
         confidential = [m for m in data.get("token_endpoint_auth_methods_supported", []) if m != "none"]
         if "introspection_endpoint" in data:  # RFC 7662 §2.1: callers authenticate
             data["introspection_endpoint_auth_methods_supported"] = confidential

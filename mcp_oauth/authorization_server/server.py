@@ -1,7 +1,8 @@
 """The oauthlib server of the MCP profile: only the grants OAuth 2.1 keeps.
 
-Authorization code (with PKCE), refresh token, client credentials and the RFC 7523 JWT bearer
-grant with an ID-JAG (:mod:`.jwt_bearer`, Enterprise-Managed Authorization). The
+Authorization code (with PKCE), refresh token, client credentials, the RFC 7523 JWT bearer
+grant with an ID-JAG (:mod:`.jwt_bearer`, Enterprise-Managed Authorization) and RFC 8693 token
+exchange (:mod:`.token_exchange.grant`). The
 implicit and password grants and the device grant are not offered at all, so a
 request for them is answered ``unsupported_response_type`` /
 ``unsupported_grant_type`` (RFC 6749 §4.1.2.1, §5.2; OAuth 2.1 §1.6, §10;
@@ -27,6 +28,8 @@ from oauthlib.oauth2.rfc6749.grant_types import AuthorizationCodeGrant, ClientCr
 from oauthlib.oauth2.rfc6749.tokens import BearerToken
 
 from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BEARER_GRANT_TYPE, JWTBearerGrant
+from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
+from mcp_oauth.authorization_server.token_exchange.grant import TokenExchangeGrant
 
 
 def random_token(request=None, refresh_token: bool = False) -> str:
@@ -54,6 +57,7 @@ class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, Resour
         self.credentials_grant = ClientCredentialsGrant(request_validator)
         self.refresh_grant = RefreshTokenGrant(request_validator)
         self.jwt_bearer_grant = JWTBearerGrant(request_validator)  # ID-JAG (Enterprise-Managed Authorization)
+        self.token_exchange_grant = TokenExchangeGrant(request_validator)  # RFC 8693
         self.bearer = BearerToken(
             request_validator, token_generator or random_token, token_expires_in, refresh_token_generator
         )
@@ -68,6 +72,7 @@ class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, Resour
                 "client_credentials": self.credentials_grant,
                 "refresh_token": self.refresh_grant,
                 JWT_BEARER_GRANT_TYPE: self.jwt_bearer_grant,
+                TOKEN_EXCHANGE_GRANT_TYPE: self.token_exchange_grant,
             },
             default_token_type=self.bearer,
         )

@@ -58,6 +58,9 @@ from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BE
 from mcp_oauth.authorization_server.organizations.token_binding import bind_organization, remember_code_organization
 from mcp_oauth.authorization_server.token_endpoint.dpop import bind_grant
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.authorization_server.token_exchange.actor import bind_exchange, revoke_exchanged
+from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
+from mcp_oauth.authorization_server.token_exchange.inprocess import inprocess_client
 from mcp_oauth.authorization_server.tokens.redeemed import mark_revoked, remember_redeemed
 from mcp_oauth.authorization_server.tokens.rotation import RefreshRotationMixin, revoke_family, take_write_lock
 from mcp_oauth.models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
@@ -121,6 +124,8 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         """
         if client_assertion.has_client_assertion(request):
             return client_assertion.authenticate(self, request)
+        if self._inprocess_exchange(request):
+            return True
         if super().authenticate_client(request, *args, **kwargs):
             return True
         if (
@@ -137,10 +142,37 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         return False
 
     def client_authentication_required(self, request, *args, **kwargs) -> bool:
-        """DOT's rule, and always when the request carries a ``client_assertion`` (RFC 7523 §2.2)."""
-        return client_assertion.has_client_assertion(request) or super().client_authentication_required(
-            request, *args, **kwargs
+        """DOT's rule, and always when the request carries a ``client_assertion`` (RFC 7523 §2.2)
+        or is a tool's in-process token exchange (:meth:`_inprocess_exchange`)."""
+        return (
+            client_assertion.has_client_assertion(request)
+            or self._inprocess_client_for(request) is not None
+            or super().client_authentication_required(request, *args, **kwargs)
         )
+
+    @staticmethod
+    def _inprocess_client_for(request) -> Any:
+        """The client of a tool's in-process token exchange of this request
+        (:mod:`mcp_oauth.authorization_server.token_exchange.inprocess`), else None."""
+        client = inprocess_client()
+        if client is None or getattr(request, "grant_type", None) != TOKEN_EXCHANGE_GRANT_TYPE:
+            return None
+        return client if getattr(request, "client_id", None) == client.client_id else None
+
+    def _inprocess_exchange(self, request) -> bool:
+        """A tool's in-process token exchange authenticates its client by the subject token it
+        presents (the grant checks that the token was issued to this client); the trust policy
+        applies as to any token request."""
+        client = self._inprocess_client_for(request)
+        if client is None:
+            return False
+        request.client = None
+        loaded = self._load_application(client.client_id, request)
+        if loaded is None:
+            return False
+        request.client = loaded
+        request._mcp_client_auth_method = "subject_token"
+        return True
 
     def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs) -> bool:
         """DOT's rule; the JWT bearer grant (ID-JAG) is for the allowed clients of an enabled
@@ -148,6 +180,8 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         ``MCP_OAUTH["ENTERPRISE_MANAGED_AUTHORIZATION"]`` is on."""
         if grant_type == JWT_BEARER_GRANT_TYPE:
             return bool(mcp_oauth_settings.ENTERPRISE_MANAGED_AUTHORIZATION) and enterprise.client_may_redeem(client)
+        if grant_type == TOKEN_EXCHANGE_GRANT_TYPE:  # RFC 8693: the adapter decides each exchange
+            return bool(mcp_oauth_settings.TOKEN_EXCHANGE)
         return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
     def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs) -> bool:
@@ -413,6 +447,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 # The organization's rows, scopes and lifetimes, then DPoP (RFC 9449 §5): before any token row.
                 resources = functools.cache(lambda: self._resolved_resources(request))  # resolved once
                 bind_organization(token, request, resources)
+                bind_exchange(token, request)  # RFC 8693: no longer than the subject token; its act
                 bind_grant(token, request, resources)
                 result = super().save_bearer_token(token, request, *args, **kwargs)
             except IntegrityError:
@@ -448,6 +483,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         application_pk = getattr(request.client, "pk", None)
         checksum = token_checksum(token)
         found = None
+        subject_checksums = [checksum]  # the tokens exchanged for it go with it (RFC 8693)
         if application_pk is not None:
             for model, kind in (
                 (get_access_token_model(), "access_token"),
@@ -456,12 +492,21 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 row = model.objects.filter(token_checksum=checksum, application_id=application_pk).first()
                 if row is not None and (kind == "access_token" or row.revoked is None):
                     found = (row, kind)
+                    if kind == "refresh_token" and row.access_token_id is not None:
+                        subject_checksums.append(
+                            get_access_token_model()
+                            .objects.filter(pk=row.access_token_id)
+                            .values_list("token_checksum", flat=True)
+                            .first()
+                            or ""
+                        )
                     break
         with transaction.atomic(using=router.db_for_write(get_refresh_token_model())):
             # SQLite: queue for the write lock behind a rotation in flight; DOT's revoke() reads
             # first and would fail at once with "database is locked" (rotation.take_write_lock).
             take_write_lock()
             super().revoke_token(token, token_type_hint, request, *args, **kwargs)
+            exchanged = revoke_exchanged(subject_checksums) if found is not None else 0
         if found is not None:
             row, kind = found
             record(
@@ -469,7 +514,12 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 request=request,
                 user=row.user,
                 client_id=request.client.client_id,
-                detail={"via": "revocation_endpoint", "token_type": kind, "token_id": row.pk},
+                detail={
+                    "via": "revocation_endpoint",
+                    "token_type": kind,
+                    "token_id": row.pk,
+                    **({"exchanged_tokens": exchanged} if exchanged else {}),
+                },
             )
 
 

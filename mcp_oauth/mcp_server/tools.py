@@ -71,9 +71,11 @@ from mcp_oauth.mcp_server.registry.resources import ResourceRegistry, active_res
 from mcp_oauth.mcp_server.transport.context import ToolContext
 from mcp_oauth.mcp_server.transport.input_required import InputRequest, InputRequired
 from mcp_oauth.mcp_server.transport.jsonrpc import McpError
+from mcp_oauth.mcp_server.transport.token_exchange import ExchangedToken, TokenExchangeError
 from mcp_oauth.resource_server.authentication import BearerPrincipal, PrincipalGone, principal_gone
 
 __all__ = [
+    "ExchangedToken",
     "InputRequest",
     "InputRequired",
     "InvalidArguments",
@@ -82,6 +84,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "TokenExchangeError",
     "registry",
     "to_call_tool_result",
     "tool",

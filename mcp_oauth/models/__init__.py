@@ -24,6 +24,7 @@ from mcp_oauth.models.organizations import (
 from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.models.revocation import RevocationStamp
 from mcp_oauth.models.subscriptions import ResourceSubscription
+from mcp_oauth.models.token_exchange import TokenActor
 from mcp_oauth.models.tool_calls import ToolCallDashboard, ToolCallRecord, ToolCallUse
 from mcp_oauth.models.trust import TrustRule
 
@@ -50,6 +51,7 @@ __all__ = [
     "RevocationStamp",
     "ToolCallDashboard",
     "ToolCallRecord",
+    "TokenActor",
     "TokenOrganization",
     "ToolCallUse",
     "TrustRule",

@@ -44,6 +44,7 @@ class AuditEvent(models.Model):
         ORGANIZATION_CLIENT_REFUSED = "organization.client_refused", _("client refused for an organization")
         ORGANIZATION_CLIENT_APPROVED = "organization.client_approved", _("organization approved a client")
         ORGANIZATION_CLIENT_DENIED = "organization.client_denied", _("organization denied a client")
+        TOKEN_EXCHANGE_REFUSED = "token.exchange_refused", _("token exchange refused")
 
     kind = models.CharField(_("kind"), max_length=40, choices=Kind.choices, db_index=True)
     created_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)

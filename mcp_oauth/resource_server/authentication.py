@@ -29,6 +29,7 @@ from mcp_oauth.dpop.resource import (
 )
 from mcp_oauth.models import Organization, ProtectedResource
 from mcp_oauth.observability.metrics import count_dpop_proof_error
+from mcp_oauth.resource_server.actors import token_actor
 from mcp_oauth.resource_server.cache import (
     RESOURCE_GENERATION_KEY,
     TOKEN_PREFIX,
@@ -74,6 +75,13 @@ class BearerPrincipal:
     @property
     def client_id(self) -> str | None:
         return self.application.client_id if self.application is not None else None
+
+    @property
+    def actor(self) -> dict[str, Any] | None:
+        """The RFC 8693 §4.1 ``act`` claim of a token issued by token exchange for another resource
+        (``{"sub": "<client_id of the exchanging client>", "act"?: {...}}``), else None. Loaded with
+        the token (the token cache): no query."""
+        return token_actor(self.access_token)
 
     @property
     def is_machine(self) -> bool:

@@ -82,6 +82,7 @@ from mcp_oauth.models import (
     ProtectedResource,
 )
 from mcp_oauth.resource_server import organizations
+from mcp_oauth.resource_server.actors import ACTOR_ATTRIBUTE, actor_subquery
 from mcp_oauth.resource_server.decoded import TOMBSTONE, DecodedEntries
 from mcp_oauth.resource_server.revocation import bump_stamp, entry_is_current, is_local, on_change, tag, watch
 from mcp_oauth.settings import mcp_oauth_settings
@@ -140,8 +141,9 @@ def token_checksum(token: str) -> str:
 
 def _load_token(checksum: str) -> Any:
     """The token row with its client and user, its DPoP binding (``cnf.jkt``, RFC 9449 §6.1)
-    as the attribute ``dpop_jkt`` (None: a bearer token) and its ``TokenOrganization``'s
-    organization id (:data:`~.organizations.ORGANIZATION_ATTRIBUTE`), in one query; when it acts
+    as the attribute ``dpop_jkt`` (None: a bearer token), its ``TokenOrganization``'s
+    organization id (:data:`~.organizations.ORGANIZATION_ATTRIBUTE`) and its token-exchange actor
+    (:data:`~.actors.ACTOR_ATTRIBUTE`, RFC 8693 §4.1), in one query; when it acts
     for an organization, its user's memberships per the adapter
     (:data:`~.organizations.MEMBERSHIPS_ATTRIBUTE`, the default adapter: one more query)."""
     token = (
@@ -151,6 +153,7 @@ def _load_token(checksum: str) -> Any:
             **{
                 JKT_ATTRIBUTE: binding_subquery(),
                 organizations.ORGANIZATION_ATTRIBUTE: organizations.organization_subquery(),
+                ACTOR_ATTRIBUTE: actor_subquery(),
             }
         )
         .filter(token_checksum=checksum)

@@ -61,6 +61,8 @@ def use(settings, cls):
 
 
 def test_default_adapter_is_resolved_once(settings):
+    # the reference site names its own adapter (project.mcp_adapter): without it, the default
+    settings.MCP_OAUTH = {key: value for key, value in settings.MCP_OAUTH.items() if key != "ADAPTER"}
     first = get_adapter()
     assert type(first) is DefaultMCPAdapter and get_adapter() is first
     use(settings, SkippingAdapter)

@@ -37,6 +37,7 @@ def test_cleanup_deletes_dead_sessions_and_old_codes(settings, resource, user, p
         "used_assertions": 0,
         "dpop_bindings": 0,
         "token_organizations": 0,
+        "token_actors": 0,
         # the retention rules (mcp_oauth.retention): nothing old enough here
         "audit_events": 0,
         "audit_ips_cleared": 0,

@@ -65,6 +65,7 @@ def test_cleanup_runs_on_a_real_worker(worker, resource, user, public_app):
         "used_assertions": 0,
         "dpop_bindings": 0,
         "token_organizations": 0,
+        "token_actors": 0,
         "audit_events": 0,
         "audit_ips_cleared": 0,
         "tasks": 0,

@@ -9,6 +9,7 @@ validator, before any token row is written, like the DPoP bindings of
 * ``authorization_code``: the code's row; the resource's organization for a per-organization endpoint;
 * ``refresh_token``: the presented refresh token's row (inherited by the new pair);
 * jwt-bearer (ID-JAG): the enterprise identity provider's organization, else the resource's;
+* token exchange (RFC 8693): the subject token's (its row, else its resource's organization);
 * ``client_credentials``: none (no user acts).
 
 Then, for a grant that acts for an organization (``invalid_grant`` for each refusal, RFC 6749 §5.2):
@@ -45,6 +46,7 @@ from mcp_oauth.settings import mcp_oauth_settings
 __all__ = ["bind_organization", "prune_token_organizations", "remember_code_organization"]
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 
 
 def _checksum(value: str) -> str:
@@ -92,6 +94,8 @@ def _bound_organization_id(request: Any) -> int | None:
         request._mcp_refresh_bound_at = row.created_at if row is not None else None
     elif request.grant_type == JWT_BEARER:
         return getattr(request, "_mcp_idp_organization_id", None)
+    elif request.grant_type == TOKEN_EXCHANGE:
+        return getattr(request, "_mcp_subject_organization_id", None)
     else:
         return None
     return row.organization_id if row is not None else None

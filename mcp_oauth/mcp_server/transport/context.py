@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
 
 from mcp_oauth.mcp_server.transport import wakeup
 from mcp_oauth.mcp_server.transport.input_required import (
@@ -32,6 +34,7 @@ from mcp_oauth.mcp_server.transport.input_required import (
     resolve_inputs,
 )
 from mcp_oauth.mcp_server.transport.jsonrpc import McpError
+from mcp_oauth.mcp_server.transport.token_exchange import ExchangedToken, TokenExchangeError, exchanger
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -160,6 +163,37 @@ class ToolContext:
         per-organization endpoint (``<MCP_PATH>/o/<slug>``), else the one the user chose for the
         token on the consent page, else None. Shared by the process's requests: do not modify it."""
         return self.principal.organization
+
+    @property
+    def actor(self) -> dict[str, Any] | None:
+        """The RFC 8693 §4.1 ``act`` claim of the call's token, when it was issued by token exchange
+        for another resource (``{"sub": "<client_id>", "act"?: {...}}``), else None. Loaded with the
+        token: no query."""
+        return self.principal.actor
+
+    async def exchange_token(self, *, resource: str, scope: str | Iterable[str] | None = None) -> ExchangedToken:
+        """Exchange the call's access token for one of another protected resource of this site
+        (RFC 8693 token exchange, in process: no HTTP round trip to the token endpoint).
+
+        The new token speaks for the same user and organization, for at most the call token's
+        scopes and remaining lifetime, carries ``act = {"sub": <the calling client's id>}`` and has
+        no refresh token. The site's adapter decides
+        (:meth:`~mcp_oauth.adapter.DefaultMCPAdapter.token_exchange_decision`; refused by default).
+
+        :param resource: the target protected resource's URI (RFC 8707), e.g. ``<site>/api``.
+        :param scope: the scopes wanted (a space-separated string or an iterable), at most the
+            call token's; None: the call token's scopes the resource serves.
+        :returns: the :class:`~.token_exchange.ExchangedToken` (``authorization`` is the header value).
+        :raises TokenExchangeError: the server's refusal (``error``: ``unauthorized_client``,
+            ``invalid_target``, ``invalid_scope``, ``invalid_grant`` — a DPoP-bound call token
+            cannot be exchanged in process: the server holds no proof of the client's key).
+        """
+        header = self.request.headers.get("Authorization", "") if self.request is not None else ""
+        _scheme, _, subject_token = header.partition(" ")
+        if not subject_token.strip():
+            raise TokenExchangeError("invalid_request", "The call carries no access token.")
+        function = exchanger()
+        return await sync_to_async(function, thread_sensitive=False)(subject_token.strip(), resource, scope)
 
     @property
     def client_capabilities(self) -> dict[str, Any]:

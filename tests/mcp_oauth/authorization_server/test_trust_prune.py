@@ -142,6 +142,7 @@ def test_pruning_takes_tokens_and_consents_with_it(user):
         "used_assertions": 0,
         "dpop_bindings": 0,
         "token_organizations": 0,
+        "token_actors": 0,
         "audit_events": 0,
         "audit_ips_cleared": 0,
         "tasks": 0,
