@@ -25,10 +25,9 @@ from oauthlib.oauth2.rfc6749.endpoints import (
     RevocationEndpoint,
     TokenEndpoint,
 )
+from oauthlib.oauth2.rfc6749.errors import OAuth2Error
 from oauthlib.oauth2.rfc6749.grant_types import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant
 from oauthlib.oauth2.rfc6749.tokens import BearerToken
-
-from oauthlib.oauth2.rfc6749.errors import OAuth2Error
 
 from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BEARER_GRANT_TYPE, JWTBearerGrant
 from mcp_oauth.authorization_server.tokens.lifetimes import access_token_lifetime

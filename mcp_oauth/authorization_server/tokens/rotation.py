@@ -55,7 +55,6 @@ from oauthlib.oauth2.rfc6749 import errors
 
 from mcp_oauth.audit import record
 from mcp_oauth.authorization_server.tokens import rotation_statement
-from mcp_oauth.authorization_server.tokens.session_limits import check_session_limits
 from mcp_oauth.authorization_server.tokens.rotation_sql import (
     _claim_rotation,
     _collect_access_tokens,
@@ -65,6 +64,7 @@ from mcp_oauth.authorization_server.tokens.rotation_sql import (
     _revoke_members,
     _set_null_relations,
 )
+from mcp_oauth.authorization_server.tokens.session_limits import check_session_limits
 from mcp_oauth.models import AuditEvent, RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.db import cursor as db_cursor
@@ -404,11 +404,11 @@ class RefreshRotationMixin(_MixinBase):
             transaction, claim included, rolls back).
         """
         target = RefreshGeneration(
-                token_family=presented.token_family,
-                parent=generation,
-                scope=token["scope"],
-                session_started_at=generation.session_started_at,
-            )
+            token_family=presented.token_family,
+            parent=generation,
+            scope=token["scope"],
+            session_started_at=generation.session_started_at,
+        )
         request._mcp_generation = (target, False)
         access_token = self._new_access_token(expires, request, token, source_refresh_token=presented)
         refresh_token, member = self._new_refresh_token(request, token["refresh_token"], access_token, presented)

@@ -125,10 +125,14 @@ def connection_lapses(user: Any, applications: list[Any]) -> dict[Any, datetime 
         with_refresh.add(application_id)
         application = by_pk[application_id]
         idle = refresh_token_idle_seconds(application)
-        ends = [moment for moment in (
-            created + timedelta(seconds=idle) if idle is not None else None,
-            session_ends_at(application, started_at),
-        ) if moment is not None]
+        ends = [
+            moment
+            for moment in (
+                created + timedelta(seconds=idle) if idle is not None else None,
+                session_ends_at(application, started_at),
+            )
+            if moment is not None
+        ]
         if not ends:
             open_ended.add(application_id)
             continue
