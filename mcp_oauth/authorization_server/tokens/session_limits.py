@@ -23,7 +23,7 @@ cap (with no live refresh token, when its access tokens expire).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
@@ -34,7 +34,7 @@ from mcp_oauth.audit import record
 from mcp_oauth.authorization_server.tokens.lifetimes import refresh_token_idle_seconds, session_max_seconds
 from mcp_oauth.models import AuditEvent, Consent, RefreshGeneration
 
-__all__ = ["check_session_limits", "connection_lapses", "consent_lapsed", "session_ends_at"]
+__all__ = ["Lapse", "check_session_limits", "connection_lapses", "consent_lapsed", "session_ends_at"]
 
 
 def session_ends_at(application: Any, started_at: datetime | None) -> datetime | None:
@@ -103,8 +103,18 @@ def consent_lapsed(user: Any, application: Any) -> bool:
     return granted is not None and granted + timedelta(seconds=cap) <= timezone.now()
 
 
-def connection_lapses(user: Any, applications: list[Any]) -> dict[Any, datetime | None]:
-    """``{application pk: when the user's connection to it ends if the client does nothing}``.
+class Lapse(NamedTuple):
+    """When a connection ends if the client does nothing, and what ends it: ``"idle"`` (its refresh
+    token's idle window: each refresh pushes it back), ``"cap"`` (its session's cap: then the user is
+    asked again) or ``"access_token"`` (no refresh token: its access token's expiry)."""
+
+    at: datetime
+    reason: str
+
+
+def connection_lapses(user: Any, applications: list[Any]) -> dict[Any, Lapse | None]:
+    """``{application pk: Lapse or None}``: when ``user``'s connection to each client ends if the client
+    does nothing.
 
     For each client: the latest, over its live refresh tokens for ``user``, of the earlier of the
     token's idle expiry and its session's cap; with no live refresh token, its newest access token's
@@ -112,7 +122,7 @@ def connection_lapses(user: Any, applications: list[Any]) -> dict[Any, datetime 
     """
     pks = [application.pk for application in applications]
     by_pk = {application.pk: application for application in applications}
-    lapses: dict[Any, datetime | None] = dict.fromkeys(pks)
+    lapses: dict[Any, Lapse | None] = dict.fromkeys(pks)
     now = timezone.now()
     open_ended: set[Any] = set()
     refresh_rows = (
@@ -125,11 +135,12 @@ def connection_lapses(user: Any, applications: list[Any]) -> dict[Any, datetime 
         with_refresh.add(application_id)
         application = by_pk[application_id]
         idle = refresh_token_idle_seconds(application)
+        capped = session_ends_at(application, started_at)
         ends = [
-            moment
-            for moment in (
-                created + timedelta(seconds=idle) if idle is not None else None,
-                session_ends_at(application, started_at),
+            Lapse(moment, reason)
+            for moment, reason in (
+                (created + timedelta(seconds=idle) if idle is not None else None, "idle"),
+                (capped, "cap"),
             )
             if moment is not None
         ]
@@ -137,7 +148,8 @@ def connection_lapses(user: Any, applications: list[Any]) -> dict[Any, datetime 
             open_ended.add(application_id)
             continue
         end = min(ends)
-        if end > now and (lapses[application_id] is None or end > lapses[application_id]):
+        current = lapses[application_id]
+        if end.at > now and (current is None or end.at > current.at):
             lapses[application_id] = end
     for application_id in open_ended:
         lapses[application_id] = None
@@ -149,6 +161,7 @@ def connection_lapses(user: Any, applications: list[Any]) -> dict[Any, datetime 
             .exclude(scope=oauth2_settings.DCR_REGISTRATION_SCOPE)
             .values_list("application_id", "expires")
         ):
-            if lapses[application_id] is None or expires > lapses[application_id]:
-                lapses[application_id] = expires
+            current = lapses[application_id]
+            if current is None or expires > current.at:
+                lapses[application_id] = Lapse(expires, "access_token")
     return lapses

@@ -158,14 +158,17 @@ def test_connection_lapses_is_the_earlier_of_idle_and_cap(logged_in, public_app,
     first_pair(logged_in, public_app)
     now = timezone.now()
     lapse = connection_lapses(user, [public_app])[public_app.pk]
-    assert abs((lapse - (now + timedelta(days=30))).total_seconds()) < 10  # idle (30 d) before the cap (90 d)
+    assert lapse.reason == "idle"  # idle (30 d) before the cap (90 d)
+    assert abs((lapse.at - (now + timedelta(days=30))).total_seconds()) < 10
     age_session(80 * DAY)
     lapse = connection_lapses(user, [public_app])[public_app.pk]
-    assert abs((lapse - (now + timedelta(days=10))).total_seconds()) < 10  # now the cap comes first
+    assert lapse.reason == "cap"  # now the cap comes first
+    assert abs((lapse.at - (now + timedelta(days=10))).total_seconds()) < 10
     for refresh_token in get_refresh_token_model().objects.all():
         refresh_token.revoke()  # its access token goes with it
     assert connection_lapses(user, [public_app])[public_app.pk] is None
     first_pair(logged_in, public_app)
     get_refresh_token_model().objects.update(revoked=timezone.now())  # an access token left alone: its expiry
     lapse = connection_lapses(user, [public_app])[public_app.pk]
-    assert abs((lapse - (timezone.now() + timedelta(hours=1))).total_seconds()) < 10
+    assert lapse.reason == "access_token"
+    assert abs((lapse.at - (timezone.now() + timedelta(hours=1))).total_seconds()) < 10
