@@ -90,10 +90,11 @@ def bound_organization_id(request: Any) -> int | None:
     """The organization the grant's code, refresh token or identity provider binds it to (read once
     per request: the token's lifetime asks before :func:`bind_organization`)."""
     memo = getattr(request, "_mcp_bound_organization_id", _UNREAD)
-    if memo is _UNREAD:
-        memo = _bound_organization_id(request)
-        request._mcp_bound_organization_id = memo
-    return memo
+    if memo is not _UNREAD:
+        return memo  # type: ignore[return-value]  # an int or None, set below
+    organization_id = _bound_organization_id(request)
+    request._mcp_bound_organization_id = organization_id
+    return organization_id
 
 
 def _bound_organization_id(request: Any) -> int | None:

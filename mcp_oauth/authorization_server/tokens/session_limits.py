@@ -66,7 +66,7 @@ def check_session_limits(refresh_token: Any, generation: RefreshGeneration | Non
         )
     started_at = getattr(generation, "session_started_at", None)
     ends_at = session_ends_at(application, started_at)
-    if ends_at is not None and ends_at <= now:
+    if ends_at is not None and started_at is not None and ends_at <= now:
         _refuse(
             AuditEvent.Kind.SESSION_CAP_REACHED,
             refresh_token,
