@@ -116,7 +116,7 @@ DEFAULTS: dict[str, Any] = {
     # The idle window is OAUTH2_PROVIDER["REFRESH_TOKEN_EXPIRE_SECONDS"] (30 days by default), the
     # access-token lifetime ACCESS_TOKEN_EXPIRE_SECONDS; a client's profile and a resource may set
     # their own. None: no cap.
-    "SESSION_MAX_SECONDS": 90 * 24 * 3600,
+    "SESSION_MAX_SECONDS": 90 * 24 * 3600,  # manage.py check: mcp_oauth.E048
     # Scope hierarchy: a scope grants the scopes it lists (transitively), e.g.
     # {"mcp:admin": ["mcp"]}: a token with mcp:admin passes a check that needs "mcp", and a
     # challenge never asks for a scope that another needed scope already implies

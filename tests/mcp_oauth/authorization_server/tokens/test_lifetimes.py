@@ -160,3 +160,16 @@ def test_the_admin_form_accepts_lifetimes(public_app):
         }
     )
     assert form.is_valid(), form.errors
+
+
+@pytest.mark.parametrize(
+    ("value", "errors"),
+    [(None, []), (3600, []), (0, ["mcp_oauth.E048"]), ("90d", ["mcp_oauth.E048"]), (True, ["mcp_oauth.E048"])],
+)
+def test_the_session_cap_setting_is_checked(settings, value, errors):
+    from django.core.checks import Error
+
+    from mcp_oauth.checks import check_rotation_and_scopes
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SESSION_MAX_SECONDS": value}
+    assert [m.id for m in check_rotation_and_scopes(None) if isinstance(m, Error)] == errors
