@@ -33,7 +33,9 @@ The decisions:
 * :meth:`~DefaultMCPAdapter.organization_memberships` — which organizations a user belongs to, and
   with which role (where a site maps its own tenant model);
 * :meth:`~DefaultMCPAdapter.organization_client_decision` — whether a client may act for an
-  organization's members (approval, the organization's trust rules, its DCR/CIMD settings).
+  organization's members (approval, the organization's trust rules, its DCR/CIMD settings);
+* :meth:`~DefaultMCPAdapter.access_token_lifetime` — the access-token lifetime of one issuance
+  (after the client, resource, organization and site settings).
 """
 
 from __future__ import annotations
@@ -231,6 +233,21 @@ class DefaultMCPAdapter:
             kind.authenticate_request is DefaultMCPAdapter.authenticate_request
             and kind.user_for_token is DefaultMCPAdapter.user_for_token
         )
+
+    # --- session lengths (docs/how-to/session-lengths.md) ---------------------------------------
+
+    def access_token_lifetime(self, request, seconds: int) -> int:
+        """The access-token lifetime of this issuance, in seconds, given ``seconds``: the value the
+        client, resource, organization and site settings decided
+        (:func:`mcp_oauth.authorization_server.tokens.lifetimes.access_token_lifetime`).
+
+        ``request`` is oauthlib's token request (``request.client``, ``request.user`` — None for
+        ``client_credentials`` — ``request.grant_type``, ``request.resource``, ``request.scopes``).
+        Called once per token response, refreshes included; the value is the response's
+        ``expires_in`` and the stored expiry. Keep it fast: no network call. A value below 1 counts
+        as 1. Default: ``seconds``.
+        """
+        return seconds
 
 
 def _folded(name: str) -> str:

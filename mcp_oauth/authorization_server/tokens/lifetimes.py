@@ -11,7 +11,10 @@ sessions (docs/how-to/session-lengths.md).
   2. the protected resource's ``ProtectedResource.access_token_lifetime`` (the resource the token
      is bound to, RFC 8707);
   3. the organization's ``Organization.access_token_lifetime`` when the grant acts for one;
-  4. the site's ``OAUTH2_PROVIDER["ACCESS_TOKEN_EXPIRE_SECONDS"]``.
+  4. the site's ``OAUTH2_PROVIDER["ACCESS_TOKEN_EXPIRE_SECONDS"]``;
+
+  then the adapter's :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.access_token_lifetime` may change
+  it (per user, per scope…).
 
   An organization's lifetime is also a ceiling for the grants that act for it: an organization
   administrator may shorten its members' tokens, and a client or resource value does not lengthen
@@ -142,7 +145,11 @@ def access_token_lifetime(request: Any) -> int:
     )
     if organization_value is not None:
         value = min(value, organization_value)
-    return value
+    chosen = mcp_oauth_settings.adapter.access_token_lifetime(request, value)
+    try:
+        return max(1, int(chosen))
+    except (TypeError, ValueError):
+        return value
 
 
 def refresh_token_idle_seconds(application: Any) -> int | None:

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
+from mcp_oauth.adapter import DefaultMCPAdapter
 from mcp_oauth.admin.clients import ClientProfileForm
 from mcp_oauth.authorization_server.tokens.lifetimes import (
     access_token_lifetime,
@@ -173,3 +174,16 @@ def test_the_session_cap_setting_is_checked(settings, value, errors):
 
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SESSION_MAX_SECONDS": value}
     assert [m.id for m in check_rotation_and_scopes(None) if isinstance(m, Error)] == errors
+
+
+class TenMinutesForAlice(DefaultMCPAdapter):
+    def access_token_lifetime(self, request, seconds):
+        return 600 if getattr(request.user, "username", None) == "alice" else seconds
+
+
+def test_the_adapter_has_the_last_word(logged_in, public_app, settings):
+    set_client(public_app, access_token_lifetime=120)
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "ADAPTER": TenMinutesForAlice}
+    body = first_pair(logged_in, public_app)
+    assert_agrees(body, 600)
+    assert_agrees(refresh(logged_in, public_app, body["refresh_token"]).json(), 600)
