@@ -109,7 +109,8 @@ def site_refresh_token_idle_seconds() -> int | None:
 def _resource(request: Any):
     """The protected resource the token is bound to (``request.resource``, set by the validator's
     resource binding), from the registry; None when it cannot be told (the token save refuses it)."""
-    resources = [uri for uri in (getattr(request, "resource", None) or []) if isinstance(uri, str)]
+    bound = getattr(request, "resource", None) or []
+    resources = [bound] if isinstance(bound, str) else [uri for uri in bound if isinstance(uri, str)]
     try:
         return select_resource(resources[:1])
     except InvalidTarget:

@@ -187,3 +187,22 @@ def test_the_adapter_has_the_last_word(logged_in, public_app, settings):
     body = first_pair(logged_in, public_app)
     assert_agrees(body, 600)
     assert_agrees(refresh(logged_in, public_app, body["refresh_token"]).json(), 600)
+
+
+def test_a_refused_resource_is_still_invalid_target_and_audited(logged_in, public_app):
+    from mcp_oauth.models import AuditEvent
+    from tests.support.oauth_helpers import get_code, token_request
+
+    code, verifier, _ = get_code(logged_in, public_app)
+    response = token_request(logged_in, public_app, code, verifier, resource="https://elsewhere.example/mcp")
+    assert response.status_code == 400 and response.json()["error"] == "invalid_target"
+    assert AuditEvent.objects.filter(kind=AuditEvent.Kind.INVALID_RESOURCE).count() == 1
+
+
+def test_the_lifetime_of_a_request_without_a_bound_resource_is_the_sites(public_app, resource):
+    from types import SimpleNamespace
+
+    set_resource(resource, 600)
+    assert access_token_lifetime(SimpleNamespace(client=public_app, resource="not a uri")) == 3600
+    assert access_token_lifetime(SimpleNamespace(client=None, resource=[resource.uri])) == 600
+    assert access_token_lifetime(SimpleNamespace(client=None, resource=resource.uri)) == 600
