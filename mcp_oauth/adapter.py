@@ -239,7 +239,7 @@ class DefaultMCPAdapter:
     def access_token_lifetime(self, request, seconds: int) -> int:
         """The access-token lifetime of this issuance, in seconds, given ``seconds``: the value the
         client, resource, organization and site settings decided
-        (:func:`mcp_oauth.authorization_server.tokens.lifetimes.access_token_lifetime`).
+        (``mcp_oauth.authorization_server.tokens.lifetimes.access_token_lifetime``).
 
         ``request`` is oauthlib's token request (``request.client``, ``request.user`` — None for
         ``client_credentials`` — ``request.grant_type``, ``request.resource``, ``request.scopes``).
