@@ -36,6 +36,8 @@ The decisions:
   organization's members (approval, the organization's trust rules, its DCR/CIMD settings);
 * :meth:`~DefaultMCPAdapter.token_exchange_decision` — whether a client may exchange an access token
   for another (RFC 8693: down-scoping, or delegation to another protected resource).
+* :meth:`~DefaultMCPAdapter.access_token_lifetime` — the access-token lifetime of one issuance
+  (after the client, resource, organization and site settings).
 """
 
 from __future__ import annotations
@@ -257,6 +259,21 @@ class DefaultMCPAdapter:
         Default: refused, ``unauthorized_client``: a site allows the exchanges it wants.
         """
         return refuse("unauthorized_client", "This server does not exchange tokens for this client.")
+
+    # --- session lengths (docs/how-to/session-lengths.md) ---------------------------------------
+
+    def access_token_lifetime(self, request, seconds: int) -> int:
+        """The access-token lifetime of this issuance, in seconds, given ``seconds``: the value the
+        client, resource, organization and site settings decided
+        (``mcp_oauth.authorization_server.tokens.lifetimes.access_token_lifetime``).
+
+        ``request`` is oauthlib's token request (``request.client``, ``request.user`` — None for
+        ``client_credentials`` — ``request.grant_type``, ``request.resource``, ``request.scopes``).
+        Called once per token response, refreshes included; the value is the response's
+        ``expires_in`` and the stored expiry. Keep it fast: no network call. A value below 1 counts
+        as 1. Default: ``seconds``.
+        """
+        return seconds
 
 
 def _folded(name: str) -> str:

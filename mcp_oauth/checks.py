@@ -64,7 +64,7 @@ from mcp_oauth.shared.scopes import check_settings as scope_messages
 
 def check_rotation_and_scopes(app_configs, **kwargs):
     """E040 REFRESH_TOKEN_GRACE_SECONDS outside 0..300; E041 malformed SCOPE_HIERARCHY; E042 bad ADAPTER;
-    E043 REFRESH_TOKEN_GRACE_SIBLINGS outside 0..1000."""
+    E043 REFRESH_TOKEN_GRACE_SIBLINGS outside 0..1000; E048 SESSION_MAX_SECONDS neither None nor a positive integer."""
     messages = scope_messages() + adapter_messages()
     grace = mcp_oauth_settings.REFRESH_TOKEN_GRACE_SECONDS
     if not isinstance(grace, int) or isinstance(grace, bool) or not 0 <= grace <= MAX_GRACE_SECONDS:
@@ -80,6 +80,14 @@ def check_rotation_and_scopes(app_configs, **kwargs):
             Error(
                 f'MCP_OAUTH["REFRESH_TOKEN_GRACE_SIBLINGS"] must be an integer from 0 to {MAX_GRACE_SIBLINGS}.',
                 id="mcp_oauth.E043",
+            )
+        )
+    cap = mcp_oauth_settings.SESSION_MAX_SECONDS
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+        messages.append(
+            Error(
+                'MCP_OAUTH["SESSION_MAX_SECONDS"] must be None (no cap) or a positive integer (seconds).',
+                id="mcp_oauth.E048",
             )
         )
     return messages

@@ -114,6 +114,14 @@ DEFAULTS: dict[str, Any] = {
     # grace request gets invalid_grant without revoking the family (a stolen token replayed in
     # the window cannot mint pairs without end). 0..1000 (manage.py check: mcp_oauth.E043).
     "REFRESH_TOKEN_GRACE_SIBLINGS": 10,
+    # --- session lengths (docs/how-to/session-lengths.md; mcp_oauth.authorization_server.tokens.lifetimes) ---
+    # The absolute cap of a session (one refresh-token family), in seconds from the authorization:
+    # past it every refresh is refused invalid_grant and the user is asked to consent again, however
+    # recently the client refreshed. 90 days: a client in daily use re-asks its user once a quarter.
+    # The idle window is OAUTH2_PROVIDER["REFRESH_TOKEN_EXPIRE_SECONDS"] (30 days by default), the
+    # access-token lifetime ACCESS_TOKEN_EXPIRE_SECONDS; a client's profile and a resource may set
+    # their own. None: no cap.
+    "SESSION_MAX_SECONDS": 90 * 24 * 3600,  # manage.py check: mcp_oauth.E048
     # Scope hierarchy: a scope grants the scopes it lists (transitively), e.g.
     # {"mcp:admin": ["mcp"]}: a token with mcp:admin passes a check that needs "mcp", and a
     # challenge never asks for a scope that another needed scope already implies

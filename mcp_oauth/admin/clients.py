@@ -31,6 +31,7 @@ from mcp_oauth.authorization_server.client_registry import (
     trust,  # enterprise_admin also registers the enterprise IdP screens
 )
 from mcp_oauth.authorization_server.client_registry.clients import bump_clients_generation
+from mcp_oauth.authorization_server.tokens.lifetimes import site_refresh_token_idle_seconds
 from mcp_oauth.models import (
     AuditEvent,
     ClientProfile,
@@ -71,6 +72,30 @@ class ClientProfileForm(forms.ModelForm):
     def clean_jwks_uri(self):
         return enterprise_admin.clean_jwks_uri(self.cleaned_data.get("jwks_uri") or "")
 
+    # Session lengths (docs/how-to/session-lengths.md): at least a second; the idle window no longer
+    # than the site's (DOT's cleartokens deletes refresh tokens past the site's).
+    def _lifetime(self, field: str) -> int | None:
+        value = self.cleaned_data.get(field)
+        if value is not None and value < 1:
+            raise forms.ValidationError(_("A lifetime is at least one second."))
+        return value
+
+    def clean_access_token_lifetime(self) -> int | None:
+        return self._lifetime("access_token_lifetime")
+
+    def clean_session_max_lifetime(self) -> int | None:
+        return self._lifetime("session_max_lifetime")
+
+    def clean_refresh_token_idle_lifetime(self) -> int | None:
+        value = self._lifetime("refresh_token_idle_lifetime")
+        site = site_refresh_token_idle_seconds()
+        if value is not None and site is not None and value > site:
+            raise forms.ValidationError(
+                _("At most the site's refresh token lifetime (REFRESH_TOKEN_EXPIRE_SECONDS = %(site)s).")
+                % {"site": site}
+            )
+        return value
+
 
 class ClientProfileInline(admin.StackedInline):
     model = ClientProfile
@@ -86,6 +111,9 @@ class ClientProfileInline(admin.StackedInline):
         "jwks_uri",
         "jwks",
         "dpop_bound_access_tokens",
+        "access_token_lifetime",
+        "refresh_token_idle_lifetime",
+        "session_max_lifetime",
         "resource_server_for",
         "metadata",
     )

@@ -10,7 +10,9 @@ RFC 9700 §2.1.2, §2.4) instead of being routed to a handler and refused later.
 Installed as DOT's ``OAUTH2_SERVER_CLASS`` by default.
 
 Tokens are drawn by :func:`random_token` unless the site sets DOT's ``ACCESS_TOKEN_GENERATOR`` /
-``REFRESH_TOKEN_GENERATOR``.
+``REFRESH_TOKEN_GENERATOR``. Their lifetime is oauthlib's callable ``expires_in``,
+:func:`mcp_oauth.authorization_server.tokens.lifetimes.access_token_lifetime` (per client, resource,
+organization, site), called once per token response after the grant is validated.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from oauthlib.oauth2.rfc6749.endpoints import (
     RevocationEndpoint,
     TokenEndpoint,
 )
+from oauthlib.oauth2.rfc6749.errors import OAuth2Error
 from oauthlib.oauth2.rfc6749.grant_types import AuthorizationCodeGrant, ClientCredentialsGrant, RefreshTokenGrant
 from oauthlib.oauth2.rfc6749.tokens import BearerToken
 
 from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BEARER_GRANT_TYPE, JWTBearerGrant
 from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
 from mcp_oauth.authorization_server.token_exchange.grant import TokenExchangeGrant
+from mcp_oauth.authorization_server.tokens.lifetimes import access_token_lifetime
 
 
 def random_token(request=None, refresh_token: bool = False) -> str:
@@ -59,7 +63,7 @@ class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, Resour
         self.jwt_bearer_grant = JWTBearerGrant(request_validator)  # ID-JAG (Enterprise-Managed Authorization)
         self.token_exchange_grant = TokenExchangeGrant(request_validator)  # RFC 8693
         self.bearer = BearerToken(
-            request_validator, token_generator or random_token, token_expires_in, refresh_token_generator
+            request_validator, token_generator or random_token, self._expires_in, refresh_token_generator
         )
         AuthorizationEndpoint.__init__(
             self, default_response_type="code", response_types={"code": self.auth_grant}, default_token_type=self.bearer
@@ -79,3 +83,15 @@ class MCPServer(AuthorizationEndpoint, IntrospectEndpoint, TokenEndpoint, Resour
         ResourceEndpoint.__init__(self, default_token="Bearer", token_types={"Bearer": self.bearer})
         RevocationEndpoint.__init__(self, request_validator)
         IntrospectEndpoint.__init__(self, request_validator)
+
+    def _expires_in(self, request) -> int:
+        """oauthlib's ``expires_in`` of this token response (seconds): :func:`access_token_lifetime`, once
+        the validator has bound the request to its resource and organization (``prepare_lifetime``; a
+        refusal there is raised again, with its audit, when the tokens are saved)."""
+        prepare = getattr(self.request_validator, "prepare_lifetime", None)
+        if prepare is not None:
+            try:
+                prepare(request)
+            except OAuth2Error:
+                pass
+        return access_token_lifetime(request)

@@ -55,7 +55,11 @@ from mcp_oauth.authorization_server.client_registry import trust
 from mcp_oauth.authorization_server.client_registry.clients import cached_application
 from mcp_oauth.authorization_server.enterprise_identity import providers as enterprise
 from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BEARER_GRANT_TYPE
-from mcp_oauth.authorization_server.organizations.token_binding import bind_organization, remember_code_organization
+from mcp_oauth.authorization_server.organizations.token_binding import (
+    bind_organization,
+    bound_organization_id,
+    remember_code_organization,
+)
 from mcp_oauth.authorization_server.token_endpoint.dpop import bind_grant
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
 from mcp_oauth.authorization_server.token_exchange.actor import bind_exchange, revoke_exchanged
@@ -235,6 +239,18 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
         resolves them again, to the same: :meth:`_check_and_set_request_resource` is idempotent)."""
         self._check_and_set_request_resource(request)
         return list(request.resource or [])
+
+    def prepare_lifetime(self, request) -> None:
+        """Bind the request to its resources and organization ahead of its lifetime
+        (:func:`mcp_oauth.authorization_server.tokens.lifetimes.access_token_lifetime`, called by
+        oauthlib before the token is drawn): ``request.resource`` and
+        ``request.mcp_lifetime_organization_id``.
+
+        :raises oauthlib.oauth2.rfc6749.errors.OAuth2Error: the resource is refused (the token save
+            raises it again, audited).
+        """
+        self._check_and_set_request_resource(request)
+        request.mcp_lifetime_organization_id = bound_organization_id(request)
 
     # --- code replay -----------------------------------------------------------------
 

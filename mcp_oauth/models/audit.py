@@ -22,6 +22,8 @@ class AuditEvent(models.Model):
         TOKEN_REFRESHED = "token.refreshed", _("token refreshed")
         TOKEN_REVOKED = "token.revoked", _("token revoked")
         REFRESH_TOKEN_REUSE = "token.refresh_reuse", _("refresh token reuse detected")
+        SESSION_IDLE_EXPIRED = "session.idle_expired", _("refresh token unused past its idle lifetime")
+        SESSION_CAP_REACHED = "session.cap_reached", _("session cap reached")
         CODE_REPLAY = "code.replay", _("authorization code replayed")
         PKCE_CHALLENGE_REUSED = "pkce.challenge_reused", _("PKCE code_challenge reused")
         GRANTS_REVOKED = "grants.revoked", _("user's grants revoked")

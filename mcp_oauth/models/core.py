@@ -86,6 +86,13 @@ class ProtectedResource(models.Model):
             "and tokens for it are issued only with a proof."
         ),
     )
+    # Session lengths (docs/how-to/session-lengths.md): mcp_oauth.authorization_server.tokens.lifetimes.
+    access_token_lifetime = models.PositiveIntegerField(
+        _("access token lifetime (seconds)"),
+        null=True,
+        blank=True,
+        help_text=_("Blank: the site's (ACCESS_TOKEN_EXPIRE_SECONDS). A client's own lifetime wins over this one."),
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -158,6 +165,32 @@ class ClientProfile(models.Model):
         max_length=500,
         blank=True,
         help_text=_("https URL of the client's JWK Set for private_key_jwt (fetched with the SSRF rules of CIMD)."),
+    )
+
+    # Session lengths (docs/how-to/session-lengths.md): mcp_oauth.authorization_server.tokens.lifetimes.
+    access_token_lifetime = models.PositiveIntegerField(
+        _("access token lifetime (seconds)"),
+        null=True,
+        blank=True,
+        help_text=_("Blank: the resource's, else the site's (ACCESS_TOKEN_EXPIRE_SECONDS)."),
+    )
+    refresh_token_idle_lifetime = models.PositiveIntegerField(
+        _("refresh token idle lifetime (seconds)"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "A refresh token unused this long is refused; each refresh starts the window again. "
+            "Blank: the site's (REFRESH_TOKEN_EXPIRE_SECONDS); never longer than the site's."
+        ),
+    )
+    session_max_lifetime = models.PositiveIntegerField(
+        _("session cap (seconds)"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "How long a connection lasts from the user's authorization, refreshes included; then the user "
+            'is asked to consent again. Blank: the site\'s (MCP_OAUTH["SESSION_MAX_SECONDS"]).'
+        ),
     )
 
     # RFC 7662 §4: who may introspect what (mcp_oauth.authorization_server.client_auth.introspection_policy).

@@ -31,6 +31,9 @@ class RefreshGeneration(models.Model):
     scope = models.TextField(_("scopes"), blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     rotated_at = models.DateTimeField(_("rotated"), null=True, blank=True)
+    # When the family's session began (the authorization code's exchange), copied to each successor:
+    # the absolute session cap counts from it (mcp_oauth.authorization_server.tokens.session_limits).
+    session_started_at = models.DateTimeField(_("session started"), default=timezone.now)
 
     class Meta:
         verbose_name = _("refresh-token generation")

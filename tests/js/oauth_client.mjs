@@ -15,6 +15,10 @@
 //     which leave it undefined).
 //   againAfterMs (any flow): after the calls, wait that long and open a second session with the same
 //     provider (an expired access token is refreshed on its 401, a stale DPoP nonce re-challenged).
+//   callIntervalMs (any flow): wait that long between two calls of one session (an expired access
+//     token is refreshed on its 401; a refused refresh sends the user to authorize again, and the
+//     session is opened anew once the driver answers).
+//   durationMs (any flow, with callIntervalMs): call until that long has passed instead of `calls` times.
 //   flow "client_credentials": ClientCredentialsProvider {clientId, clientSecret, issuer, scope}.
 //   flow "private_key_jwt": PrivateKeyJwtProvider {clientId, privateKeyPem, alg, issuer, scope}.
 //   flow "cross_app": CrossAppAccessProvider {clientId, clientSecret, issuer, idp: {url, idToken,
@@ -251,11 +255,9 @@ async function session(provider, label) {
     return { transport, client };
   };
   let { transport, client } = open();
-  try {
-    await client.connect(transport);
-  } catch (error) {
-    if (!(error instanceof UnauthorizedError) || !provider.callback) throw error;
-    // Back from the authorization server: the state is ours to check, then finishAuth (RFC 9207 iss).
+  // Back from the authorization server: the state is ours to check, then finishAuth (RFC 9207 iss)
+  // and a new session with the new tokens.
+  const reopen = async () => {
     const callback = provider.callback;
     provider.callback = undefined;
     if (callback.searchParams.get("state") !== provider._state) throw new Error("state mismatch on the callback");
@@ -263,12 +265,29 @@ async function session(provider, label) {
     await client.close().catch(() => {});
     ({ transport, client } = open());
     await client.connect(transport);
+  };
+  try {
+    await client.connect(transport);
+  } catch (error) {
+    if (!(error instanceof UnauthorizedError) || !provider.callback) throw error;
+    await reopen();
   }
   report.protocolVersion = client.getNegotiatedProtocolVersion?.() ?? null;
+  const whoami = async () => {
+    try {
+      return await client.callTool({ name: "whoami", arguments: {} });
+    } catch (error) {
+      if (!(error instanceof UnauthorizedError) || !provider.callback) throw error;
+      await reopen(); // the refresh was refused: the user authorized again
+      return await client.callTool({ name: "whoami", arguments: {} });
+    }
+  };
+  const started = Date.now();
   try {
-    for (let i = 0; i < (config.calls ?? 1); i += 1) {
-      const result = await client.callTool({ name: "whoami", arguments: {} });
-      report.calls.push({ label, isError: Boolean(result.isError), structured: result.structuredContent ?? null, text: result.content?.[0]?.text ?? null });
+    for (let i = 0; config.durationMs ? Date.now() - started < config.durationMs : i < (config.calls ?? 1); i += 1) {
+      if (i > 0 && config.callIntervalMs) await new Promise((resolve) => setTimeout(resolve, config.callIntervalMs));
+      const result = await whoami();
+      report.calls.push({ label, at: Date.now() - started, isError: Boolean(result.isError), structured: result.structuredContent ?? null, text: result.content?.[0]?.text ?? null });
     }
   } finally {
     await client.close().catch(() => {});

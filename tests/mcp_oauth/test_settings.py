@@ -128,4 +128,8 @@ def test_changing_oauth2_provider_rebuilds_the_cached_oauthlib_server(settings):
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "ACCESS_TOKEN_EXPIRE_SECONDS": 2}
     after = MCPTokenView.get_oauthlib_core()
     assert after is not before
-    assert after.server.default_token_type.expires_in == 2
+    # the lifetime is oauthlib's callable expires_in, reading the setting at each issue (tokens.lifetimes)
+    from mcp_oauth.authorization_server.tokens.lifetimes import site_access_token_lifetime
+
+    assert after.server.default_token_type.expires_in == after.server._expires_in
+    assert site_access_token_lifetime() == 2

@@ -18,8 +18,8 @@ another organization's endpoint is refused; the adapter's
 :meth:`~mcp_oauth.adapter.DefaultMCPAdapter.organization_client_decision` is ``approved`` (a client
 whose approval became required since the code was issued is refused); a refresh token past the
 organization's refresh lifetime is refused. The token's scopes are narrowed to the organization's
-``allowed_scopes`` (none left: ``invalid_scope``), its ``expires_in`` is the organization's
-``access_token_lifetime``, a refresh token older than its ``refresh_token_lifetime`` is refused,
+``allowed_scopes`` (none left: ``invalid_scope``), its ``expires_in`` is at most the organization's
+``access_token_lifetime`` (:mod:`mcp_oauth.authorization_server.tokens.lifetimes`), a refresh token older than its ``refresh_token_lifetime`` is refused,
 and a ``TokenOrganization`` row is written for the access token and the refresh token (pruned
 when the token has expired by the site's lifetime, never earlier: a refresh token without its row
 would act for no organization).
@@ -43,7 +43,7 @@ from mcp_oauth.authorization_server.token_endpoint.resource_selection import Inv
 from mcp_oauth.models import Organization, TokenOrganization
 from mcp_oauth.settings import mcp_oauth_settings
 
-__all__ = ["bind_organization", "prune_token_organizations", "remember_code_organization"]
+__all__ = ["bind_organization", "bound_organization_id", "prune_token_organizations", "remember_code_organization"]
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -85,8 +85,21 @@ def _resource_organization_id(resources: list[str]) -> int | None:
     return None
 
 
+_UNREAD = object()
+
+
+def bound_organization_id(request: Any) -> int | None:
+    """The organization the grant's code, refresh token or identity provider binds it to (read once
+    per request: the token's lifetime asks before :func:`bind_organization`)."""
+    memo = getattr(request, "_mcp_bound_organization_id", _UNREAD)
+    if memo is not _UNREAD:
+        return memo  # type: ignore[return-value]  # an int or None, set below
+    organization_id = _bound_organization_id(request)
+    request._mcp_bound_organization_id = organization_id
+    return organization_id
+
+
 def _bound_organization_id(request: Any) -> int | None:
-    """The organization the grant's code, refresh token or identity provider binds it to."""
     if request.grant_type == "authorization_code":
         row = _row(getattr(request, "code", None), TokenOrganization.Kind.AUTHORIZATION_CODE)
     elif request.grant_type == "refresh_token":
@@ -143,7 +156,7 @@ def bind_organization(token: dict[str, Any], request: Any, resources: Callable[[
     if request.grant_type == "client_credentials":
         return None
     now = timezone.now()
-    bound_id = _bound_organization_id(request)
+    bound_id = bound_organization_id(request)
     resource_id = _resource_organization_id(resources())
     if bound_id is not None and resource_id is not None and bound_id != resource_id:
         raise _refuse(request, "This grant acts for another organization than the requested resource's.")
@@ -162,8 +175,7 @@ def bind_organization(token: dict[str, Any], request: Any, resources: Callable[[
         raise _refuse(request, decision.message or f"This client may not act for {organization}.")
     _check_refresh_lifetime(request, organization, now)
     _narrowed_scopes(token, request, organization)
-    if organization.access_token_lifetime:
-        token["expires_in"] = organization.access_token_lifetime
+    # The organization's access_token_lifetime is in token["expires_in"] already (tokens.lifetimes).
     access_expires = now + timedelta(seconds=token["expires_in"])
     rows = [
         TokenOrganization(

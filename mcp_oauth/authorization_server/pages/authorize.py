@@ -44,6 +44,7 @@ from mcp_oauth.authorization_server.pages.login import login_url
 from mcp_oauth.authorization_server.pages.organization_gate import GateResponse, OrganizationGateMixin
 from mcp_oauth.authorization_server.token_endpoint.guards import RESERVED_PREFIXES
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.authorization_server.tokens.session_limits import consent_lapsed
 from mcp_oauth.models import AuditEvent, Consent, ProtectedResource
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared import throttling
@@ -357,6 +358,8 @@ class MCPAuthorizationView(OrganizationGateMixin, ConsentTransactionMixin, Autho
                 list(context.get("scopes") or []),
                 getattr(getattr(self, "mcp_resource", None), "uri", None),
             )
+            # A remembered consent older than the client's session cap is asked again (.tokens.session_limits).
+            and not consent_lapsed(self.request.user, application)
         ):
             try:
                 uri, _headers, _body, _status = self.create_authorization_response(

@@ -1,7 +1,7 @@
 """What a user has granted to MCP clients, and taking it back.
 
 * :func:`user_grants` — the clients a user has authorized (active consents), with what the
-  connected-apps page shows about each (and, for clients that share a name, what tells them
+  connected-apps page shows about each (when its connection lapses, and, for clients that share a name, what tells them
   apart: client_id, registration date, redirect hosts);
 * :func:`revoke_user_grants` — revoke one client's (or all clients') access for a user: the
   access and refresh tokens and the consents, audited, with a signal for caches. Used by the
@@ -25,6 +25,7 @@ from oauth2_provider.scopes import get_scopes_backend
 from oauth2_provider.settings import oauth2_settings
 
 from mcp_oauth.audit import record
+from mcp_oauth.authorization_server.tokens.session_limits import connection_lapses
 from mcp_oauth.models import (
     AuditEvent,
     Consent,
@@ -62,6 +63,10 @@ class Grant:
     redirect_hosts: tuple[str, ...] = ()  # the hosts of its redirect URIs, in order, once each
     same_name: bool = False  # another of the user's grants has the same name (case and spaces aside)
     organization: object = None  # the Organization the consent acts for (chosen on the consent page), or None
+    # When the connection ends if the client does nothing: the earlier of its refresh token's idle expiry and
+    # its session's cap (tokens.session_limits.connection_lapses); None: nothing ends it, or nothing is live.
+    lapses_at: datetime | None = None
+    lapse_reason: str = ""  # what ends it then: "idle", "cap" or "access_token" (session_limits.Lapse)
 
 
 def short_client_id(client_id: str) -> str:
@@ -117,6 +122,7 @@ def user_grants(user) -> list[Grant]:
     applications = list({consent.application_id: consent.application for consent in consents}.values())
     names = Counter(_name_key(application.name or application.client_id) for application in applications)
     shorts = Counter(short_client_id(application.client_id) for application in applications)
+    lapses = connection_lapses(user, applications) if applications else {}
     grants = []
     for consent in consents:
         application = consent.application
@@ -140,6 +146,8 @@ def user_grants(user) -> list[Grant]:
                 redirect_hosts=_redirect_hosts(application.redirect_uris or ""),
                 same_name=names[_name_key(name)] > 1,
                 organization=consent.organization,
+                lapses_at=getattr(lapses.get(application.pk), "at", None),
+                lapse_reason=getattr(lapses.get(application.pk), "reason", ""),
             )
         )
     return grants

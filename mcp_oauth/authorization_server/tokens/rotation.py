@@ -64,6 +64,7 @@ from mcp_oauth.authorization_server.tokens.rotation_sql import (
     _revoke_members,
     _set_null_relations,
 )
+from mcp_oauth.authorization_server.tokens.session_limits import check_session_limits
 from mcp_oauth.models import AuditEvent, RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.db import cursor as db_cursor
@@ -213,21 +214,33 @@ class RefreshRotationMixin(_MixinBase):
             expire_delta = refresh_token_expire_timedelta()
             if expire_delta and rt.access_token.expires + expire_delta <= timezone.now():
                 return False
+            if rt.application_id != getattr(client, "pk", None):
+                return False
+            check_session_limits(rt, self._generation_of(rt), request)  # idle window, session cap
             request.user = rt.user
             request.refresh_token = refresh_token
             request.refresh_token_instance = rt
-            return rt.application_id == getattr(client, "pk", None)
+            return True
+        generation = self._generation_of(rt)
+        if grace_successor(generation, rt.revoked, timezone.now()) is not None:
+            if rt.application_id != getattr(client, "pk", None):
+                return False
+            check_session_limits(rt, generation, request)
+            request.user = rt.user
+            request.refresh_token = refresh_token
+            request.refresh_token_instance = rt
+            return True
+        self._refresh_reuse(rt, client, request)
+        return False
+
+    @staticmethod
+    def _generation_of(rt) -> RefreshGeneration | None:
+        """``rt``'s generation: loaded with the row, else one query; None for a token older than generations."""
         loaded, generation = loaded_generation(rt)
         if not loaded:
             generation_id = generation_id_of(rt)
             generation = RefreshGeneration.objects.filter(pk=generation_id).first() if generation_id else None
-        if grace_successor(generation, rt.revoked, timezone.now()) is not None:
-            request.user = rt.user
-            request.refresh_token = refresh_token
-            request.refresh_token_instance = rt
-            return rt.application_id == getattr(client, "pk", None)
-        self._refresh_reuse(rt, client, request)
-        return False
+        return generation
 
     def _refresh_reuse(self, rt, client, request) -> None:
         """A revoked refresh token came back outside the grace: revoke its family (:func:`revoke_family`), audit it."""
@@ -302,7 +315,10 @@ class RefreshRotationMixin(_MixinBase):
             if revoked_at is not None:  # revoked on purpose since it was validated
                 raise errors.InvalidGrantError(description="The refresh token was revoked.", request=request)
             target = RefreshGeneration.objects.create(
-                token_family=presented.token_family, parent=generation, scope=token["scope"]
+                token_family=presented.token_family,
+                parent=generation,
+                scope=token["scope"],
+                session_started_at=generation.session_started_at,  # the session goes on
             )
             generation.rotated_at = now
             generation.save(update_fields=["rotated_at"])
@@ -366,7 +382,12 @@ class RefreshRotationMixin(_MixinBase):
         else:
             _deleted_access_tokens(deleted, using, origin=presented)
         target = insert(
-            RefreshGeneration(token_family=presented.token_family, parent=generation, scope=token["scope"]),
+            RefreshGeneration(
+                token_family=presented.token_family,
+                parent=generation,
+                scope=token["scope"],
+                session_started_at=generation.session_started_at,
+            ),
             using=using,
         )
         request._mcp_generation = (target, False)
@@ -382,7 +403,12 @@ class RefreshRotationMixin(_MixinBase):
         :raises InvalidGrantError: ``presented`` was revoked since it was validated (the
             transaction, claim included, rolls back).
         """
-        target = RefreshGeneration(token_family=presented.token_family, parent=generation, scope=token["scope"])
+        target = RefreshGeneration(
+            token_family=presented.token_family,
+            parent=generation,
+            scope=token["scope"],
+            session_started_at=generation.session_started_at,
+        )
         request._mcp_generation = (target, False)
         access_token = self._new_access_token(expires, request, token, source_refresh_token=presented)
         refresh_token, member = self._new_refresh_token(request, token["refresh_token"], access_token, presented)
