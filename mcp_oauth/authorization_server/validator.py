@@ -58,6 +58,7 @@ from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BE
 from mcp_oauth.authorization_server.organizations.token_binding import bind_organization, remember_code_organization
 from mcp_oauth.authorization_server.token_endpoint.dpop import bind_grant
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
+from mcp_oauth.authorization_server.tokens import jwt_access
 from mcp_oauth.authorization_server.tokens.redeemed import mark_revoked, remember_redeemed
 from mcp_oauth.authorization_server.tokens.rotation import RefreshRotationMixin, revoke_family, take_write_lock
 from mcp_oauth.models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
@@ -414,6 +415,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 resources = functools.cache(lambda: self._resolved_resources(request))  # resolved once
                 bind_organization(token, request, resources)
                 bind_grant(token, request, resources)
+                jwt_access.mint(token, request, resources)  # RFC 9068, for a resource that opted in
                 result = super().save_bearer_token(token, request, *args, **kwargs)
             except IntegrityError:
                 if _parties_exist(request):

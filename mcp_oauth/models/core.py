@@ -86,6 +86,14 @@ class ProtectedResource(models.Model):
             "and tokens for it are issued only with a proof."
         ),
     )
+    jwt_access_tokens = models.BooleanField(
+        _("JWT access tokens"),
+        default=False,
+        help_text=_(
+            "Issue its access tokens as signed JWTs (RFC 9068) that a resource server verifies with the "
+            "published keys, without the database; off: opaque tokens."
+        ),
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

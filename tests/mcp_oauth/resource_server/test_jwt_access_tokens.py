@@ -1,0 +1,176 @@
+"""JWT access tokens (RFC 9068) end to end on the site: issued by the token endpoint for a resource
+that opted in, published keys, verified by the resource server without a query, revoked through
+the deny-list, rotated with overlap."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from oauth2_provider.models import get_access_token_model
+
+from mcp_oauth.authorization_server.tokens import signing_keys
+from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants
+from mcp_oauth.models import AccessTokenSigningKey, ProtectedResource
+from mcp_oauth.resource_server.authentication import authenticate_bearer
+from mcp_oauth.resource_server.jwt_keys import key_ring
+from mcp_oauth.shared.access_jwt import KeySet, verify_access_token
+from tests.support.oauth_helpers import bearer_status, bearer_works, first_pair
+
+pytestmark = pytest.mark.django_db
+
+RESOURCE = "http://testserver/mcp"
+
+
+def segments(token: str) -> tuple[dict, dict]:
+    head, body, _ = token.split(".")
+    decode = lambda part: json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))  # noqa: E731
+    return decode(head), decode(body)
+
+
+@pytest.fixture
+def jwt_resource(resource):
+    resource.jwt_access_tokens = True
+    resource.save()
+    signing_keys.rotate()
+    return resource
+
+
+@pytest.fixture
+def logged_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_a_jwt_resource_gets_an_rfc9068_token_and_the_row_is_written(logged_in, jwt_resource, user, public_app):
+    pair = first_pair(logged_in, public_app)
+    token = pair["access_token"]
+    header, claims = segments(token)
+    key = AccessTokenSigningKey.objects.get()
+    assert header == {"alg": "ES256", "typ": "at+jwt", "kid": key.kid}
+    assert claims["iss"] == "http://testserver"
+    assert claims["sub"] == str(user.pk)
+    assert claims["aud"] == RESOURCE
+    assert claims["client_id"] == public_app.client_id
+    assert claims["scope"] == "mcp"
+    assert claims["exp"] - claims["iat"] == pair["expires_in"] == 3600
+    assert len(claims["jti"]) >= 20
+    assert "cnf" not in claims and "act" not in claims and "organization" not in claims
+    row = get_access_token_model().objects.get()
+    assert row.token_checksum == signing_keys.hashlib.sha256(token.encode()).hexdigest()
+    assert bearer_works(logged_in, token)
+
+
+def test_an_opaque_resource_keeps_opaque_tokens(logged_in, resource, public_app):
+    signing_keys.rotate()
+    token = first_pair(logged_in, public_app)["access_token"]
+    assert token.count(".") == 0 and len(token) == 43
+
+
+def test_the_jwks_and_metadata_publish_the_key(client, jwt_resource):
+    metadata = client.get("/.well-known/oauth-authorization-server").json()
+    assert metadata["jwks_uri"] == "http://testserver/oauth/jwks"
+    response = client.get("/oauth/jwks")
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "public, max-age=300"
+    (jwk,) = response.json()["keys"]
+    key = AccessTokenSigningKey.objects.get()
+    assert jwk["kid"] == key.kid and jwk["kty"] == "EC" and jwk["crv"] == "P-256" and jwk["use"] == "sig"
+    assert "d" not in jwk
+    assert client.post("/oauth/jwks").status_code == 405
+
+
+def test_a_token_verifies_with_the_published_jwks_alone(logged_in, jwt_resource, public_app):
+    token = first_pair(logged_in, public_app)["access_token"]
+    keys = KeySet.from_jwks(logged_in.get("/oauth/jwks").content)
+    claims = verify_access_token(token, keys=keys, issuer="http://testserver", audience=RESOURCE)
+    assert claims.client_id == public_app.client_id
+
+
+def test_the_resource_server_reads_no_database(logged_in, jwt_resource, public_app, user):
+    token = first_pair(logged_in, public_app)["access_token"]
+    assert bearer_works(logged_in, token)  # warms the key ring, the client and the registry
+    resource = ProtectedResource.objects.get(uri=RESOURCE)
+    request = RequestFactory().get("/mcp", HTTP_AUTHORIZATION=f"Bearer {token}")
+    with CaptureQueriesContext(connection) as queries:
+        principal = authenticate_bearer(request, resource)
+        assert principal.user.pk == user.pk
+        assert principal.client_id == public_app.client_id
+        assert principal.scopes == frozenset({"mcp"})
+    assert [query["sql"] for query in queries.captured_queries] == []
+
+
+@pytest.mark.parametrize("how", ["rfc7009", "connected_apps", "admin_delete", "deactivate", "delete_user"])
+def test_a_revoked_token_is_refused_through_the_deny_list(logged_in, jwt_resource, public_app, user, how):
+    pair = first_pair(logged_in, public_app)
+    token = pair["access_token"]
+    assert bearer_works(logged_in, token)
+    if how == "rfc7009":
+        response = logged_in.post("/oauth/revoke", {"token": token, "client_id": public_app.client_id})
+        assert response.status_code == 200
+    elif how == "connected_apps":
+        revoke_user_grants(user, public_app, reason="user_disconnected")
+    elif how == "admin_delete":
+        get_access_token_model().objects.all().delete()
+    elif how == "deactivate":
+        user.is_active = False
+        user.save()
+    else:
+        user.delete()
+    assert get_access_token_model().objects.filter(user_id=user.pk).count() in (0, 1)
+    assert bearer_status(logged_in, token) == 401
+
+
+def test_rotation_publishes_before_signing_and_retires_after_the_longest_lifetime(jwt_resource):
+    first = AccessTokenSigningKey.objects.get()
+    now = timezone.now()
+    created, retiring = signing_keys.rotate(publish_seconds=600, now=now)
+    assert [key.kid for key in retiring] == [first.kid]
+    assert created.signs_from == now + timedelta(seconds=600)
+    first.refresh_from_db()
+    assert first.retire_at == now + timedelta(seconds=600 + 3600)
+    ring = key_ring()
+    assert {jwk["kid"] for jwk in ring.jwks()["keys"]} == {first.kid, created.kid}
+    assert ring.signing_key(now).kid == first.kid  # the new key is published, not signing yet
+    assert ring.signing_key(now + timedelta(seconds=601)).kid == created.kid
+    assert signing_keys.prune(now + timedelta(seconds=600 + 3601)) == 1
+    assert list(AccessTokenSigningKey.objects.values_list("kid", flat=True)) == [created.kid]
+
+
+def test_a_token_of_the_previous_key_verifies_during_the_overlap(logged_in, jwt_resource, public_app):
+    token = first_pair(logged_in, public_app)["access_token"]
+    signing_keys.rotate(publish_seconds=0)
+    newer = first_pair(logged_in, public_app)["access_token"]
+    assert segments(token)[0]["kid"] != segments(newer)[0]["kid"]
+    assert bearer_works(logged_in, token) and bearer_works(logged_in, newer)
+    AccessTokenSigningKey.objects.filter(kid=segments(token)[0]["kid"]).update(retire_at=timezone.now())
+    signing_keys_changed()
+    assert bearer_status(logged_in, token) == 401
+    assert bearer_works(logged_in, newer)
+
+
+def signing_keys_changed():
+    from mcp_oauth.resource_server.jwt_keys import bump_keys_generation
+
+    bump_keys_generation()  # a bulk update() sends no signal
+
+
+def test_the_private_key_is_encrypted_at_rest(jwt_resource, settings):
+    key = AccessTokenSigningKey.objects.get()
+    assert "PRIVATE KEY" not in key.private_key
+    assert b"PRIVATE KEY" in signing_keys.decrypt_private_key(key.private_key)
+
+
+def test_no_signing_key_issues_an_opaque_token(logged_in, resource, public_app, caplog):
+    resource.jwt_access_tokens = True
+    resource.save()
+    token = first_pair(logged_in, public_app)["access_token"]
+    assert "." not in token
+    assert bearer_works(logged_in, token)
+    assert "no access-token signing key" in caplog.text
