@@ -18,7 +18,7 @@ from oauth2_provider.models import get_access_token_model
 from mcp_oauth.authorization_server.tokens import signing_keys
 from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants
 from mcp_oauth.models import AccessTokenSigningKey, ProtectedResource
-from mcp_oauth.resource_server.authentication import authenticate_bearer
+from mcp_oauth.resource_server.authentication import BearerChallenge, authenticate_bearer
 from mcp_oauth.resource_server.jwt_keys import key_ring
 from mcp_oauth.shared.access_jwt import KeySet, verify_access_token
 from tests.support.oauth_helpers import bearer_status, bearer_works, first_pair
@@ -174,3 +174,119 @@ def test_no_signing_key_issues_an_opaque_token(logged_in, resource, public_app, 
     assert "." not in token
     assert bearer_works(logged_in, token)
     assert "no access-token signing key" in caplog.text
+
+
+@pytest.mark.urls("tests.support.urls")
+def test_the_decorator_and_the_drf_class_accept_a_jwt(logged_in, jwt_resource, public_app):
+    token = first_pair(logged_in, public_app)["access_token"]
+    response = logged_in.get("/api/plain", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200
+    assert response.json() == {"user": "alice", "client": public_app.client_id}
+    response = logged_in.get("/api/notes", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 403  # a valid token without the scope "profile"
+    assert 'error="insufficient_scope"' in response["WWW-Authenticate"]
+    head, body, signature = token.split(".")
+    response = logged_in.get("/api/notes", HTTP_AUTHORIZATION=f"Bearer {head}.{body}.{signature[::-1]}")
+    assert response.status_code == 401
+
+
+def test_an_organization_token_names_it_and_membership_loss_denies_it(client, user, public_app, jwt_resource):
+    from mcp_oauth.models import OrganizationMembership
+    from tests.support.oauth_helpers import token_request
+    from tests.support.organization_helpers import add_member, code_for, make_organization, organization_endpoint
+
+    acme = make_organization("acme", "Acme Corp")
+    add_member(user, acme)
+    endpoint = organization_endpoint(acme)
+    endpoint.jwt_access_tokens = True
+    endpoint.save()
+    client.force_login(user)
+    code, verifier = code_for(client, public_app, resource=endpoint.uri)
+    response = token_request(client, public_app, code, verifier, resource=endpoint.uri)
+    assert response.status_code == 200, response.content
+    token = response.json()["access_token"]
+    claims = segments(token)[1]
+    assert claims["aud"] == endpoint.uri
+    assert claims["organization"] == {"id": acme.pk, "slug": "acme"}
+    request = RequestFactory().get("/mcp/o/acme", HTTP_AUTHORIZATION=f"Bearer {token}")
+    resource = ProtectedResource.objects.get(uri=endpoint.uri)
+    assert authenticate_bearer(request, resource).organization.pk == acme.pk
+    OrganizationMembership.objects.filter(user=user, organization=acme).delete()
+    with pytest.raises(BearerChallenge) as refused:
+        authenticate_bearer(RequestFactory().get("/mcp/o/acme", HTTP_AUTHORIZATION=f"Bearer {token}"), resource)
+    assert refused.value.status == 401 and refused.value.error_description == "The access token was revoked."
+
+
+def test_the_act_claim_of_a_token_exchange(jwt_resource, public_app, user):
+    from types import SimpleNamespace
+
+    from mcp_oauth.authorization_server.tokens.jwt_access import access_token_claims
+
+    act = {"sub": "agent-7", "act": {"sub": "orchestrator"}}
+    request = SimpleNamespace(client=public_app, user=user, mcp_act=act)
+    claims = access_token_claims({"scope": "mcp", "expires_in": 300}, request, jwt_resource, 1_000)
+    assert claims["act"] == act
+    assert (claims["iat"], claims["exp"], claims["sub"]) == (1_000, 1_300, str(user.pk))
+    machine = access_token_claims(
+        {"scope": "mcp", "expires_in": 60}, SimpleNamespace(client=public_app, user=None), jwt_resource, 5
+    )
+    assert machine["sub"] == public_app.client_id and "act" not in machine
+
+
+def test_the_command_rotates_lists_and_prunes(jwt_resource):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("rotate_access_token_keys", "--alg", "RS256", "--publish-seconds", "0", stdout=out)
+    assert "created RS256 key" in out.getvalue() and "retires at" in out.getvalue()
+    assert AccessTokenSigningKey.objects.count() == 2
+    listing = StringIO()
+    call_command("rotate_access_token_keys", "--list", stdout=listing)
+    assert listing.getvalue().count("published") == 2
+    assert AccessTokenSigningKey.objects.signing().alg == "RS256"
+    out = StringIO()
+    call_command("rotate_access_token_keys", "--reencrypt", stdout=out)
+    assert out.getvalue().strip() == "re-encrypted 2 keys"
+
+
+def test_an_rs256_key_signs_tokens_the_site_accepts(logged_in, jwt_resource, public_app):
+    signing_keys.rotate(alg="RS256", publish_seconds=0)
+    token = first_pair(logged_in, public_app)["access_token"]
+    assert segments(token)[0]["alg"] == "RS256"
+    assert bearer_works(logged_in, token)
+
+
+def test_checks_report_a_jwt_resource_without_a_signing_key_and_bad_settings(resource, settings):
+    from mcp_oauth.resource_server.checks import check_jwt_access_token_keys, check_jwt_access_token_settings
+
+    assert check_jwt_access_token_keys(None, databases=["default"]) == []
+    resource.jwt_access_tokens = True
+    resource.save()
+    assert [m.id for m in check_jwt_access_token_keys(None, databases=["default"])] == ["mcp_oauth.E170"]
+    assert check_jwt_access_token_keys(None) == []  # a database check only
+    signing_keys.rotate()
+    assert check_jwt_access_token_keys(None, databases=["default"]) == []
+    assert check_jwt_access_token_settings(None) == []
+    settings.MCP_OAUTH = {
+        **settings.MCP_OAUTH,
+        "JWT_ACCESS_TOKEN_ALGORITHM": "HS256",
+        "JWT_ACCESS_TOKEN_ENCRYPTION_KEYS": ["short"],
+        "JWKS_MAX_AGE_SECONDS": -1,
+    }
+    assert sorted(m.id for m in check_jwt_access_token_settings(None)) == [
+        "mcp_oauth.E171",
+        "mcp_oauth.E171",
+        "mcp_oauth.E172",
+    ]
+
+
+def test_encryption_keys_setting_and_reencryption(jwt_resource, settings):
+    key = AccessTokenSigningKey.objects.get()
+    first = "a" * 40
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "JWT_ACCESS_TOKEN_ENCRYPTION_KEYS": [first, settings.SECRET_KEY]}
+    assert signing_keys.reencrypt() == 1
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "JWT_ACCESS_TOKEN_ENCRYPTION_KEYS": [first]}
+    key.refresh_from_db()
+    assert b"PRIVATE KEY" in signing_keys.decrypt_private_key(key.private_key)
