@@ -258,9 +258,10 @@ def test_an_rs256_key_signs_tokens_the_site_accepts(logged_in, jwt_resource, pub
     assert bearer_works(logged_in, token)
 
 
-def test_checks_report_a_jwt_resource_without_a_signing_key_and_bad_settings(resource, settings):
+def test_checks_report_a_jwt_resource_without_a_signing_key_and_bad_settings(resource, settings, monkeypatch):
     from mcp_oauth.resource_server.checks import check_jwt_access_token_keys, check_jwt_access_token_settings
 
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOKEN_CACHE_SHARED": True}
     assert check_jwt_access_token_keys(None, databases=["default"]) == []
     resource.jwt_access_tokens = True
     resource.save()
@@ -268,6 +269,10 @@ def test_checks_report_a_jwt_resource_without_a_signing_key_and_bad_settings(res
     assert check_jwt_access_token_keys(None) == []  # a database check only
     signing_keys.rotate()
     assert check_jwt_access_token_keys(None, databases=["default"]) == []
+    # a token cache of each process's own in a multi-process site: the deny-list reaches no other
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOKEN_CACHE_SHARED": False}
+    monkeypatch.setenv("WEB_CONCURRENCY", "4")
+    assert [m.id for m in check_jwt_access_token_keys(None, databases=["default"])] == ["mcp_oauth.W173"]
     assert check_jwt_access_token_settings(None) == []
     settings.MCP_OAUTH = {
         **settings.MCP_OAUTH,
