@@ -369,8 +369,9 @@ async def authenticate_bearer_cached(
     if token is None:
         return None
     jwt_candidate = looks_like_jwt(token)
+    checksum = token_checksum(token)
     # A JWT (RFC 9068): its deny-list entry and the key generation instead of a token entry.
-    token_key = deny_key(token_checksum(token)) if jwt_candidate else TOKEN_PREFIX + token_checksum(token)
+    token_key = deny_key(checksum) if jwt_candidate else TOKEN_PREFIX + checksum
     keys = [RESOURCE_GENERATION_KEY, token_key, *also]
     if jwt_candidate:
         keys.append(KEYS_GENERATION_KEY)
@@ -399,7 +400,7 @@ async def authenticate_bearer_cached(
         if token_key in values or ring is None:  # revoked, or keys to load: the thread path answers
             return None
         try:
-            access_token: Any = verify_with_ring(token, resource, ring, may_query=False)
+            access_token: Any = verify_with_ring(token, resource, ring, may_query=False, checksum=checksum)
         except (InvalidAccessToken, NotInMemory):
             return None
     else:

@@ -89,6 +89,10 @@ class KeyRing:
     key_set: KeySet = field(default_factory=lambda: KeySet({}))
     #: Clients by ``client_id``, loaded once per generation (a client saved or deleted bumps it).
     applications: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: Tokens whose signature and claims were verified with this ring, by SHA-256 of the token
+    #: (:mod:`.jwt_tokens`: a token used again is not verified again; its expiry, audience and the
+    #: deny-list are checked on every use).
+    verified: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def jwks(self) -> dict[str, Any]:
         """The JWK Set document (RFC 7517 §5): the public keys published now."""

@@ -8,6 +8,11 @@
 what the bearer checks of :mod:`.authentication` read of an ``AccessToken`` row (``scope``,
 ``resource``, ``expires``, ``cnf.jkt`` as the DPoP binding, the organization), built from the claims.
 
+A token verified once by this process is kept (by its SHA-256, at most :data:`VERIFIED_ENTRIES`,
+for the key ring's generation): used again, its signature is not verified again (an ES256
+verification is about a tenth of a millisecond); its expiry, audience and the deny-list are checked
+on every use.
+
 Costs: one cache round trip (the key generation and the deny-list entry together, or nothing more
 than the opaque token's read on the event loop); a query only when the key ring or a client was
 not loaded yet by this process (once per key or client change). The user is a lazy object: its
@@ -32,7 +37,10 @@ from mcp_oauth.resource_server.jwt_keys import KeyRing, generation_and_denied, k
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.access_jwt import AccessTokenClaims, InvalidAccessToken, looks_like_jwt, verify_access_token
 
-__all__ = ["JWTAccessToken", "is_jwt_for", "verified_token", "verify_with_ring"]
+__all__ = ["VERIFIED_ENTRIES", "JWTAccessToken", "is_jwt_for", "verified_token", "verify_with_ring"]
+
+#: Most verified tokens a process keeps per key ring (the memo is emptied when full).
+VERIFIED_ENTRIES = 10_000
 
 
 class LazyUser(SimpleLazyObject):
@@ -118,11 +126,22 @@ class NotInMemory(Exception):
     """The event-loop path lacks something in memory (a client not loaded yet)."""
 
 
-def verify_with_ring(token: str, resource: ProtectedResource, ring: KeyRing, *, may_query: bool) -> JWTAccessToken:
+def verify_with_ring(
+    token: str, resource: ProtectedResource, ring: KeyRing, *, may_query: bool, checksum: str | None = None
+) -> JWTAccessToken:
     """The checked token (signature, header, claims; not the deny-list), with its client.
 
+    :param checksum: the token's SHA-256 hex digest, when already computed.
     :raises InvalidAccessToken: a failed check, or a client that is gone.
     :raises NotInMemory: ``may_query`` False and the client is not loaded."""
+    checksum = checksum or checksum_of(token)
+    known = ring.verified.get(checksum)
+    if known is not None:
+        if known.resource != [resource.uri]:
+            raise InvalidAccessToken("The access token was not issued for this resource.", "audience")
+        if known.is_expired():
+            raise InvalidAccessToken("The access token has expired.", "expired")
+        return known
     verified = verify_access_token(
         token,
         keys=ring.verifying_set(),
@@ -135,7 +154,11 @@ def verify_with_ring(token: str, resource: ProtectedResource, ring: KeyRing, *, 
         if not may_query:
             raise NotInMemory(verified.client_id)
         raise InvalidAccessToken("The access token's client is gone.", "claims")
-    return JWTAccessToken(verified, checksum_of(token), application)
+    checked = JWTAccessToken(verified, checksum, application)
+    if len(ring.verified) >= VERIFIED_ENTRIES:
+        ring.verified.clear()
+    ring.verified[checksum] = checked
+    return checked
 
 
 def verified_token(token: str, resource: ProtectedResource) -> JWTAccessToken:
@@ -147,4 +170,4 @@ def verified_token(token: str, resource: ProtectedResource) -> JWTAccessToken:
     generation, denied = generation_and_denied(checksum)
     if denied:
         raise InvalidAccessToken("The access token was revoked.", "revoked")
-    return verify_with_ring(token, resource, key_ring(generation), may_query=True)
+    return verify_with_ring(token, resource, key_ring(generation), may_query=True, checksum=checksum)

@@ -5,6 +5,7 @@ the deny-list, rotated with overlap."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from datetime import timedelta
 
@@ -63,7 +64,7 @@ def test_a_jwt_resource_gets_an_rfc9068_token_and_the_row_is_written(logged_in, 
     assert len(claims["jti"]) >= 20
     assert "cnf" not in claims and "act" not in claims and "organization" not in claims
     row = get_access_token_model().objects.get()
-    assert row.token_checksum == signing_keys.hashlib.sha256(token.encode()).hexdigest()
+    assert row.token_checksum == hashlib.sha256(token.encode()).hexdigest()
     assert bearer_works(logged_in, token)
 
 
@@ -295,3 +296,39 @@ def test_encryption_keys_setting_and_reencryption(jwt_resource, settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "JWT_ACCESS_TOKEN_ENCRYPTION_KEYS": [first]}
     key.refresh_from_db()
     assert b"PRIVATE KEY" in signing_keys.decrypt_private_key(key.private_key)
+
+
+def test_the_event_loop_path_accepts_a_jwt_and_defers_a_denied_one(logged_in, jwt_resource, public_app, settings):
+    from asgiref.sync import async_to_sync
+
+    from mcp_oauth.resource_server.authentication import authenticate_bearer_cached
+    from mcp_oauth.resource_server.jwt_keys import deny
+
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "REVOCATION_CHECK_SECONDS": 3600}
+    token = first_pair(logged_in, public_app)["access_token"]
+    assert bearer_works(logged_in, token)  # the thread path loaded the registry, the key ring and the client
+    request = RequestFactory().post("/mcp", HTTP_AUTHORIZATION=f"Bearer {token}")
+    with CaptureQueriesContext(connection) as queries:
+        principal = async_to_sync(authenticate_bearer_cached)(request, RESOURCE)
+    assert principal is not None and principal.client_id == public_app.client_id
+    assert principal.access_token.claims["aud"] == RESOURCE
+    assert queries.captured_queries == []
+    deny([(hashlib.sha256(token.encode()).hexdigest(), segments(token)[1]["exp"])])
+    assert async_to_sync(authenticate_bearer_cached)(request, RESOURCE) is None  # the thread path answers 401
+    assert bearer_status(logged_in, token) == 401
+
+
+def test_a_token_verified_once_is_not_verified_again_but_still_checked(logged_in, jwt_resource, public_app):
+    from unittest import mock
+
+    from mcp_oauth.resource_server import jwt_tokens
+
+    token = first_pair(logged_in, public_app)["access_token"]
+    assert bearer_works(logged_in, token)
+    with mock.patch.object(jwt_tokens, "verify_access_token", side_effect=AssertionError("verified again")):
+        assert bearer_works(logged_in, token)
+        other = ProtectedResource.objects.create(uri="http://testserver/other", scopes="mcp", jwt_access_tokens=True)
+        request = RequestFactory().get("/other", HTTP_AUTHORIZATION=f"Bearer {token}")
+        with pytest.raises(BearerChallenge) as refused:
+            authenticate_bearer(request, ProtectedResource.objects.get(pk=other.pk))
+    assert refused.value.error_description == "The access token was not issued for this resource."
