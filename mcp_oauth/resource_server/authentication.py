@@ -259,14 +259,16 @@ def _principal(
             error_description="The access token was not issued for this resource.",
             scopes=needed,
         )
-    jwt = isinstance(access_token, JWTAccessToken)  # its user and client stand unless it is denied
-    user = access_token.user if jwt else mcp_oauth_settings.adapter.user_for_token(access_token)
+    # A JWT access token (RFC 9068): its user (a lazy object, pk known) stands unless the token was
+    # denied (deactivation puts the user's tokens in the deny-list): no query here.
+    jwt = isinstance(access_token, JWTAccessToken)
+    user = mcp_oauth_settings.adapter.user_for_token(access_token)
     if not jwt and user is not None and not user.is_active:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
         )
     application = access_token.application
-    if application is None or (not jwt and not application.is_usable(request)):
+    if application is None or not application.is_usable(request):
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
         )

@@ -332,3 +332,34 @@ def test_a_token_verified_once_is_not_verified_again_but_still_checked(logged_in
         with pytest.raises(BearerChallenge) as refused:
             authenticate_bearer(request, ProtectedResource.objects.get(pk=other.pk))
     assert refused.value.error_description == "The access token was not issued for this resource."
+
+
+def test_a_refresh_issues_a_new_jwt_and_denies_the_old_one(logged_in, jwt_resource, public_app):
+    pair = first_pair(logged_in, public_app)
+    old = pair["access_token"]
+    response = logged_in.post(
+        "/oauth/token",
+        {"grant_type": "refresh_token", "refresh_token": pair["refresh_token"], "client_id": public_app.client_id},
+    )
+    assert response.status_code == 200, response.content
+    new = response.json()["access_token"]
+    assert segments(new)[0]["typ"] == "at+jwt" and segments(new)[1]["jti"] != segments(old)[1]["jti"]
+    assert bearer_works(logged_in, new)
+    assert bearer_status(logged_in, old) == 401  # the rotation deleted its row: denied
+
+
+def test_introspection_answers_for_a_jwt_from_its_row(logged_in, jwt_resource, public_app):
+    from oauth2_provider.models import get_application_model
+
+    from mcp_oauth.models import ClientProfile
+    from tests.support.oauth_helpers import basic
+
+    Application = get_application_model()
+    rs = Application(name="rs", client_type="confidential", authorization_grant_type="client-credentials")
+    secret = rs.client_secret
+    rs.save()
+    ClientProfile.objects.create(application=rs).resource_server_for.add(jwt_resource)
+    token = first_pair(logged_in, public_app)["access_token"]
+    answer = logged_in.post("/oauth/introspect", {"token": token}, HTTP_AUTHORIZATION=basic(rs.client_id, secret))
+    assert answer.status_code == 200
+    assert answer.json()["active"] is True and answer.json()["client_id"] == public_app.client_id
