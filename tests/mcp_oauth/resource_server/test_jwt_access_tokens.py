@@ -363,3 +363,20 @@ def test_introspection_answers_for_a_jwt_from_its_row(logged_in, jwt_resource, p
     answer = logged_in.post("/oauth/introspect", {"token": token}, HTTP_AUTHORIZATION=basic(rs.client_id, secret))
     assert answer.status_code == 200
     assert answer.json()["active"] is True and answer.json()["client_id"] == public_app.client_id
+
+
+def test_a_client_credentials_jwt_speaks_for_the_client(client, jwt_resource, service):
+    from tests.support.oauth_helpers import basic
+
+    app, secret = service
+    response = client.post(
+        "/oauth/token",
+        {"grant_type": "client_credentials", "scope": "mcp", "resource": RESOURCE},
+        HTTP_AUTHORIZATION=basic(app.client_id, secret),
+    )
+    assert response.status_code == 200, response.content
+    token = response.json()["access_token"]
+    assert segments(token)[1]["sub"] == app.client_id
+    request = RequestFactory().get("/mcp", HTTP_AUTHORIZATION=f"Bearer {token}")
+    principal = authenticate_bearer(request, ProtectedResource.objects.get(uri=RESOURCE))
+    assert principal.is_machine and principal.user is None and principal.client_id == app.client_id
