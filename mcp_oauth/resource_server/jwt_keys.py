@@ -196,17 +196,17 @@ def bump_keys_generation() -> None:
     bump_stamp(config=True)
 
 
-def generation_and_denied(checksum: str) -> tuple[Any, bool]:
+def generation_and_denied(checksum: str) -> tuple[Any, bool | None]:
     """The key generation and whether the token ``checksum`` is denied, in one cache round trip.
 
-    A cache outage answers an unknown generation (the ring reloads from the database) and *denied*
-    (a revocation cannot be ruled out: the token is refused, logged)."""
+    A cache outage answers an unknown generation (the ring reloads from the database) and None for
+    *denied*: unknown (the caller asks the database whether the token's row still stands; logged)."""
     key = deny_key(checksum)
     try:
         values = _cache().get_many([KEYS_GENERATION_KEY, key])
     except _CACHE_ERRORS as exc:
-        logger.error("cache unavailable: JWT access token refused (deny-list unreadable): %s", exc)
-        return object(), True
+        logger.warning("token cache unavailable, reading the database for a JWT access token: %s", exc)
+        return object(), None
     generation = values.get(KEYS_GENERATION_KEY)
     if generation is None:
         generation = _registry.current_generation()
@@ -217,8 +217,10 @@ def deny(entries: list[tuple[str, float]]) -> None:
     """Put the tokens ``[(checksum, exp), …]`` (``exp`` in seconds since the epoch) in the deny-list
     until they expire, now and again after the transaction commits.
 
-    :raises: a cache outage is logged as an error and raised again: a revocation that no
-        resource server would honour must not pass silently."""
+    A cache outage is logged as an error (``mcp_oauth.resource_server``) and does not fail the
+    revocation (a user's deletion must not fail because Redis is away); while the cache is away the
+    resource server reads the token's row instead (:func:`generation_and_denied`), but a token whose
+    entry was never written is accepted again once the cache is back, until its ``exp``."""
     now = time.time()
     values = {deny_key(checksum): 1 for checksum, exp in entries if exp > now}
     if not values:
@@ -230,7 +232,6 @@ def deny(entries: list[tuple[str, float]]) -> None:
             _cache().set_many(values, timeout=timeout)
         except _CACHE_ERRORS as exc:
             logger.error("cache unavailable: %d JWT access tokens not put in the deny-list: %s", len(values), exc)
-            raise
 
     write()
     transaction.on_commit(write)

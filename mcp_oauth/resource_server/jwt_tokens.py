@@ -28,7 +28,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.utils.functional import SimpleLazyObject, empty
-from oauth2_provider.models import get_application_model
+from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.dpop.bindings import JKT_ATTRIBUTE
 from mcp_oauth.models import ProtectedResource
@@ -165,9 +165,14 @@ def verified_token(token: str, resource: ProtectedResource) -> JWTAccessToken:
     """The thread path: the key generation and the deny-list entry in one cache round trip, then
     :func:`verify_with_ring`.
 
+    A cache outage degrades to the database (the token's row must still stand), never to a
+    refused or an unchecked token.
+
     :raises InvalidAccessToken: a failed check, or a revoked token (``reason`` ``revoked``)."""
     checksum = checksum_of(token)
     generation, denied = generation_and_denied(checksum)
+    if denied is None:  # the deny-list is unreadable: the row tells (revocation deletes it)
+        denied = not get_access_token_model().objects.filter(token_checksum=checksum).exists()
     if denied:
         raise InvalidAccessToken("The access token was revoked.", "revoked")
     return verify_with_ring(token, resource, key_ring(generation), may_query=True, checksum=checksum)

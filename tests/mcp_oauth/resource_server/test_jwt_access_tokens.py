@@ -380,3 +380,19 @@ def test_a_client_credentials_jwt_speaks_for_the_client(client, jwt_resource, se
     request = RequestFactory().get("/mcp", HTTP_AUTHORIZATION=f"Bearer {token}")
     principal = authenticate_bearer(request, ProtectedResource.objects.get(uri=RESOURCE))
     assert principal.is_machine and principal.user is None and principal.client_id == app.client_id
+
+
+def test_a_cache_outage_degrades_to_the_database_for_a_jwt(logged_in, jwt_resource, public_app, settings):
+    token = first_pair(logged_in, public_app)["access_token"]
+    settings.CACHES = {
+        **settings.CACHES,
+        "down": {"BACKEND": "mcp_oauth.shared.redis_cache.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"},
+    }
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TOKEN_CACHE": "down"}
+    resource = ProtectedResource.objects.get(uri=RESOURCE)
+    request = RequestFactory().get("/mcp", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert authenticate_bearer(request, resource).client_id == public_app.client_id
+    get_access_token_model().objects.all().delete()  # revoked while the cache is away
+    with pytest.raises(BearerChallenge) as refused:
+        authenticate_bearer(request, resource)
+    assert refused.value.error_description == "The access token was revoked."
