@@ -15,7 +15,10 @@ Scenarios (``--only a,b``; all by default):
               (``_meta`` envelope, ``Mcp-Method``/``Mcp-Name``, ``resultType: complete`` checked)
               to ours (``ours-modern``) and to the SDK server (``sdk-modern``), each on the same
               process as its 2025 row. req/s, p50/p99, server CPU per call, ratios: ours-modern /
-              sdk-modern, ours / sdk-stateful, ours-modern / ours.
+              sdk-modern, ours / sdk-stateful, ours-modern / ours. With JWT access tokens (RFC 9068;
+              ``--no-jwt`` leaves them out): the same server process called with a JWT access token
+              in both eras (``ours-jwt``, ``ours-jwt-modern``: the resource opts in, one signing key),
+              against the SDK server and against the opaque token.
 ``overhead``  the auth overhead alone (ours / ours-noauth) from ``--pairs`` fresh pairs of server
               processes, ``--rounds`` interleaved rounds each: the median of the pairs' ratios
               (two processes of one server differ by up to ~15 % here).
@@ -305,6 +308,42 @@ def fixtures() -> dict:
         token.save()
         return raw, token
 
+    def mint_jwt(user=user, app=public):
+        """A JWT access token (RFC 9068) for the resource, signed with the current key, its row
+        written as the token endpoint writes it (the resource opts in; a key is created if none)."""
+        import time as _time
+        from types import SimpleNamespace
+
+        from mcp_oauth.authorization_server.tokens import signing_keys
+        from mcp_oauth.authorization_server.tokens.jwt_access import access_token_claims
+        from mcp_oauth.models import AccessTokenSigningKey
+        from mcp_oauth.resource_server.jwt_keys import key_ring
+        from mcp_oauth.shared.access_jwt import sign_access_token
+
+        if not resource.jwt_access_tokens:
+            resource.jwt_access_tokens = True
+            resource.save()
+        if AccessTokenSigningKey.objects.signing() is None:
+            signing_keys.rotate(publish_seconds=0)
+        key = key_ring().signing_key()
+        claims = access_token_claims(
+            {"scope": "mcp", "expires_in": 7200},
+            SimpleNamespace(client=app, user=user),
+            resource,
+            int(_time.time()),
+        )
+        raw = sign_access_token(claims, private_key=signing_keys.private_key(key.private_key), kid=key.kid, alg=key.alg)
+        token = AccessToken(
+            user=user,
+            application=app,
+            scope="mcp",
+            expires=timezone.now() + timedelta(hours=2),
+            resource=[resource.uri],
+        )
+        set_token_value(token, raw)
+        token.save()
+        return raw, token
+
     def refresh_token():
         _, access = mint()
         raw = secrets.token_urlsafe(32)
@@ -328,6 +367,7 @@ def fixtures() -> dict:
         "service": service,
         "service_secret": service_secret,
         "mint": mint,
+        "mint_jwt": mint_jwt,
         "refresh_token": refresh_token,
     }
 
@@ -461,6 +501,7 @@ KNOWN_ROWS = frozenset({"ours", "sdk-stateful", "sdk-stateless", "bare", "ours-n
 
 def scenario_compare(args, fx) -> None:
     token, _ = fx["mint"]()
+    jwt_token = None if args.no_jwt else fx["mint_jwt"]()[0]
     starters = {
         "ours": lambda port: gunicorn("ours", 1, port),
         "sdk-stateful": lambda port: sdk("sdk-stateful", port, stateless=False),
@@ -491,25 +532,28 @@ def scenario_compare(args, fx) -> None:
         servers["before"] = gunicorn("before", 1, ports["before"], cwd=Path(args.baseline))
     # row -> (server process, client kind): a server's own name is its 2025-11-25 row (its session
     # kind); the 2026-07-28 rows send stateless tools/call to the same process.
-    rows_of: dict[str, tuple[str, str]] = {name: (name, name) for name in servers}
+    rows_of: dict[str, tuple[str, str, str]] = {name: (name, name, token) for name in servers}
     for row, server_name in MODERN_ROWS.items():
         if server_name in servers:
-            rows_of[row] = (server_name, "modern")
+            rows_of[row] = (server_name, "modern", token)
+    if jwt_token is not None:  # the same process of ours, called with a JWT access token (RFC 9068)
+        rows_of["ours-jwt"] = ("ours", "ours", jwt_token)
+        rows_of["ours-jwt-modern"] = ("ours", "modern", jwt_token)
     totals = {name: {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0, "rounds": []} for name in rows_of}
     try:
         for server in servers.values():
             server.wait_ready()
-        for server_name, kind in rows_of.values():  # warm up: caches, pools, imports
-            asyncio.run(run_calls(servers[server_name].port, token, kind, 1.0, 4))
+        for server_name, kind, row_token in rows_of.values():  # warm up: caches, pools, imports
+            asyncio.run(run_calls(servers[server_name].port, row_token, kind, 1.0, 4))
         names = list(rows_of)
         for round_ in range(args.rounds):
             # each round starts with the next row: no row always runs first or after the same one
             for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-                server_name, kind = rows_of[name]
+                server_name, kind, row_token = rows_of[name]
                 server = servers[server_name]
                 cpu = server.cpu()
                 started = time.monotonic()
-                tally, bad = asyncio.run(run_calls(server.port, token, kind, args.seconds, args.connections))
+                tally, bad = asyncio.run(run_calls(server.port, row_token, kind, args.seconds, args.connections))
                 totals[name]["seconds"] += time.monotonic() - started
                 totals[name]["cpu"] += server.cpu() - cpu
                 totals[name]["tally"].merge(tally)
@@ -547,15 +591,20 @@ def scenario_compare(args, fx) -> None:
                 f"from {paired[0]:.2f} to {paired[-1]:.2f}), {cpu_ms / ref_cpu:.2f} x CPU per call"
             )
 
-    extras = [name for name in rows if name not in KNOWN_ROWS and not name.endswith("-modern")]
+    extras = [name for name in rows if name not in KNOWN_ROWS and not name.endswith("-modern") and name != "ours-jwt"]
     print("2026-07-28 (stateless):")
     ratio("ours-modern", "sdk-modern")
+    ratio("ours-jwt-modern", "sdk-modern")
     ratio("before-modern", "sdk-modern")
     for name in extras:
         ratio(f"{name}-modern", "sdk-modern")
     print("2025-11-25 (sessions):")
-    for name in ("ours", "sdk-stateless", "bare", "ours-noauth", "before", *extras):
+    for name in ("ours", "ours-jwt", "sdk-stateless", "bare", "ours-noauth", "before", *extras):
         ratio(name, "sdk-stateful")
+    if "ours-jwt" in rows:
+        print("JWT access token / opaque token (the same process):")
+        ratio("ours-jwt", "ours")
+        ratio("ours-jwt-modern", "ours-modern")
     if "sdk-traced" in rows:  # the official SDK with its own tracing on: observed against traced
         print("against the official SDK with its spans exported (sdk-traced):")
         for name in ("ours", *extras):
@@ -1151,6 +1200,7 @@ def main() -> None:
     )
     parser.add_argument("--pairs", type=int, default=5, help="overhead: fresh pairs of server processes")
     parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--no-jwt", action="store_true", help="compare: leave out the JWT access-token rows")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--sessions", type=int, default=200)

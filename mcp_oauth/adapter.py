@@ -76,7 +76,10 @@ class DefaultMCPAdapter:
     def user_for_token(self, access_token) -> Any:
         """The user ``access_token`` (a DOT ``AccessToken``) speaks for; None for a client-credentials token.
 
-        A returned user that is not ``is_active`` makes the token ``invalid_token``.
+        A returned user that is not ``is_active`` makes the token ``invalid_token``. For a JWT access
+        token (RFC 9068) ``access_token`` is a ``mcp_oauth.resource_server.jwt_tokens.JWTAccessToken``
+        (``claims``, ``user_id`` from ``sub``, ``user`` a lazy object whose ``pk`` needs no query); its
+        user's ``is_active`` is not read (a deactivation puts its tokens in the deny-list).
         """
         return access_token.user
 

@@ -199,6 +199,8 @@ CHECKS = (
     (dpop_checks.check_dpop_settings, (Tags.security,), False),
     (rs_checks.check_revocation_settings, (), False),
     (check_fleet_secrets, (Tags.database, Tags.security), True),
+    (rs_checks.check_jwt_access_token_settings, (Tags.security,), False),
+    (rs_checks.check_jwt_access_token_keys, (Tags.database,), False),
 )
 
 for _check, _tags, _deploy in CHECKS:

@@ -408,6 +408,24 @@ DEFAULTS: dict[str, Any] = {
     # Keep the tool arguments themselves (JSON), after the adapter's redact_tool_arguments().
     # Off: only their SHA-256 digest is kept.
     "TOOL_CALL_AUDIT_ARGUMENTS": False,
+    # --- JWT access tokens (RFC 9068; docs/how-to/jwt-access-tokens.md) ---
+    # Issued for the protected resources with jwt_access_tokens on; signed with the keys of
+    # AccessTokenSigningKey, published at /oauth/jwks (RFC 8414 jwks_uri).
+    # Algorithm of new signing keys: "ES256" (P-256) or "RS256" (3072-bit RSA).
+    "JWT_ACCESS_TOKEN_ALGORITHM": "ES256",
+    # Secrets the private keys are encrypted under (Fernet, HKDF-derived): the first encrypts,
+    # all decrypt. None: SECRET_KEY, then SECRET_KEY_FALLBACKS.
+    "JWT_ACCESS_TOKEN_ENCRYPTION_KEYS": None,
+    # Rotation: a new key is published this many seconds before it signs (resource servers fetch
+    # it meanwhile; at least the JWKS cache lifetime of every resource server).
+    "JWT_ACCESS_TOKEN_PUBLISH_SECONDS": 86400,
+    # The longest access-token lifetime a key must outlive after it stops signing, when the site
+    # issues longer ones than ACCESS_TOKEN_EXPIRE_SECONDS and the organizations' (seconds; None: those).
+    "JWT_ACCESS_TOKEN_MAX_LIFETIME_SECONDS": None,
+    # Clock skew allowed on exp, nbf and iat when this site's resource server checks a JWT (seconds).
+    "JWT_ACCESS_TOKEN_LEEWAY_SECONDS": 5,
+    # Cache-Control max-age of the JWK Set document (seconds).
+    "JWKS_MAX_AGE_SECONDS": 300,
 }
 
 #: Settings that hold a dotted path (or the object itself), imported once on first access and kept

@@ -28,6 +28,7 @@ from mcp_oauth.authorization_server.client_registry.registration import (
     MCPRegistrationManagementView,
     MCPRegistrationView,
 )
+from mcp_oauth.authorization_server.jwks_view import jwks_view
 from mcp_oauth.authorization_server.metadata import (
     AuthorizationServerMetadataView,
     ProtectedResourceMetadataView,
@@ -74,6 +75,7 @@ oauth_urlpatterns = [
     path("token", public_cors(guard_oauth_form(MCPTokenView.as_view()), "POST, OPTIONS"), name="token"),
     path("revoke", public_cors(guard_oauth_form(MCPRevokeTokenView.as_view()), "POST, OPTIONS"), name="revoke-token"),
     path("introspect", guard_oauth_form(MCPIntrospectTokenView.as_view()), name="introspect"),
+    path("jwks", public_cors(csrf_exempt(jwks_view), "GET, OPTIONS"), name="access-token-jwks"),
     path("register", public_cors(MCPRegistrationView.as_view(), "POST, OPTIONS"), name="dcr-register"),
     path(
         "register/<str:client_id>",

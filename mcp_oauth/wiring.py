@@ -51,6 +51,7 @@ from mcp_oauth.observability import (
 )
 from mcp_oauth.resource_server.cache import connect_receivers as connect_token_cache_receivers
 from mcp_oauth.resource_server.default_resource import sync_default_resource
+from mcp_oauth.resource_server.jwt_revocation import connect_receivers as connect_jwt_revocation_receivers
 from mcp_oauth.resource_server.organization_endpoints import sync_organization_endpoint
 from mcp_oauth.resource_server.organization_receivers import connect_receivers as connect_organization_cache_receivers
 from mcp_oauth.settings import apply_dot_defaults, mcp_oauth_settings
@@ -69,6 +70,7 @@ def wire(app_config: AppConfig) -> None:
     connect_token_cache_receivers()
     connect_organization_cache_receivers()  # memberships, approvals and token organizations kept with entries
     connect_client_cache_receivers()
+    connect_jwt_revocation_receivers()  # JWT access tokens: the deny-list, key and client generations
     wakeup.connect_receivers()
     db_pool.connect_receivers()  # pooled PostgreSQL connections the server closed are never handed out
     sessions.connect_receivers()

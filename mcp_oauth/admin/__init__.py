@@ -40,6 +40,7 @@ from mcp_oauth.admin.large_lists import USER_SEARCH
 from mcp_oauth.admin.organization_clients import OrganizationClientAdmin, TokenOrganizationAdmin
 from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin, administered_organizations
 from mcp_oauth.admin.organizations import OrganizationAdmin, OrganizationMembershipAdmin, OrganizationMembershipInline
+from mcp_oauth.admin.signing_keys import AccessTokenSigningKeyAdmin
 from mcp_oauth.admin.tasks import McpSessionAdmin, McpTaskAdmin
 from mcp_oauth.admin.tokens import ConsentAdmin, ConsentStateFilter, DPoPBindingAdmin, ProtectedResourceAdmin
 from mcp_oauth.admin.user_data import add_user_data_actions
@@ -60,6 +61,7 @@ __all__ = [
     "EnterpriseIdentityAdmin",
     "EnterpriseIdentityProviderAdmin",
     "FleetSecretAdmin",
+    "AccessTokenSigningKeyAdmin",
     "GrantTypeFilter",
     "LastUsedFilter",
     "McpSessionAdmin",

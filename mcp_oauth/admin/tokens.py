@@ -38,8 +38,17 @@ class ProtectedResourceAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     """The protected resources (the tokens' audiences); an organization admin sees their
     organizations' own endpoints, read-only (site-wide resources are the site's)."""
 
-    list_display = ("uri", "name", "organization", "scopes", "is_default", "enabled", "dpop_required")
-    list_filter = ("is_default", "enabled", "dpop_required", OrganizationFilter)
+    list_display = (
+        "uri",
+        "name",
+        "organization",
+        "scopes",
+        "is_default",
+        "enabled",
+        "dpop_required",
+        "jwt_access_tokens",
+    )
+    list_filter = ("is_default", "enabled", "dpop_required", "jwt_access_tokens", OrganizationFilter)
     list_select_related = ("organization",)
     search_fields = ("uri", "name")
 

@@ -63,6 +63,9 @@ class AuthorizationServerMetadataView(OAuthServerMetadataView):
             )
         data.setdefault("response_modes_supported", ["query"])
         data.update(dpop_metadata.authorization_server_metadata())  # RFC 9449 §5.1
+        jwks_uri = self._get_endpoint_url(request, "access-token-jwks")  # RFC 9068 signing keys
+        if jwks_uri:
+            data["jwks_uri"] = jwks_uri
         return _json(data)
 
 

@@ -65,6 +65,7 @@ from mcp_oauth.authorization_server.token_endpoint.resource_selection import Inv
 from mcp_oauth.authorization_server.token_exchange.actor import bind_exchange, revoke_exchanged
 from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
 from mcp_oauth.authorization_server.token_exchange.inprocess import inprocess_client
+from mcp_oauth.authorization_server.tokens import jwt_access
 from mcp_oauth.authorization_server.tokens.redeemed import mark_revoked, remember_redeemed
 from mcp_oauth.authorization_server.tokens.rotation import RefreshRotationMixin, revoke_family, take_write_lock
 from mcp_oauth.models import AuditEvent, ClientProfile, RedeemedAuthorizationCode
@@ -465,6 +466,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                 bind_organization(token, request, resources)
                 bind_exchange(token, request)  # RFC 8693: no longer than the subject token; its act
                 bind_grant(token, request, resources)
+                jwt_access.mint(token, request, resources)  # RFC 9068, for a resource that opted in
                 result = super().save_bearer_token(token, request, *args, **kwargs)
             except IntegrityError:
                 if _parties_exist(request):

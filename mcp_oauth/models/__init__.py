@@ -23,12 +23,14 @@ from mcp_oauth.models.organizations import (
 )
 from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.models.revocation import RevocationStamp
+from mcp_oauth.models.signing_keys import AccessTokenSigningKey
 from mcp_oauth.models.subscriptions import ResourceSubscription
 from mcp_oauth.models.token_exchange import TokenActor
 from mcp_oauth.models.tool_calls import ToolCallDashboard, ToolCallRecord, ToolCallUse
 from mcp_oauth.models.trust import TrustRule
 
 __all__ = [
+    "AccessTokenSigningKey",
     "AuditEvent",
     "ClientMetadataDocument",
     "ClientProfile",

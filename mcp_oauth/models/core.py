@@ -93,6 +93,14 @@ class ProtectedResource(models.Model):
         blank=True,
         help_text=_("Blank: the site's (ACCESS_TOKEN_EXPIRE_SECONDS). A client's own lifetime wins over this one."),
     )
+    jwt_access_tokens = models.BooleanField(
+        _("JWT access tokens"),
+        default=False,
+        help_text=_(
+            "Issue its access tokens as signed JWTs (RFC 9068) that a resource server verifies with the "
+            "published keys, without the database; off: opaque tokens."
+        ),
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

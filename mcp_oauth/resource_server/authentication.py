@@ -45,9 +45,18 @@ from mcp_oauth.resource_server.cache import (
     tombstone,
 )
 from mcp_oauth.resource_server.challenges import challenge_response
+from mcp_oauth.resource_server.jwt_keys import KEYS_GENERATION_KEY, deny_key, key_ring_for_generation
+from mcp_oauth.resource_server.jwt_tokens import (
+    JWTAccessToken,
+    NotInMemory,
+    is_jwt_for,
+    verified_token,
+    verify_with_ring,
+)
 from mcp_oauth.resource_server.organizations import NotLoaded, OrganizationRefused, token_organization
 from mcp_oauth.resource_server.revocation import is_local, watch
 from mcp_oauth.settings import mcp_oauth_settings
+from mcp_oauth.shared.access_jwt import InvalidAccessToken, looks_like_jwt
 from mcp_oauth.shared.scopes import missing as scope_missing
 from mcp_oauth.signals import organization_membership_lost
 
@@ -199,7 +208,15 @@ def _authenticate_bearer(
     if token is None:
         raise BearerChallenge(resource, scopes=needed)
 
-    access_token = access_token_by_checksum(token_checksum(token))
+    if is_jwt_for(resource, token):  # RFC 9068: verified with the published keys, no query
+        try:
+            access_token = verified_token(token, resource)
+        except InvalidAccessToken as invalid:
+            raise BearerChallenge(
+                resource, error="invalid_token", error_description=str(invalid), scopes=needed, dpop=used_dpop
+            ) from None
+    else:
+        access_token = access_token_by_checksum(token_checksum(token))
     try:
         principal = _principal(request, resource, access_token, needed, organization_by_pk)
     except BearerChallenge as challenge:
@@ -250,8 +267,11 @@ def _principal(
             error_description="The access token was not issued for this resource.",
             scopes=needed,
         )
+    # A JWT access token (RFC 9068): its user (a lazy object, pk known) stands unless the token was
+    # denied (deactivation puts the user's tokens in the deny-list): no query here.
+    jwt = isinstance(access_token, JWTAccessToken)
     user = mcp_oauth_settings.adapter.user_for_token(access_token)
-    if user is not None and not user.is_active:
+    if not jwt and user is not None and not user.is_active:
         raise BearerChallenge(
             resource, error="invalid_token", error_description="The access token is invalid.", scopes=needed
         )
@@ -358,8 +378,13 @@ async def authenticate_bearer_cached(
         return None
     if token is None:
         return None
-    token_key = TOKEN_PREFIX + token_checksum(token)
+    jwt_candidate = looks_like_jwt(token)
+    checksum = token_checksum(token)
+    # A JWT (RFC 9068): its deny-list entry and the key generation instead of a token entry.
+    token_key = deny_key(checksum) if jwt_candidate else TOKEN_PREFIX + checksum
     keys = [RESOURCE_GENERATION_KEY, token_key, *also]
+    if jwt_candidate:
+        keys.append(KEYS_GENERATION_KEY)
     proof = None
     if used_dpop:  # RFC 9449 §7: the proof checked first, its jti recorded with the lookup
         proof = lane_proof(request, token)
@@ -378,8 +403,19 @@ async def authenticate_bearer_cached(
         into.update((key, values[key]) for key in also if key in values)
     generation = values.get(RESOURCE_GENERATION_KEY)
     resource = resource_from_generation(resource_uri, generation)
-    access_token = token_from_entry(values.get(token_key))
-    if resource is None or access_token is None:
+    if resource is None:
+        return None
+    if jwt_candidate and resource.jwt_access_tokens:
+        ring = key_ring_for_generation(values.get(KEYS_GENERATION_KEY))
+        if token_key in values or ring is None:  # revoked, or keys to load: the thread path answers
+            return None
+        try:
+            access_token: Any = verify_with_ring(token, resource, ring, may_query=False, checksum=checksum)
+        except (InvalidAccessToken, NotInMemory):
+            return None
+    else:
+        access_token = None if jwt_candidate else token_from_entry(values.get(token_key))
+    if access_token is None:
         return None
 
     def organization_of(pk: Any) -> Organization | None:

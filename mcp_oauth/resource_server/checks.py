@@ -9,7 +9,9 @@ import os
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
+from django.db import DatabaseError
 
+from mcp_oauth.models import AccessTokenSigningKey, ProtectedResource
 from mcp_oauth.resource_server.revocation import is_local
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.checks import is_number
@@ -76,6 +78,67 @@ def check_revocation_settings(app_configs, **kwargs):
                     "mcp_oauth.W071 (SILENCED_SYSTEM_CHECKS) to keep this trade-off."
                 ),
                 id="mcp_oauth.W071",
+            )
+        )
+    return messages
+
+
+def check_jwt_access_token_settings(app_configs, **kwargs):
+    """E171 ``JWT_ACCESS_TOKEN_ALGORITHM`` is not ``ES256`` or ``RS256``; E172
+    ``JWT_ACCESS_TOKEN_ENCRYPTION_KEYS`` is not None or a non-empty list of secrets of at least 32
+    characters; E171 a number setting of JWT access tokens is not a number of at least 0."""
+    messages: list[CheckMessage] = []
+    if mcp_oauth_settings.JWT_ACCESS_TOKEN_ALGORITHM not in ("ES256", "RS256"):
+        messages.append(
+            Error('MCP_OAUTH["JWT_ACCESS_TOKEN_ALGORITHM"] must be "ES256" or "RS256".', id="mcp_oauth.E171")
+        )
+    for key in ("JWT_ACCESS_TOKEN_PUBLISH_SECONDS", "JWT_ACCESS_TOKEN_LEEWAY_SECONDS", "JWKS_MAX_AGE_SECONDS"):
+        if not is_number(getattr(mcp_oauth_settings, key), 0):
+            messages.append(Error(f'MCP_OAUTH["{key}"] must be a number of at least 0.', id="mcp_oauth.E171"))
+    keys = mcp_oauth_settings.JWT_ACCESS_TOKEN_ENCRYPTION_KEYS
+    if keys is not None and (
+        not isinstance(keys, (list, tuple))
+        or not keys
+        or any(not isinstance(key, (str, bytes)) or len(key) < 32 for key in keys)
+    ):
+        messages.append(
+            Error(
+                'MCP_OAUTH["JWT_ACCESS_TOKEN_ENCRYPTION_KEYS"] must be None or a non-empty list of secrets of at '
+                "least 32 characters.",
+                id="mcp_oauth.E172",
+            )
+        )
+    return messages
+
+
+def check_jwt_access_token_keys(app_configs, databases=None, **kwargs):
+    """E170 a protected resource issues JWT access tokens (``jwt_access_tokens``) but no signing key
+    signs now (opaque tokens are issued instead); W173 it does with a token cache of each process's
+    own in a site that looks multi-process (the deny-list of revoked JWTs reaches no other process).
+    A database check: ``check --database default``; silent before ``migrate``."""
+    if not databases or "default" not in databases:
+        return []
+    try:
+        uris = list(ProtectedResource.objects.filter(jwt_access_tokens=True).values_list("uri", flat=True))
+        signing = AccessTokenSigningKey.objects.signing() if uris else None
+    except DatabaseError:
+        return []
+    messages: list[CheckMessage] = []
+    if uris and signing is None:
+        messages.append(
+            Error(
+                f"JWT access tokens are on for {', '.join(uris[:3])} but no access-token signing key signs now.",
+                hint="Create one with: manage.py rotate_access_token_keys (opaque tokens are issued meanwhile).",
+                id="mcp_oauth.E170",
+            )
+        )
+    if uris and is_local() and _multi_process_signs():
+        messages.append(
+            Warning(
+                "JWT access tokens are on with a token cache of each process's own: a revoked JWT access token "
+                "is refused by the process that revoked it only, the others accept it until it expires.",
+                hint='Point MCP_OAUTH["TOKEN_CACHE"] at a cache all processes share (Redis).',
+                id="mcp_oauth.W173",
             )
         )
     return messages

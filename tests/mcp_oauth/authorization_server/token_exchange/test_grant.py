@@ -368,3 +368,43 @@ def initialize(token: str) -> str:
     )
     assert response.status_code == 200, response.content
     return response["Mcp-Session-Id"]
+
+
+def test_an_exchange_for_a_jwt_resource_is_a_jwt_with_act_and_its_actor_row(logged_in, public_app, user):
+    """RFC 8693 meets RFC 9068: the delegated token for a resource that opted in to JWT access
+    tokens carries ``act`` as a claim, its TokenActor row follows the JWT's checksum (revocation by
+    subject still finds it), and the resource server reads the actor from the claims, no query."""
+    import base64
+    import json
+
+    from mcp_oauth.authorization_server.tokens import signing_keys
+
+    api = api_resource()
+    api.jwt_access_tokens = True
+    api.save()
+    signing_keys.rotate(publish_seconds=0)
+    subject = subject_pair(logged_in, public_app)
+    body = exchange(logged_in, public_app, subject["access_token"]).json()
+    value = body["access_token"]
+    claims = json.loads(base64.urlsafe_b64decode(value.split(".")[1] + "=="))
+    assert claims["act"] == {"sub": public_app.client_id} and claims["aud"] == API_URI
+    actor = TokenActor.objects.get(token_checksum=token_checksum(value))
+    assert actor.subject_token_checksum == token_checksum(subject["access_token"])
+    assert api_profile(logged_in, value).status_code == 200
+    token = access_token_by_checksum(token_checksum(value))
+    assert token.mcp_act == {"sub": public_app.client_id}
+    revoked = logged_in.post("/oauth/revoke", {"token": subject["access_token"], "client_id": public_app.client_id})
+    assert revoked.status_code == 200
+    assert not get_access_token_model().objects.filter(token_checksum=token_checksum(value)).exists()
+    assert api_profile(logged_in, value).status_code == 401
+
+
+def test_a_jwt_access_tokens_actor_comes_from_its_claims_without_a_query(db, django_assert_num_queries):
+    from mcp_oauth.resource_server.actors import token_actor
+    from mcp_oauth.resource_server.jwt_tokens import JWTAccessToken
+    from mcp_oauth.shared.access_jwt import AccessTokenClaims
+
+    claims = {"aud": API_URI, "exp": 2**31, "sub": "7", "client_id": "c", "act": {"sub": "c"}}
+    verified = AccessTokenClaims(claims={**claims, "scope": "profile"}, kid="k")
+    with django_assert_num_queries(0):
+        assert token_actor(JWTAccessToken(verified, "0" * 64, application=None)) == {"sub": "c"}
