@@ -33,7 +33,8 @@ The decisions:
 * :meth:`~DefaultMCPAdapter.organization_memberships` — which organizations a user belongs to, and
   with which role (where a site maps its own tenant model);
 * :meth:`~DefaultMCPAdapter.organization_client_decision` — whether a client may act for an
-  organization's members (approval, the organization's trust rules, its DCR/CIMD settings).
+  organization's members (approval, the organization's trust rules, its DCR/CIMD settings);
+* :meth:`~DefaultMCPAdapter.skill_visible` — whether a request may see a skill (Skills extension).
 """
 
 from __future__ import annotations
@@ -231,6 +232,25 @@ class DefaultMCPAdapter:
             kind.authenticate_request is DefaultMCPAdapter.authenticate_request
             and kind.user_for_token is DefaultMCPAdapter.user_for_token
         )
+
+    # --- skills (the Skills extension io.modelcontextprotocol/skills, docs/how-to/skills.md) ------
+
+    def skill_visible(self, ctx, skill) -> bool:
+        """Whether the request ``ctx`` may see ``skill`` in ``skills/list``, ``skills/get``,
+        ``resources/list``, ``resources/read`` and ``resources/directory/read``.
+
+        Asked only for a skill whose own limits already let the request through: the token has the
+        skill's ``required_scopes`` and the request acts for one of its organizations (when it
+        names any). A skill refused here is answered exactly like one that does not exist
+        (``-32602``). Runs in a worker thread (the ORM may be used), once per skill per request.
+
+        :param ctx: the :class:`~mcp_oauth.mcp_server.registry.RequestContext` (``ctx.user``,
+            ``ctx.scopes``, ``ctx.client_id``, ``ctx.organization``).
+        :param skill: the :class:`~mcp_oauth.mcp_server.skills.ServedSkill` (``path``, ``name``,
+            ``front_matter``, ``origin``: ``"folder"`` or ``"database"``, ``pk``, ``version``).
+        :returns: True to show it. Default: True.
+        """
+        return True
 
 
 def _folded(name: str) -> str:

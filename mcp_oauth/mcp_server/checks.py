@@ -1,5 +1,5 @@
 """System checks of the MCP server (``manage.py check``): the tool, resource and prompt registries,
-``TOOL_MODULES``, the ``requestState`` keys, the Tasks extension's settings.
+``TOOL_MODULES``, the ``requestState`` keys, the Tasks extension's settings, the folder skills.
 
 Registered, with every role's, by :mod:`mcp_oauth.checks`."""
 
@@ -9,6 +9,7 @@ from django.core.checks import Error, Warning
 
 from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
 from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
+from mcp_oauth.mcp_server.skills.sources import folder_skills
 from mcp_oauth.mcp_server.tools import ToolRegistry
 from mcp_oauth.mcp_server.transport.admission import check_settings as admission_messages
 from mcp_oauth.settings import mcp_oauth_settings
@@ -131,3 +132,18 @@ def check_tasks(app_configs, **kwargs):
 def check_admission_settings(app_configs, **kwargs):
     """E098 a load-shedding or per-client rate-limit setting out of shape (:mod:`mcp_oauth.mcp_server.transport.admission`)."""
     return admission_messages()
+
+
+def check_folder_skills(app_configs, **kwargs):
+    """W150 a folder skill is not served (broken format, over the limits, shadowed by another at
+    the same path); E150 ``SKILL_DIRS`` is not a list of paths."""
+    dirs = mcp_oauth_settings.SKILL_DIRS
+    if not isinstance(dirs, (list, tuple)) or not all(isinstance(d, str) for d in dirs):
+        return [Error('MCP_OAUTH["SKILL_DIRS"] must be a list of folder paths.', id="mcp_oauth.E150")]
+    problems: list[str] = []
+    served: set[str] = set()
+    for skill in folder_skills(problems):
+        if skill.path in served:
+            problems.append(f"{skill.directory}: shadowed by an earlier skill at the path {skill.path!r}")
+        served.add(skill.path)
+    return [Warning(f"Skill not served: {problem}", id="mcp_oauth.W150") for problem in problems]

@@ -23,6 +23,7 @@ from mcp_oauth.models.organizations import (
 )
 from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.models.revocation import RevocationStamp
+from mcp_oauth.models.skills import Skill, SkillFile
 from mcp_oauth.models.subscriptions import ResourceSubscription
 from mcp_oauth.models.tool_calls import ToolCallDashboard, ToolCallRecord, ToolCallUse
 from mcp_oauth.models.trust import TrustRule
@@ -48,6 +49,8 @@ __all__ = [
     "RefreshTokenGeneration",
     "ResourceSubscription",
     "RevocationStamp",
+    "Skill",
+    "SkillFile",
     "ToolCallDashboard",
     "ToolCallRecord",
     "TokenOrganization",

@@ -16,7 +16,7 @@ What it does:
    reason). The suite itself fails the run on a failure not in the baseline *and* on a
    baseline entry that now passes (stale: remove it);
    Then the era's extension scenarios (:data:`EXTENSION_SCENARIOS`: the Tasks extension's
-   ``tasks-*``), one by one;
+   ``tasks-*``, the Skills extension's ``sep-2640-skills-*``), one by one;
 4. prints the pass counts per era and exits non-zero when any era failed its baseline.
 
 Suites: ``@modelcontextprotocol/conformance`` 0.1.16 for 2025-11-25, 0.2.0-alpha.12 (the
@@ -59,6 +59,9 @@ EXTENSION_SCENARIOS: dict[str, tuple[str, ...]] = {
         "tasks-status-notifications",
         "tasks-required-task-error",
         "tasks-mrtr-composition",
+        "sep-2640-skills-enumeration",
+        "sep-2640-skills-manifest",
+        "sep-2640-skills-directory",
     ),
 }
 
