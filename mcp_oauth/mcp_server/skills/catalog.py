@@ -20,8 +20,8 @@ import time
 from typing import Any
 
 from django.core.cache import cache
-from django.db import DatabaseError, connections
 from django.core.signals import setting_changed
+from django.db import DatabaseError, connections
 from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
 
 from mcp_oauth.mcp_server.registry.base import missing_scopes
