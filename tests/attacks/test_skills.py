@@ -78,7 +78,7 @@ def test_a_symbolic_link_never_brings_an_outside_file_into_a_skill(root, token, 
 
 def test_a_hidden_skill_answers_word_for_word_like_an_unknown_one(
     root, acme, globex, user, resource, public_app, mint_token
-):  # noqa: F811
+):
     admin_skill("acme/runbook", organizations=[acme])
     admin_skill("secret/runbook", required_scopes="admin")
     outsider = mint_token(user, public_app, scope="mcp", resource=resource.uri)
