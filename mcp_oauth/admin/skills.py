@@ -132,23 +132,30 @@ class SkillFileFormSet(forms.BaseInlineFormSet):
             raise ValidationError(_("More than %(n)s bytes in all.") % {"n": mcp_oauth_settings.SKILL_MAX_BYTES})
 
     def save(self, commit: bool = True) -> list[SkillFile]:
+        self.new_objects: list[SkillFile] = []
+        self.changed_objects: list[tuple[SkillFile, list[str]]] = []
+        self.deleted_objects: list[SkillFile] = []
         with transaction.atomic():
-            saved = []
             for form in self.initial_forms:
                 if self.can_delete and self._should_delete_form(form) and form.instance.pk:  # type: ignore[attr-defined]
+                    self.deleted_objects.append(form.instance)
                     form.instance.delete(refresh=False)
             for form in self.forms:
                 if self._should_delete_form(form) or getattr(form, "content", None) is None:  # type: ignore[attr-defined]
                     continue
-                if not form.instance.pk and not form.has_changed():
+                is_new = not form.instance.pk
+                if is_new and not form.has_changed():
                     continue
                 obj = form.save(commit=False)
                 obj.skill = self.instance
                 obj.content = form.content  # type: ignore[attr-defined]
                 obj.save(refresh=False)
-                saved.append(obj)
+                if is_new:
+                    self.new_objects.append(obj)
+                elif form.has_changed():
+                    self.changed_objects.append((obj, form.changed_data))
             self.instance.refresh_manifest()
-        return saved
+        return [*self.new_objects, *(obj for obj, _ in self.changed_objects)]
 
 
 class SkillFileInline(admin.StackedInline):
