@@ -38,7 +38,7 @@ def form(path: str, files: list[dict], initial: int = 0, **extra) -> dict:
     return data
 
 
-def test_adding_a_skill_with_typed_and_uploaded_files(admin):  # noqa: F811
+def test_adding_a_skill_with_typed_and_uploaded_files(admin):
     logo = SimpleUploadedFile("logo.png", b"\x89PNG\r\n\x00\xff", content_type="image/png")
     response = admin.post(
         url(Skill, "add"),
@@ -66,7 +66,7 @@ def test_adding_a_skill_with_typed_and_uploaded_files(admin):  # noqa: F811
     assert "ops/runbook" in page and '<td class="field-file_count">3</td>' in page
 
 
-def test_an_edit_raises_the_version_once_and_keeps_binary_files(admin):  # noqa: F811
+def test_an_edit_raises_the_version_once_and_keeps_binary_files(admin):
     admin.post(
         url(Skill, "add"),
         form(
@@ -117,7 +117,7 @@ def test_an_edit_raises_the_version_once_and_keeps_binary_files(admin):  # noqa:
         ),
     ],
 )
-def test_a_broken_skill_is_refused_and_nothing_is_saved(admin, path, files, error):  # noqa: F811
+def test_a_broken_skill_is_refused_and_nothing_is_saved(admin, path, files, error):
     response = admin.post(url(Skill, "add"), form(path, files))
     assert response.status_code == 200
     assert error in response.content.decode().replace("&#x27;", "'").replace("&quot;", '"')
