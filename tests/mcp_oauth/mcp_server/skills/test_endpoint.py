@@ -269,3 +269,25 @@ def test_the_announcement_follows_the_database_without_folders(settings, token):
     }
     skill.delete()
     assert EXTENSION not in (Legacy(token).initialize["capabilities"].get("extensions") or {})
+
+
+def test_the_system_check_names_each_folder_skill_not_served(settings, skills_root):
+    from django.core.checks import run_checks
+
+    write_folder_skill(skills_root, "wrong-name", {"SKILL.md": b"---\nname: other\ndescription: d\n---\n"})
+    write_folder_skill(skills_root, "release-notes", {"SKILL.md": b"---\nname: release-notes\ndescription: d\n---\n"})
+    messages = [m for m in run_checks() if m.id == "mcp_oauth.W150"]
+    texts = [m.msg for m in messages]
+    assert len(texts) == 2
+    wrong = "wrong-name: front matter name 'other' is not the last segment of the skill path 'wrong-name'"
+    assert sum(wrong in text for text in texts) == 1
+    # SKILL_DIRS come first: the app's own release-notes is the one shadowed
+    assert (
+        sum(
+            text.endswith("project/mcp_skills/release-notes: shadowed by an earlier skill at the path 'release-notes'")
+            for text in texts
+        )
+        == 1
+    )
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SKILL_DIRS": "not a list"}
+    assert [m.id for m in run_checks() if m.id.endswith("150")] == ["mcp_oauth.E150"]
