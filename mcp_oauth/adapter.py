@@ -244,9 +244,9 @@ class DefaultMCPAdapter:
         names any). A skill refused here is answered exactly like one that does not exist
         (``-32602``). Runs in a worker thread (the ORM may be used), once per skill per request.
 
-        :param ctx: the :class:`~mcp_oauth.mcp_server.registry.RequestContext` (``ctx.user``,
+        :param ctx: the request's ``RequestContext`` (``ctx.user``,
             ``ctx.scopes``, ``ctx.client_id``, ``ctx.organization``).
-        :param skill: the :class:`~mcp_oauth.mcp_server.skills.ServedSkill` (``path``, ``name``,
+        :param skill: a ``mcp_oauth.mcp_server.skills.ServedSkill`` (``path``, ``name``,
             ``front_matter``, ``origin``: ``"folder"`` or ``"database"``, ``pk``, ``version``).
         :returns: True to show it. Default: True.
         """
