@@ -5,7 +5,8 @@ skill's ``name``) with its files (:class:`SkillFile`, ``SKILL.md`` among them), 
 (``required_scopes``, ``organizations``, ``is_active``) and a ``version`` raised each time its set of
 files or their content changes. Each file's ``size`` and ``digest`` (``sha256:<hex>``) are computed
 once, when the file is saved; the skill's ``front_matter`` is parsed from its ``SKILL.md`` then too
-(:meth:`Skill.refresh_manifest`, run on every file save and delete).
+(:meth:`Skill.refresh_manifest`, run on every file save and delete; it sends
+:data:`mcp_oauth.signals.skill_changed`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from mcp_oauth.shared.skill_format import SKILL_MD, InvalidSkill, check_file_path, digest, parse_front_matter
+from mcp_oauth.signals import skill_changed
 
 __all__ = ["Skill", "SkillFile"]
 
@@ -90,6 +92,7 @@ class Skill(models.Model):
             fields |= {"manifest_digest": fingerprint, "version": models.F("version") + 1}
         Skill.objects.filter(pk=self.pk).update(**fields)
         self.refresh_from_db(fields=["front_matter", "manifest_digest", "version", "updated_at"])
+        skill_changed.send(sender=Skill, skill=self)
 
 
 class SkillFile(models.Model):

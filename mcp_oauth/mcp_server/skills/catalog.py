@@ -9,7 +9,8 @@ skill a request may not see is answered exactly like one that does not exist.
 :func:`skills_offered` says whether the server has any skill at all (the extension and the
 ``resources`` capability are announced only then): the folder roots are looked at again at most
 every few seconds, the database's answer is kept in the cache and replaced when a skill is saved
-or deleted.
+or deleted; an admin skill's change tells the clients (``notifications/resources/list_changed``,
+once per transaction).
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from typing import Any
 
 from django.core.cache import cache
 from django.core.signals import setting_changed
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connections, transaction
 from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
 
 from mcp_oauth.mcp_server.registry.base import missing_scopes
+from mcp_oauth.mcp_server.registry.notify import notify_list_changed
 from mcp_oauth.mcp_server.skills.sources import ServedSkill, SkillFileInfo, folder_skills, installed_skills
 from mcp_oauth.models import Skill, SkillFile
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.skill_format import SKILL_MD, split_uri
+from mcp_oauth.signals import skill_changed
 
 __all__ = [
     "connect_receivers",
@@ -160,6 +163,20 @@ def _database_changed(**kwargs: Any) -> None:
     cache.delete(DATABASE_FLAG_KEY)
 
 
+def _send_list_changed() -> None:
+    notify_list_changed("resources")
+
+
+def _skills_changed(**kwargs: Any) -> None:
+    """One ``notifications/resources/list_changed`` per transaction that changed skills, after it
+    commits (to live 2025-11-25 sessions and opted-in 2026-07-28 listen streams); nothing when it
+    rolls back."""
+    connection = transaction.get_connection()
+    if any(entry[1] is _send_list_changed for entry in connection.run_on_commit):
+        return
+    transaction.on_commit(_send_list_changed)
+
+
 def _settings_changed(setting: str, **kwargs: Any) -> None:
     if setting == "MCP_OAUTH":
         forget_folder_flag()
@@ -180,3 +197,6 @@ def connect_receivers() -> None:
     m2m_changed.connect(
         _database_changed, sender=Skill.organizations.through, dispatch_uid="mcp_oauth.skills.organizations"
     )
+    skill_changed.connect(_skills_changed, sender=Skill, dispatch_uid="mcp_oauth.skills.changed")
+    post_save.connect(_skills_changed, sender=Skill, dispatch_uid="mcp_oauth.skills.saved.notify")
+    post_delete.connect(_skills_changed, sender=Skill, dispatch_uid="mcp_oauth.skills.deleted.notify")

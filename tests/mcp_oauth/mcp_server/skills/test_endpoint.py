@@ -291,3 +291,33 @@ def test_the_system_check_names_each_folder_skill_not_served(settings, skills_ro
     )
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "SKILL_DIRS": "not a list"}
     assert [m.id for m in run_checks() if m.id.endswith("150")] == ["mcp_oauth.E150"]
+
+
+def test_an_admin_skill_change_is_one_list_changed_per_transaction(skills_root, token):
+    from django.db import transaction
+
+    from mcp_oauth.models import McpSessionEvent
+
+    session = Legacy(token)
+
+    def notices() -> int:
+        methods = McpSessionEvent.objects.filter(session_id=session.session_id).values_list("message", flat=True)
+        return sum(1 for message in methods if message.get("method") == "notifications/resources/list_changed")
+
+    with transaction.atomic():
+        skill = admin_skill()  # a skill, two files, its manifest: one change
+    assert notices() == 1
+    page = skill.files.get(path="examples/page.md")
+    page.content = b"edited"
+    page.save()
+    assert notices() == 2
+    try:
+        with transaction.atomic():
+            page.content = b"rolled back"
+            page.save()
+            raise RuntimeError
+    except RuntimeError:
+        pass
+    assert notices() == 2
+    skill.delete()
+    assert notices() == 3
