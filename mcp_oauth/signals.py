@@ -56,7 +56,7 @@ import it).
   queues the removal (``mcp_oauth.organizations.reconcile_member``), which asks the adapter again
   and takes back what the user holds for the organization when it still does not list it.
 * :data:`skill_changed` — ``sender=Skill, skill=…`` when an admin skill's files were saved or
-  deleted (:meth:`mcp_oauth.models.Skill.refresh_manifest`, its ``version`` raised or not) or the
+  deleted (``Skill.refresh_manifest()``, its ``version`` raised or not) or the
   skill itself was saved or deleted. The Skills extension answers with one
   ``notifications/resources/list_changed`` per transaction, after it commits, to live sessions and
   2026-07-28 listen streams (a client refreshes its skills with ``skills/list``).
