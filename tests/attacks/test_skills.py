@@ -105,6 +105,9 @@ def test_a_hidden_skill_answers_word_for_word_like_an_unknown_one(
         assert shape("resources/directory/read", hidden.rsplit("/", 1)[0]) == shape(
             "resources/directory/read", unknown.rsplit("/", 1)[0]
         )
+    # the prefix directory above hidden skills is no directory either
+    assert shape("resources/directory/read", "skill://acme") == shape("resources/directory/read", "skill://nothing")
+    assert shape("resources/directory/read", "skill://secret") == shape("resources/directory/read", "skill://nothing")
     listed = {entry["uri"] for entry in client.call("skills/list")["result"]["skills"]}
     assert listed == {"skill://guide/SKILL.md", "skill://release-notes/SKILL.md"}
 

@@ -38,6 +38,7 @@ __all__ = [
     "find_directory",
     "find_file",
     "find_skill",
+    "prefix_children",
     "is_visible",
     "skills_offered",
     "visible_skills",
@@ -99,6 +100,20 @@ def find_file(ctx: Any, uri: str) -> tuple[ServedSkill, SkillFileInfo] | None:
     skill, path = found
     info = skill.file(path)
     return (skill, info) if info is not None else None
+
+
+def prefix_children(ctx: Any, uri: str) -> list[str] | None:
+    """The next path segments below ``uri`` when it is a prefix directory of visible skills
+    (``skill://acme`` above ``skill://acme/billing/refunds``), else None."""
+    segments = split_uri(uri)
+    if segments is None:
+        return None
+    found = {
+        parts[len(segments)]
+        for parts in (skill.path.split("/") for skill in visible_skills(ctx))
+        if len(parts) > len(segments) and parts[: len(segments)] == segments
+    }
+    return sorted(found) if found else None
 
 
 def find_directory(ctx: Any, uri: str) -> tuple[ServedSkill, str] | None:

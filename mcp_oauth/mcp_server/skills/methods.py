@@ -10,7 +10,8 @@ method                                result
                                       ``SKILL.md`` of a skill the caller may see
 ``resources/directory/read``          ``{resources: [Resource], nextCursor?}``: the direct
                                       children of a skill directory (files, and subdirectories
-                                      as ``inode/directory``); ``-32602`` for anything else
+                                      as ``inode/directory``), or of a prefix directory above
+                                      visible skills (``skill://acme``); ``-32602`` otherwise
 ====================================  ========================================================
 
 A ``Skill`` entry is ``{uri, frontmatter, resources: [{uri, digest, size}]}``: the verbatim front
@@ -30,7 +31,13 @@ from django.core import signing
 from mcp_oauth.mcp_server.registry.base import call as run
 from mcp_oauth.mcp_server.registry.context import RequestContext
 from mcp_oauth.mcp_server.registry.resources import active_resource_registry, registry
-from mcp_oauth.mcp_server.skills.catalog import find_directory, find_skill, skills_offered, visible_skills
+from mcp_oauth.mcp_server.skills.catalog import (
+    find_directory,
+    find_skill,
+    prefix_children,
+    skills_offered,
+    visible_skills,
+)
 from mcp_oauth.mcp_server.skills.resources import SkillResources, skill_md_resource
 from mcp_oauth.mcp_server.skills.sources import ServedSkill
 from mcp_oauth.mcp_server.transport.extensions import register_extension
@@ -144,11 +151,16 @@ async def read_directory(call: Call) -> dict[str, Any]:
     visible skill (a file, an unknown or hidden skill)."""
     uri = _string_param(call, "uri")
     assert uri is not None
-    found = await run(find_directory, _context(call), uri.rstrip("/") if uri != "skill://" else uri)
-    if found is None:
+    ctx, target = _context(call), uri.rstrip("/") if uri != "skill://" else uri
+    found = await run(find_directory, ctx, target)
+    if found is not None:
+        skill, directory = found
+        return _page(call, f"resources/directory/read {uri}", _children(skill, directory), "resources")
+    below = await run(prefix_children, ctx, target)
+    if below is None:
         raise McpError(INVALID_PARAMS, f"{uri[:200]} is not a directory resource", {"uri": uri[:200]})
-    skill, directory = found
-    return _page(call, f"resources/directory/read {uri}", _children(skill, directory), "resources")
+    children = [{"uri": f"{target}/{name}", "name": name, "mimeType": DIRECTORY_MIME_TYPE} for name in below]
+    return _page(call, f"resources/directory/read {uri}", children, "resources")
 
 
 def extension_settings() -> dict[str, Any] | None:

@@ -141,7 +141,9 @@ def test_directory_read_lists_direct_children(skills_root, token):
             "size": 10,
         }
     ]
-    for not_a_directory in ("skill://team/guide/SKILL.md", "skill://team", "skill://team/guide/nothing", "notes://1"):
+    prefix = session.call("resources/directory/read", {"uri": "skill://team"})["result"]["resources"]
+    assert prefix == [{"uri": "skill://team/guide", "name": "guide", "mimeType": "inode/directory"}]
+    for not_a_directory in ("skill://team/guide/SKILL.md", "skill://tea", "skill://team/guide/nothing", "notes://1"):
         error = session.call("resources/directory/read", {"uri": not_a_directory})["error"]
         assert error["code"] == -32602, not_a_directory
 
