@@ -52,6 +52,7 @@ run: migrate
 	$(PY) manage.py collectstatic --noinput -v0
 	$(PY) manage.py ensure_demo_user --superuser
 	$(PY) manage.py ensure_demo_provider
+	$(PY) manage.py ensure_demo_skill
 	@echo ""
 	@echo "  MCP server:  http://$(HOST):$(PORT)/mcp"
 	@echo "  Log in as:   $(DEMO_USERNAME) / $(DEMO_PASSWORD)   (admin: http://$(HOST):$(PORT)/admin/)"

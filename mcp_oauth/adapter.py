@@ -38,6 +38,7 @@ The decisions:
   for another (RFC 8693: down-scoping, or delegation to another protected resource).
 * :meth:`~DefaultMCPAdapter.access_token_lifetime` — the access-token lifetime of one issuance
   (after the client, resource, organization and site settings).
+* :meth:`~DefaultMCPAdapter.skill_visible` — whether a request may see a skill (Skills extension).
 """
 
 from __future__ import annotations
@@ -277,6 +278,25 @@ class DefaultMCPAdapter:
         as 1. Default: ``seconds``.
         """
         return seconds
+
+    # --- skills (the Skills extension io.modelcontextprotocol/skills, docs/how-to/skills.md) ------
+
+    def skill_visible(self, ctx, skill) -> bool:
+        """Whether the request ``ctx`` may see ``skill`` in ``skills/list``, ``skills/get``,
+        ``resources/list``, ``resources/read`` and ``resources/directory/read``.
+
+        Asked only for a skill whose own limits already let the request through: the token has the
+        skill's ``required_scopes`` and the request acts for one of its organizations (when it
+        names any). A skill refused here is answered exactly like one that does not exist
+        (``-32602``). Runs in a worker thread (the ORM may be used), once per skill per request.
+
+        :param ctx: the request's ``RequestContext`` (``ctx.user``,
+            ``ctx.scopes``, ``ctx.client_id``, ``ctx.organization``).
+        :param skill: a ``mcp_oauth.mcp_server.skills.ServedSkill`` (``path``, ``name``,
+            ``front_matter``, ``origin``: ``"folder"`` or ``"database"``, ``pk``, ``version``).
+        :returns: True to show it. Default: True.
+        """
+        return True
 
 
 def _folded(name: str) -> str:

@@ -40,6 +40,7 @@ from mcp_oauth.management.fleet import FleetConfigMismatch, check_fleet_config
 from mcp_oauth.mcp_server import checks as mcp_checks
 from mcp_oauth.mcp_server.checks import (  # noqa: F401 - importable from here
     check_admission_settings,
+    check_folder_skills,
     check_request_state_keys,
     check_request_state_keys_set,
     check_resource_and_prompt_registries,
@@ -196,6 +197,7 @@ CHECKS = (
     (as_checks.check_fast_client_secret_hasher, (Tags.security,), True),
     (mcp_checks.check_tasks, (), False),
     (mcp_checks.check_apps_csp, (Tags.security,), False),
+    (mcp_checks.check_folder_skills, (), False),
     (dpop_checks.check_dpop_settings, (Tags.security,), False),
     (rs_checks.check_revocation_settings, (), False),
     (check_fleet_secrets, (Tags.database, Tags.security), True),

@@ -74,6 +74,18 @@ DEFAULTS: dict[str, Any] = {
     # A key named here replaces the one the view declares (ui=AppView(csp=...)); [] removes it.
     "APPS_CSP": {},
     "RESOURCE_MAX_BYTES": 5 * 1024 * 1024,
+    # --- skills (the Skills extension io.modelcontextprotocol/skills, docs/how-to/skills.md) ---
+    # Folder looked for in every installed app (like templates/): <app>/mcp_skills/<skill>/SKILL.md.
+    # None or "": no app folders.
+    "SKILLS_DIR_NAME": "mcp_skills",
+    # More skills roots (absolute paths), looked at before the apps' folders.
+    "SKILL_DIRS": [],
+    # skills/list and resources/directory/read page size (entries).
+    "SKILLS_PAGE_SIZE": 50,
+    # Per-skill limits (SEP-2640 "Limits"): a skill with more files, or more bytes in all, is not
+    # served (system check mcp_oauth.W150); a file is never read past this size.
+    "SKILL_MAX_FILES": 512,
+    "SKILL_MAX_BYTES": 16 * 1024 * 1024,
     # Most resources/subscribe URIs one session may hold.
     "MAX_SUBSCRIPTIONS_PER_SESSION": 1000,
     # Anonymous RFC 7591 registration is open to public clients

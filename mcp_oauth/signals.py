@@ -55,6 +55,11 @@ import it).
   never the event loop): the receiver of :mod:`mcp_oauth.authorization_server.user_data.memberships`
   queues the removal (``mcp_oauth.organizations.reconcile_member``), which asks the adapter again
   and takes back what the user holds for the organization when it still does not list it.
+* :data:`skill_changed` — ``sender=Skill, skill=…`` when an admin skill's files were saved or
+  deleted (``Skill.refresh_manifest()``, its ``version`` raised or not) or the
+  skill itself was saved or deleted. The Skills extension answers with one
+  ``notifications/resources/list_changed`` per transaction, after it commits, to live sessions and
+  2026-07-28 listen streams (a client refreshes its skills with ``skills/list``).
 """
 
 from __future__ import annotations
@@ -76,3 +81,4 @@ admin_dashboard = Signal()
 shared_secrets = Signal()
 organization_member_removed = Signal()
 organization_membership_lost = Signal()
+skill_changed = Signal()

@@ -71,6 +71,19 @@ def _audit_trail_rows_stay_in_their_test():
     cleaner.join(30)
 
 
+@pytest.fixture(autouse=True)
+def _skills_flag_stays_in_its_test():
+    """The "any skill in the database?" answer is cached (mcp_oauth.mcp_server.skills.catalog); a
+    rolled-back test's skills must not stay announced in the next test."""
+    yield
+    from django.core.cache import cache
+
+    from mcp_oauth.mcp_server.skills.catalog import DATABASE_FLAG_KEY, forget_folder_flag
+
+    cache.delete(DATABASE_FLAG_KEY)
+    forget_folder_flag()
+
+
 @pytest.fixture
 def resource(db, _base_url):
     from mcp_oauth.resource_server.default_resource import ensure_default_resource

@@ -3,7 +3,8 @@
 MCP sessions and Tasks (:mod:`.tasks`), the audit log (:mod:`.audit`), the fleet's shared
 secrets (:mod:`.fleet`), a user's data
 (:mod:`.user_data`: the export and erase actions on the site's user admin), organizations and
-their members (:mod:`.organizations`), their decisions on clients (:mod:`.organization_clients`).
+their members (:mod:`.organizations`), their decisions on clients (:mod:`.organization_clients`),
+skills served from the database (:mod:`.skills`).
 
 Organization admins (users with the ``admin`` role in an organization, and staff) see and manage
 their own organizations' rows on every screen that has an organization, and nothing else
@@ -41,11 +42,13 @@ from mcp_oauth.admin.organization_clients import OrganizationClientAdmin, TokenO
 from mcp_oauth.admin.organization_scope import OrganizationFilter, OrganizationScopedAdmin, administered_organizations
 from mcp_oauth.admin.organizations import OrganizationAdmin, OrganizationMembershipAdmin, OrganizationMembershipInline
 from mcp_oauth.admin.signing_keys import AccessTokenSigningKeyAdmin
+from mcp_oauth.admin.skills import SkillAdmin
 from mcp_oauth.admin.tasks import McpSessionAdmin, McpTaskAdmin
 from mcp_oauth.admin.tokens import ConsentAdmin, ConsentStateFilter, DPoPBindingAdmin, ProtectedResourceAdmin
 from mcp_oauth.admin.user_data import add_user_data_actions
 
 __all__ = [
+    "SkillAdmin",
     "TRUST_FILTER_WINDOW",
     "USER_SEARCH",
     "ApplicationForm",

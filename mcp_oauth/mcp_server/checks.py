@@ -1,5 +1,6 @@
 """System checks of the MCP server (``manage.py check``): the tool, resource and prompt registries,
-``TOOL_MODULES``, the ``requestState`` keys, the Tasks extension's settings, the MCP Apps CSP setting.
+``TOOL_MODULES``, the ``requestState`` keys, the Tasks extension's settings, the MCP Apps CSP setting,
+the folder skills.
 
 Registered, with every role's, by :mod:`mcp_oauth.checks`."""
 
@@ -10,6 +11,7 @@ from django.core.checks import Error, Warning
 from mcp_oauth.mcp_server.mcp_apps.views import check_csp
 from mcp_oauth.mcp_server.registry.prompts import PromptRegistry
 from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
+from mcp_oauth.mcp_server.skills.sources import folder_skills
 from mcp_oauth.mcp_server.tools import ToolRegistry
 from mcp_oauth.mcp_server.transport.admission import check_settings as admission_messages
 from mcp_oauth.settings import mcp_oauth_settings
@@ -152,3 +154,18 @@ def check_apps_csp(app_configs, **kwargs):
         except ValueError as exc:
             messages.append(Error(str(exc), id="mcp_oauth.E150"))
     return messages
+
+
+def check_folder_skills(app_configs, **kwargs):
+    """W151 a folder skill is not served (broken format, over the limits, shadowed by another at
+    the same path); E151 ``SKILL_DIRS`` is not a list of paths."""
+    dirs = mcp_oauth_settings.SKILL_DIRS
+    if not isinstance(dirs, (list, tuple)) or not all(isinstance(d, str) for d in dirs):
+        return [Error('MCP_OAUTH["SKILL_DIRS"] must be a list of folder paths.', id="mcp_oauth.E151")]
+    problems: list[str] = []
+    served: set[str] = set()
+    for skill in folder_skills(problems):
+        if skill.path in served:
+            problems.append(f"{skill.directory}: shadowed by an earlier skill at the path {skill.path!r}")
+        served.add(skill.path)
+    return [Warning(f"Skill not served: {problem}", id="mcp_oauth.W151") for problem in problems]

@@ -9,7 +9,8 @@ Layers, each importing only the ones below it:
    (:mod:`mcp_oauth.mcp_server.transport.capabilities`);
 2. the features: tools (:mod:`mcp_oauth.mcp_server.transport.tool_methods` serving a
    :class:`~mcp_oauth.mcp_server.tools.ToolRegistry`), resources, prompts and completion
-   (:mod:`mcp_oauth.mcp_server.registry`), the Tasks extension (:mod:`mcp_oauth.mcp_server.mcp_tasks`);
+   (:mod:`mcp_oauth.mcp_server.registry`), the Tasks extension (:mod:`mcp_oauth.mcp_server.mcp_tasks`),
+   the Skills extension (:mod:`mcp_oauth.mcp_server.skills`);
 3. this module, which registers the features' methods on the table, their capabilities with the
    transport, and the hooks the Tasks extension needs.
 
@@ -28,12 +29,14 @@ from mcp_oauth.mcp_server.mcp_tasks.listen import listen_tasks
 from mcp_oauth.mcp_server.registry.handlers import server_capabilities as registry_capabilities
 from mcp_oauth.mcp_server.registry.methods import register_registry_methods
 from mcp_oauth.mcp_server.registry.resources import active_resource_registry
+from mcp_oauth.mcp_server.skills import catalog as skill_catalog
+from mcp_oauth.mcp_server.skills import methods as skill_methods
 from mcp_oauth.mcp_server.transport import capabilities, modern, tool_methods
 from mcp_oauth.mcp_server.transport.extensions import register_extension
 from mcp_oauth.mcp_server.transport.methods import methods
 from mcp_oauth.mcp_server.transport.table import PRIVATE, MethodTable
 
-__all__ = ["apps_extension", "install", "install_apps", "install_tasks", "install_tools"]
+__all__ = ["apps_extension", "install", "install_apps", "install_skills", "install_tasks", "install_tools"]
 
 
 def install_tools(table: MethodTable) -> None:
@@ -64,12 +67,22 @@ def install_apps() -> None:
     register_extension(APPS_EXTENSION, apps_extension)
 
 
+def install_skills(table: MethodTable) -> None:
+    """The Skills extension: ``skills/list``, ``skills/get``, ``resources/directory/read`` (both
+    eras) on ``table``, the ``skill://`` template on the default resource registry, the extension
+    announced while a skill is installed, and the receivers keeping that answer fresh."""
+    skill_methods.install(table)
+    skill_catalog.connect_receivers()
+
+
 def install(table: MethodTable = methods) -> MethodTable:
     """Add every feature to ``table`` (default: the endpoint's): tools; resources, prompts and
-    completion with their capabilities; the Tasks extension; the MCP Apps extension. Returns ``table``."""
+    completion with their capabilities; the Tasks extension; the MCP Apps extension; the Skills
+    extension. Returns ``table``."""
     install_tools(table)
     register_registry_methods(table)
     capabilities.register_provider(registry_capabilities)
     install_tasks(table)
     install_apps()
+    install_skills(table)
     return table

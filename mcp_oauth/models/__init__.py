@@ -24,6 +24,7 @@ from mcp_oauth.models.organizations import (
 from mcp_oauth.models.refresh import RefreshGeneration, RefreshTokenGeneration
 from mcp_oauth.models.revocation import RevocationStamp
 from mcp_oauth.models.signing_keys import AccessTokenSigningKey
+from mcp_oauth.models.skills import Skill, SkillFile
 from mcp_oauth.models.subscriptions import ResourceSubscription
 from mcp_oauth.models.token_exchange import TokenActor
 from mcp_oauth.models.tool_calls import ToolCallDashboard, ToolCallRecord, ToolCallUse
@@ -51,6 +52,8 @@ __all__ = [
     "RefreshTokenGeneration",
     "ResourceSubscription",
     "RevocationStamp",
+    "Skill",
+    "SkillFile",
     "ToolCallDashboard",
     "ToolCallRecord",
     "TokenActor",

@@ -16,7 +16,7 @@ What it does:
    reason). The suite itself fails the run on a failure not in the baseline *and* on a
    baseline entry that now passes (stale: remove it);
    Then the era's extension scenarios (:data:`EXTENSION_SCENARIOS`: the Tasks extension's
-   ``tasks-*``), one by one;
+   ``tasks-*``, the Skills extension's ``sep-2640-skills-*``), one by one;
 4. for each era, the suite's authorization-server scenarios (``authorization`` command:
    ``authorization-server-metadata-endpoint``, ``authorization-code-grant``) against the fixture
    site's authorization server (issuer ``http://127.0.0.1:<port>``), with the public client
@@ -72,6 +72,9 @@ EXTENSION_SCENARIOS: dict[str, tuple[str, ...]] = {
         "tasks-status-notifications",
         "tasks-required-task-error",
         "tasks-mrtr-composition",
+        "sep-2640-skills-enumeration",
+        "sep-2640-skills-manifest",
+        "sep-2640-skills-directory",
     ),
 }
 

@@ -38,6 +38,10 @@ from tests.support.live import free_port, run_asgi_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
+#: The reference site's folder skill (project/mcp_skills/): its template is registered first (at
+#: start-up, before the site's mcp_resources modules), so its SKILL.md lists before the notes.
+SKILL = "skill://release-notes/SKILL.md"
+
 
 @dataclass
 class Inbox:
@@ -161,14 +165,15 @@ async def lists_reads_prompts_and_completes(world):
         assert [r.uri for r in listed] == [
             "ui://project/notes_app",
             "demo://readme",
+            SKILL,
             *[f"notes://{pk}" for pk in alice_pks],
         ]
         listed = listed[1:]
-        assert [r.name for r in listed[1:]] == ["Groceries", "Garden plan"]
+        assert [r.name for r in listed[1:]] == ["release-notes", "Groceries", "Garden plan"]
         assert listed[0].mime_type == "text/markdown" and listed[0].annotations.priority == 0.5
 
         templates = (await client.list_resource_templates()).resource_templates
-        assert [t.uri_template for t in templates] == ["notes://{pk}", "notes://{pk}/attachment"]
+        assert [t.uri_template for t in templates] == ["skill://{+path}", "notes://{pk}", "notes://{pk}/attachment"]
 
         readme = (await client.read_resource("demo://readme")).contents
         assert readme[0].mime_type == "text/markdown" and readme[0].text.startswith("# django-mcp-authz demo")
@@ -231,7 +236,7 @@ async def lists_reads_prompts_and_completes(world):
 
     async with sdk(world, world.bob_token) as client:
         listed = await all_resources(client)
-        assert [r.uri for r in listed] == ["ui://project/notes_app", "demo://readme", f"notes://{bob_pk}"]
+        assert [r.uri for r in listed] == ["ui://project/notes_app", "demo://readme", SKILL, f"notes://{bob_pk}"]
         for pk in alice_pks:
             with pytest.raises(MCPError) as caught:
                 await client.read_resource(f"notes://{pk}")
@@ -329,6 +334,7 @@ async def modern_flow(world):
         assert [r.uri for r in listed] == [
             "ui://project/notes_app",
             "demo://readme",
+            SKILL,
             *[f"notes://{pk}" for pk in alice_pks],
         ]
         note = (await client.read_resource(f"notes://{alice_pks[1]}", cache_mode="bypass")).contents[0]
@@ -340,7 +346,7 @@ async def modern_flow(world):
             f"Resource not found: notes://{bob_pk}",
         )
         templates = (await client.list_resource_templates(cache_mode="bypass")).resource_templates
-        assert [t.uri_template for t in templates] == ["notes://{pk}", "notes://{pk}/attachment"]
+        assert [t.uri_template for t in templates] == ["skill://{+path}", "notes://{pk}", "notes://{pk}/attachment"]
         got = await client.get_prompt("summarize_note", {"note": "Garden plan"})
         assert got.messages[0].content.resource.text == "tomatoes in May"
         titles = await client.complete(PromptReference(name="summarize_note"), {"name": "note", "value": "G"})

@@ -79,11 +79,12 @@ def server_capabilities() -> dict[str, Any]:
     capabilities: dict[str, Any] = {}
     resources = get_resource_registry()
     prompts = get_prompt_registry()
-    if len(resources):
+    has_resources = resources.offers_anything()
+    if has_resources:
         capabilities["resources"] = types.ResourcesCapability(subscribe=True, list_changed=True)
     if len(prompts):
         capabilities["prompts"] = types.PromptsCapability(list_changed=True)
-    if len(resources) or len(prompts):
+    if has_resources or len(prompts):
         capabilities["completions"] = types.CompletionsCapability()
     return capabilities
 

@@ -34,6 +34,12 @@ class _Item:
     meta: dict[str, Any] | None = None
     max_bytes: int | None = None
 
+    def offered(self) -> bool:
+        """Whether the item has anything to serve now (an item with nothing installed behind it,
+        such as the skill files' template without a skill, is left out of the capabilities and of
+        ``resources/templates/list``)."""
+        return True
+
     def allowed(self, ctx: RequestContext) -> bool:
         """Whether the token has every scope of this item."""
         return not missing_scopes(self.scopes, ctx.scopes)

@@ -313,7 +313,11 @@ class ResourceRegistry(ChangeNotifier):
         return entries, (next_offset if next_offset < position else None)
 
     def visible_templates(self, ctx: RequestContext) -> list[ResourceTemplate]:
-        return [template for template in self._templates.values() if template.allowed(ctx)]
+        return [template for template in self._templates.values() if template.allowed(ctx) and template.offered()]
+
+    def offers_anything(self) -> bool:
+        """Whether some resource or template has something to serve (:meth:`~.items.Resource.offered`)."""
+        return any(item.offered() for item in self)
 
     async def locate(self, ctx: RequestContext, uri: object) -> tuple[Resource | ResourceTemplate, str, dict[str, Any]]:
         """Resolve ``uri`` for reading or subscribing: the item, the URI and converted variables.

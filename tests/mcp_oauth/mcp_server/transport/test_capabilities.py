@@ -35,9 +35,11 @@ def test_server_discover(client, token, settings):
             "prompts": {"listChanged": True},
             "resources": {"listChanged": True, "subscribe": True},
             "completions": {},
-            # the Tasks extension (mcp_oauth.mcp_server.mcp_tasks)
+            # the Tasks extension (mcp_oauth.mcp_server.mcp_tasks), the Skills extension (the demo
+            # project's project/mcp_skills/: mcp_oauth.mcp_server.skills)
             "extensions": {
                 "io.modelcontextprotocol/tasks": {},
+                "io.modelcontextprotocol/skills": {"directoryRead": True},
                 "io.modelcontextprotocol/oauth-client-credentials": {},
                 "io.modelcontextprotocol/enterprise-managed-authorization": {},
                 # MCP Apps: the demo project's notes view (mcp_oauth.mcp_server.mcp_apps)

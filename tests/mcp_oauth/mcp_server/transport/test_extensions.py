@@ -18,6 +18,7 @@ from mcp_oauth.mcp_server.transport.extensions import (
 EXT = "com.example/test-extension"
 
 
+SKILLS = {"io.modelcontextprotocol/skills": {"directoryRead": True}}
 AUTH_EXTENSIONS = {
     "io.modelcontextprotocol/oauth-client-credentials": {},
     "io.modelcontextprotocol/enterprise-managed-authorization": {},
@@ -31,6 +32,7 @@ def no_auth_extensions(settings):
         **settings.MCP_OAUTH,
         "CLIENT_CREDENTIALS_EXTENSION": False,
         "ENTERPRISE_MANAGED_AUTHORIZATION": False,
+        "SKILLS_DIR_NAME": None,  # and no skill: the Skills extension is not offered either
     }
 
 
@@ -147,12 +149,14 @@ def test_auth_extensions_offered_in_both_eras(client, token):
         {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": DISCOVER_META}},
         **{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
     )
-    # and the Tasks extension, offered to 2026-07-28 requests only
+    # and the Tasks extension, offered to 2026-07-28 requests only; the Skills extension (the demo
+    # project's project/mcp_skills/) in both eras
     assert discover.json()["result"]["capabilities"]["extensions"] == {
         **AUTH_EXTENSIONS,
         "io.modelcontextprotocol/tasks": {},
         **APPS_EXTENSION,
+        **SKILLS,
     }
     params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     initialize = _post(client, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
-    assert initialize.json()["result"]["capabilities"]["extensions"] == {**AUTH_EXTENSIONS, **APPS_EXTENSION}
+    assert initialize.json()["result"]["capabilities"]["extensions"] == {**AUTH_EXTENSIONS, **APPS_EXTENSION, **SKILLS}

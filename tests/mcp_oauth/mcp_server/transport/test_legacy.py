@@ -39,12 +39,14 @@ def test_initialize_creates_a_bound_session(client, token, user, public_app, res
             "resources": {"subscribe": True, "listChanged": True},
             "prompts": {"listChanged": True},
             "completions": {},
-            # the ext-auth extensions this server offers in both eras (not Tasks: 2026-07-28 only)
+            # the ext-auth extensions this server offers in both eras (not Tasks: 2026-07-28 only),
+            # and Skills (the demo project's project/mcp_skills/)
             "extensions": {
                 "io.modelcontextprotocol/oauth-client-credentials": {},
                 "io.modelcontextprotocol/enterprise-managed-authorization": {},
                 # MCP Apps: the demo project's notes view (mcp_oauth.mcp_server.mcp_apps)
                 "io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]},
+                "io.modelcontextprotocol/skills": {"directoryRead": True},
             },
         },
         "serverInfo": {"name": "django-mcp-authz", "version": "0.1.0"},
