@@ -41,5 +41,6 @@ class TokenActor(models.Model):
         verbose_name_plural = _("token actors")
 
     def __str__(self) -> str:
+        """``delegated to client <sub>`` (the acting client's ``client_id``), or ``down-scoped``."""
         sub = self.act.get("sub") if isinstance(self.act, dict) else None
-        return f"acted for by {sub}" if sub else "down-scoped"
+        return f"delegated to client {sub}" if sub else "down-scoped"

@@ -205,7 +205,7 @@ async def notes_view(world, executable):
 
         # the button: add_note through the host
         await view.locator("#title").fill("Buy milk")
-        await view.locator("button[type=submit]").click()
+        await view.locator("#add").click()
         await expect(view.locator("#status")).to_have_text(re.compile(r"^Added note \d+\.$"))
         note = await sync_to_async(Note.objects.get)(owner=world["alice"], title="Buy milk")
         await expect(view.locator("#status")).to_have_text(f"Added note {note.pk}.")
@@ -240,3 +240,62 @@ async def notes_view(world, executable):
         await world["allowed_listener"].wait_for("/allowed")
         await asyncio.sleep(0.5)  # anything still in flight towards the undeclared origin
         assert world["evil_listener"].hits == []
+
+
+@pytest.mark.parametrize("host_pages", ["spec-host"], indirect=True)
+def test_the_notes_view_adds_a_note_in_a_frame_sandboxed_without_forms(world, chromium_executable):
+    """A host may sandbox the view with ``allow-scripts`` alone: the browser then drops every form
+    submission before a submit listener runs. The view's button and Enter still call ``add_note``."""
+    asyncio.run(notes_view_without_forms(world, chromium_executable))
+
+
+async def notes_view_without_forms(world, executable):
+    calls: list = []
+    async with host_client(world) as client, open_chromium(executable, "mcp-apps-no-forms") as chromium:
+        tool = next(t for t in (await client.list_tools()).tools if t.name == "notes_app")
+        contents = (await client.read_resource(URI)).contents[0]
+        result = await client.call_tool("notes_app", {})
+        page = await chromium.new_page()
+        await page.expose_function("mcpHost", forwarder(client, calls))
+        await page.goto(world["host_url"])
+        await page.evaluate(
+            "options => startApp(options)",
+            {
+                "sandboxUrl": world["sandbox_origin"] + "/sandbox.html",
+                "sandboxOrigin": world["sandbox_origin"],
+                "html": contents.text,
+                "csp": contents.meta["ui"]["csp"],
+                "sandbox": "allow-scripts",
+                "tool": tool.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "toolInput": {},
+                "toolResult": result.model_dump(mode="json", by_alias=True, exclude_none=True),
+            },
+        )
+        view = page.frame_locator("#sandbox").frame_locator("#view")
+        await expect(view.locator("body")).to_have_attribute("data-ready", "true")
+        sandbox_frame = next(f for f in page.frames if f.url.startswith(world["sandbox_origin"]))
+        assert await sandbox_frame.evaluate('document.getElementById("view").getAttribute("sandbox")') == (
+            "allow-scripts"
+        )
+        items = view.locator("#notes li")
+        await expect(items).to_have_count(2)
+
+        await view.locator("#title").fill("Call the bank")
+        await view.get_by_role("button", name="Add").click()
+        await expect(items).to_have_count(3)
+        await expect(items.nth(2)).to_have_text("Call the bank")
+
+        await view.locator("#title").fill("Water the plants")
+        await view.locator("#title").press("Enter")
+        await expect(items).to_have_count(4)
+        await expect(items.nth(3)).to_have_text("Water the plants")
+        await expect(view.locator("h1")).to_have_text("Notes of alice")  # the frame never navigated
+
+        # an empty title calls nothing
+        await view.get_by_role("button", name="Add").click()
+        await asyncio.sleep(0.3)
+        assert [call[1]["arguments"]["title"] for call in calls] == ["Call the bank", "Water the plants"]
+        titles = await sync_to_async(list)(
+            Note.objects.filter(owner=world["alice"]).order_by("pk").values_list("title", flat=True)
+        )
+        assert titles[-2:] == ["Call the bank", "Water the plants"]

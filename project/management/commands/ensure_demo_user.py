@@ -1,7 +1,9 @@
 """Create (or reset the password of) the demo user: ``manage.py ensure_demo_user``.
 
 Reads DEMO_USERNAME (default "demo") and DEMO_PASSWORD (default "demo-password")
-from the environment, or --username/--password.
+from the environment, or --username/--password. The password is set only when it differs: a
+password change revokes the user's tokens, and ``make run`` runs this at every start, which would
+sign every connected MCP client out.
 """
 
 import os
@@ -21,7 +23,8 @@ class Command(BaseCommand):
     def handle(self, *args, username, password, superuser, **options):
         User = get_user_model()
         user, created = User.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})
-        user.set_password(password)
+        if created or not user.check_password(password):
+            user.set_password(password)
         user.is_active = True
         if superuser:
             user.is_staff = user.is_superuser = True

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
-from mcp_oauth.models import AuditEvent, Consent, TokenOrganization
+from mcp_oauth.models import AuditEvent, Consent, TokenActor, TokenOrganization
 from tests.mcp_oauth.admin.test_admin import (  # noqa: F401 - fixtures and helpers
     AccessToken,
     act,
@@ -64,3 +65,14 @@ def test_consents_cannot_be_added_or_deleted_in_the_admin(admin, populated):
     assert admin.get(url(Consent, "add")).status_code == 403
     assert admin.post(url(Consent, "delete", consent.pk), {"post": "yes"}).status_code == 403
     assert Consent.objects.filter(pk=consent.pk).exists()
+
+
+def test_token_actor_rows_say_who_the_token_is_delegated_to(admin):
+    """The token actors list names a delegated token's acting client in plain words, a down-scoped one as such."""
+    now = timezone.now()
+    TokenActor.objects.create(token_checksum="a" * 64, act={"sub": "client-xyz"}, subject_token_checksum="b" * 64)
+    TokenActor.objects.create(token_checksum="c" * 64, act=None, subject_token_checksum="d" * 64, expires=now)
+    page = admin.get(url(TokenActor, "changelist")).content.decode()
+    assert "delegated to client client-xyz" in page
+    assert "down-scoped" in page
+    assert "acted for by" not in page
