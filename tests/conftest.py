@@ -80,7 +80,10 @@ def _skills_flag_stays_in_its_test():
 
     from mcp_oauth.mcp_server.skills.catalog import DATABASE_FLAG_KEY, forget_folder_flag
 
-    cache.delete(DATABASE_FLAG_KEY)
+    try:
+        cache.delete(DATABASE_FLAG_KEY)
+    except Exception:  # noqa: BLE001 - a test pointed the cache at nothing: it cannot hold the flag
+        pass
     forget_folder_flag()
 
 
