@@ -19,15 +19,31 @@ asserted::
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/11 \\
         .venv/bin/python bench/organizations.py [--seconds 5] [--rounds 3] [--connections 16]
+
+``--in-process``: no servers; the same two databases, then ``--pairs`` pairs of processes (one on
+``one``, one on ``many``, alternating) each driving ``project.asgi.application`` directly with
+``--calls`` 2026-07-28 ``tools/call`` (16 at a time on one event loop, the token bound to the first
+organization, after a warm-up that loads the registry). Each prints its CPU per call, the CPU its
+garbage collections took per call (by generation) and the objects the collector tracks; then the
+medians and the 10,000 / 1 ratios. ``--callgrind``: each process under ``valgrind --tool=callgrind``,
+instructions counted only during the calls, the collector off during them (the request path's own
+instructions; the collections are what the runs without ``--callgrind`` report)::
+
+    DATABASE_URL=… REDIS_URL=… .venv/bin/python bench/organizations.py --in-process [--calls 4000] [--pairs 3]
+    DATABASE_URL=… REDIS_URL=… .venv/bin/python bench/organizations.py --in-process --callgrind --calls 640 --pairs 1
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
+import re
 import secrets
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -183,41 +199,162 @@ def close_django() -> None:
             close_pool()
 
 
+def build(one: str, many: str) -> str:
+    """Create and fill the databases ``one`` and ``many`` (``one`` created by the caller); the raw
+    token bound to the first organization in both."""
+    topology.DATABASE_URL = database_url(one)
+    topology.REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11")
+    os.environ["DATABASE_URL"] = topology.DATABASE_URL
+    topology.django_setup()
+    from django.db import connections
+
+    FIXTURES.update(topology.fixtures())
+    token, _ = FIXTURES["mint"]()
+    populate_one(token)
+    close_django()
+    admin(f'CREATE DATABASE "{many}" TEMPLATE "{one}"')
+    connections.settings["many"] = {**connections.settings["default"], "NAME": many}
+    print(f"populating {ORGANIZATIONS:,} organizations x {CLIENTS_PER_ORGANIZATION} clients …", flush=True)
+    seconds = populate_many("many")
+    from oauth2_provider.models import get_application_model
+
+    from mcp_oauth.models import Organization, ProtectedResource
+
+    print(
+        f"{Organization.objects.using('many').count():,} organizations, "
+        f"{ProtectedResource.objects.using('many').count():,} resources, "
+        f"{get_application_model().objects.using('many').count():,} clients in {seconds:.1f} s (bulk INSERTs)"
+    )
+    close_django()
+    return token
+
+
+def child(calls: int, token: str, callgrind: bool) -> None:
+    """One process of ``--in-process`` (``DATABASE_URL``: its database): ``calls`` calls through
+    ``project.asgi.application``; prints one JSON line."""
+    from bench.common import asgi_post
+
+    topology.DATABASE_URL = os.environ["DATABASE_URL"]
+    topology.REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11")
+    topology.django_setup()
+    from project.asgi import application
+
+    headers, body = topology.modern_headers(token), topology.modern_call_body
+    spent = {0: 0.0, 1: 0.0, 2: 0.0}
+    runs = {0: 0, 1: 0, 2: 0}
+    started: list[float] = [0.0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = time.process_time()
+        else:
+            spent[info["generation"]] += time.process_time() - started[0]
+            runs[info["generation"]] += 1
+
+    def control(switch: str) -> None:  # callgrind: count the calls only
+        subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True)
+
+    async def run() -> dict:
+        for n in range(200):  # warm: the registry loaded, the token's entry cached and kept decoded
+            status, _, answer = await asgi_post(application, "/mcp", headers, body(n))
+            if status != 200:
+                raise RuntimeError(f"warm-up call answered {status}: {answer[:300]!r}")
+        per, failed = calls // 16, [0]
+
+        async def worker() -> None:
+            for n in range(per):
+                status, _, _ = await asgi_post(application, "/mcp", headers, body(n))
+                failed[0] += status != 200
+
+        tracked = len(gc.get_objects())
+        if callgrind:
+            gc.collect()
+            gc.disable()
+            control("on")
+        gc.callbacks.append(on_gc)
+        cpu = time.process_time()
+        await asyncio.gather(*(worker() for _ in range(16)))
+        cpu = time.process_time() - cpu
+        gc.callbacks.remove(on_gc)
+        if callgrind:
+            control("off")
+        done = per * 16
+        return {
+            "cpu_us": 1e6 * cpu / done,
+            "gc_us": [1e6 * spent[generation] / done for generation in (0, 1, 2)],
+            "gc_runs": [runs[generation] for generation in (0, 1, 2)],
+            "tracked": tracked,
+            "frozen": gc.get_freeze_count(),
+            "failed": failed[0],
+            "calls": done,
+        }
+
+    print("RESULT " + json.dumps(asyncio.run(run())), flush=True)
+
+
+def in_process(args: argparse.Namespace, one: str, many: str, token: str) -> None:
+    """``--in-process``: alternate processes on ``one`` and ``many``; medians and ratios."""
+    results: dict[str, list[dict]] = {one: [], many: []}
+    for pair in range(args.pairs):
+        for name in (one, many) if pair % 2 == 0 else (many, one):
+            argv = [sys.executable, str(Path(__file__).resolve()), "--child", str(args.calls)]
+            if args.callgrind:
+                argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null", *argv]
+                argv.append("--callgrind")
+            env = {
+                **os.environ,
+                "DATABASE_URL": database_url(name),
+                "BENCH_CACHE_KEY_PREFIX": f"orgs-{name}",
+                "BENCH_ORGS_TOKEN": token,
+                "PYTHONHASHSEED": "0",
+            }
+            run = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+            line = next((x for x in run.stdout.splitlines() if x.startswith("RESULT ")), None)
+            if run.returncode != 0 or line is None:
+                raise RuntimeError(f"child on {name} failed: {run.stderr[-2000:]}")
+            result = json.loads(line[7:])
+            if args.callgrind:
+                found = re.search(r"Collected : (\d+)", run.stderr)
+                result["instructions"] = int(found.group(1)) / result["calls"] if found else float("nan")
+            results[name].append(result)
+            print(f"{'10,000' if name == many else '1':>6} organization(s): {json.dumps(result)}", flush=True)
+
+    def median(name: str, pick) -> float:
+        return statistics.median(pick(r) for r in results[name])
+
+    print(f"\n== in process, {args.calls} calls x {args.pairs} pairs of processes (medians)")
+    rows = [("CPU us/call", lambda r: r["cpu_us"]), ("GC us/call (all)", lambda r: sum(r["gc_us"]))]
+    rows += [("GC gen2 us/call", lambda r: r["gc_us"][2]), ("tracked objects", lambda r: r["tracked"])]
+    if args.callgrind:
+        rows.insert(0, ("instructions/call", lambda r: r["instructions"]))
+    for label, pick in rows:
+        a, b = median(one, pick), median(many, pick)
+        print(f"{label:20} 1 org {a:14,.1f}   10,000 orgs {b:14,.1f}   ratio {b / a if a else float('nan'):.3f} x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--in-process", action="store_true", help="processes driving the ASGI app, no servers")
+    parser.add_argument("--calls", type=int, default=4000, help="--in-process: calls per process")
+    parser.add_argument("--pairs", type=int, default=3, help="--in-process: pairs of processes")
+    parser.add_argument("--callgrind", action="store_true", help="--in-process: count instructions (valgrind)")
+    parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args.child, os.environ["BENCH_ORGS_TOKEN"], args.callgrind)
+        return
     suffix = secrets.token_hex(4)
     one, many = f"bench_orgs_one_{suffix}", f"bench_orgs_many_{suffix}"
     admin(f'CREATE DATABASE "{one}"')
     servers: dict[str, topology.Server] = {}
     try:
-        topology.DATABASE_URL = database_url(one)
-        topology.REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11")
-        os.environ["DATABASE_URL"] = topology.DATABASE_URL
-        topology.django_setup()
-        from django.db import connections
-
-        FIXTURES.update(topology.fixtures())
-        token, _ = FIXTURES["mint"]()
-        populate_one(token)
-        close_django()
-        admin(f'CREATE DATABASE "{many}" TEMPLATE "{one}"')
-        connections.settings["many"] = {**connections.settings["default"], "NAME": many}
-        print(f"populating {ORGANIZATIONS:,} organizations x {CLIENTS_PER_ORGANIZATION} clients …", flush=True)
-        seconds = populate_many("many")
-        from oauth2_provider.models import get_application_model
-
-        from mcp_oauth.models import Organization, ProtectedResource
-
-        print(
-            f"{Organization.objects.using('many').count():,} organizations, "
-            f"{ProtectedResource.objects.using('many').count():,} resources, "
-            f"{get_application_model().objects.using('many').count():,} clients in {seconds:.1f} s (bulk INSERTs)"
-        )
-        close_django()
+        token = build(one, many)
+        if args.in_process:
+            in_process(args, one, many, token)
+            return
 
         ports = {name: topology.free_port() for name in ("ours-1", "ours-10k", "sdk-stateful")}
         servers["ours-1"] = topology.gunicorn(
