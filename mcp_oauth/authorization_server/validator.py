@@ -58,7 +58,7 @@ from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BE
 from mcp_oauth.authorization_server.organizations.token_binding import bind_organization, remember_code_organization
 from mcp_oauth.authorization_server.token_endpoint.dpop import bind_grant
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
-from mcp_oauth.authorization_server.token_exchange.actor import bind_exchange, revoke_exchanged
+from mcp_oauth.authorization_server.token_exchange.actor import bind_exchange, exchange_transaction, revoke_exchanged
 from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
 from mcp_oauth.authorization_server.token_exchange.inprocess import inprocess_client
 from mcp_oauth.authorization_server.tokens.redeemed import mark_revoked, remember_redeemed
@@ -446,10 +446,11 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             try:
                 # The organization's rows, scopes and lifetimes, then DPoP (RFC 9449 §5): before any token row.
                 resources = functools.cache(lambda: self._resolved_resources(request))  # resolved once
-                bind_organization(token, request, resources)
-                bind_exchange(token, request)  # RFC 8693: no longer than the subject token; its act
-                bind_grant(token, request, resources)
-                result = super().save_bearer_token(token, request, *args, **kwargs)
+                with exchange_transaction(request):  # the subject token locked: no revocation between
+                    bind_organization(token, request, resources)
+                    bind_exchange(token, request)  # RFC 8693: no longer than the subject token; its act
+                    bind_grant(token, request, resources)
+                    result = super().save_bearer_token(token, request, *args, **kwargs)
             except IntegrityError:
                 if _parties_exist(request):
                     raise

@@ -11,28 +11,53 @@ endpoint, RFC 7009).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+from django.db import router, transaction
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 from oauthlib.oauth2.rfc6749 import errors
 
 from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
+from mcp_oauth.authorization_server.tokens.rotation import take_write_lock
 from mcp_oauth.models import TokenActor
 from mcp_oauth.resource_server.cache import token_checksum
 
-__all__ = ["bind_exchange", "prune_token_actors", "revoke_exchanged"]
+__all__ = ["bind_exchange", "exchange_transaction", "prune_token_actors", "revoke_exchanged"]
+
+
+@contextmanager
+def exchange_transaction(request: Any) -> Iterator[None]:
+    """For a token-exchange grant, the transaction its rows are written in (nothing otherwise).
+
+    :func:`bind_exchange` locks the subject token's row in it, so a revocation of the subject token
+    (which deletes that row, then revokes what was exchanged for it: :func:`revoke_exchanged`) runs
+    wholly before the exchange, which then finds no subject token, or wholly after it, and revokes
+    the new token too. SQLite has no row locks: the transaction takes the write lock first.
+    """
+    if request.grant_type != TOKEN_EXCHANGE_GRANT_TYPE:
+        yield
+        return
+    with transaction.atomic(using=router.db_for_write(get_access_token_model())):
+        take_write_lock()
+        yield
 
 
 def bind_exchange(token: dict[str, Any], request: Any) -> None:
     """For a token-exchange grant: cap ``token["expires_in"]`` and write the actor row (see the module).
+    Call it in :func:`exchange_transaction`.
 
-    :raises oauthlib.oauth2.rfc6749.errors.InvalidGrantError: the subject token expired meanwhile.
+    :raises oauthlib.oauth2.rfc6749.errors.InvalidGrantError: the subject token expired or was
+        revoked meanwhile.
     """
     if request.grant_type != TOKEN_EXCHANGE_GRANT_TYPE:
         return
     subject = request._mcp_exchange_subject
+    if not get_access_token_model().objects.select_for_update().filter(pk=subject.pk).exists():
+        raise errors.InvalidGrantError(description="The subject token was revoked.", request=request)
     now = timezone.now()
     remaining = int((subject.expires - now).total_seconds())
     if remaining < 1:
@@ -47,13 +72,11 @@ def bind_exchange(token: dict[str, Any], request: Any) -> None:
     )
 
 
-#: Most generations of exchanges followed from one revoked token (a chain: A exchanged for B, B for C, ...).
-MAX_CHAIN = 10
-
-
 def revoke_exchanged(checksums: list[str]) -> int:
     """Revoke (delete, as RFC 7009 §2.1 does) the access tokens exchanged for the tokens whose
-    checksums are ``checksums``, and those exchanged for them, :data:`MAX_CHAIN` generations deep.
+    checksums are ``checksums``, and those exchanged for them, the whole chain (A exchanged for B, B
+    for C, ...: each generation is one query; a chain is as long as the exchanges a client made, and
+    a token seen once is not followed again).
     Their cache entries are invalidated by the ``AccessToken`` deletion signal. Call it in the
     revoking transaction.
 
@@ -63,9 +86,7 @@ def revoke_exchanged(checksums: list[str]) -> int:
     seen = set(checksums)
     frontier = [checksum for checksum in checksums if checksum]
     revoked = 0
-    for _ in range(MAX_CHAIN):
-        if not frontier:
-            break
+    while frontier:
         children = [
             checksum
             for checksum in TokenActor.objects.filter(subject_token_checksum__in=frontier).values_list(
