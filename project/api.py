@@ -88,7 +88,9 @@ class NoteSearch(filters.SearchFilter):
     def get_search_terms(self, request) -> list[str]:
         text = request.query_params.get(self.search_param, "")
         if len(text) > self.max_length:
-            raise ValidationError({self.search_param: [f"Ensure this field has no more than {self.max_length} characters."]})
+            raise ValidationError(
+                {self.search_param: [f"Ensure this field has no more than {self.max_length} characters."]}
+            )
         return super().get_search_terms(request)
 
 

@@ -43,7 +43,9 @@ def test_a_lone_surrogate_is_refused_naming_the_argument(alice, name, arguments,
         arguments = {**arguments, "pk": Note.objects.get().pk}
     result = call(name, arguments, alice)
     assert result.is_error
-    code = ord(next(ch for value in arguments.values() if isinstance(value, str) for ch in value if "\ud800" <= ch <= "\udfff"))
+    code = ord(
+        next(ch for value in arguments.values() if isinstance(value, str) for ch in value if "\ud800" <= ch <= "\udfff")
+    )
     message = f"Surrogate characters are not allowed: U+{code:X}."
     assert result.content[0].text == f"Invalid arguments for tool {name!r}: {field}: {message}"
     assert result.structured_content == {"status": 400, "errors": [{"field": field, "message": message}]}

@@ -70,7 +70,11 @@ def test_a_burst_of_tool_calls(notes_world):
         "jsonrpc": "2.0",
         "id": 0,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "burst", "version": "1"}},
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "burst", "version": "1"},
+        },
     }
     initialized = requests.post(notes_world.mcp_url, json=initialize, headers=headers, timeout=30)
     assert initialized.status_code == 200
