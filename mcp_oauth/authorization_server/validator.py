@@ -32,6 +32,8 @@ import functools
 import hashlib
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,7 +60,7 @@ from mcp_oauth.authorization_server.enterprise_identity.jwt_bearer import JWT_BE
 from mcp_oauth.authorization_server.organizations.token_binding import bind_organization, remember_code_organization
 from mcp_oauth.authorization_server.token_endpoint.dpop import bind_grant
 from mcp_oauth.authorization_server.token_endpoint.resource_selection import InvalidTarget, select_resource
-from mcp_oauth.authorization_server.token_exchange.actor import bind_exchange, exchange_transaction, revoke_exchanged
+from mcp_oauth.authorization_server.token_exchange.actor import bind_exchange, revoke_exchanged
 from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
 from mcp_oauth.authorization_server.token_exchange.inprocess import inprocess_client
 from mcp_oauth.authorization_server.tokens.redeemed import mark_revoked, remember_redeemed
@@ -446,7 +448,7 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             try:
                 # The organization's rows, scopes and lifetimes, then DPoP (RFC 9449 §5): before any token row.
                 resources = functools.cache(lambda: self._resolved_resources(request))  # resolved once
-                with exchange_transaction(request):  # the subject token locked: no revocation between
+                with _exchange_transaction(request):  # the subject token locked: no revocation between
                     bind_organization(token, request, resources)
                     bind_exchange(token, request)  # RFC 8693: no longer than the subject token; its act
                     bind_grant(token, request, resources)
@@ -522,6 +524,24 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                     **({"exchanged_tokens": exchanged} if exchanged else {}),
                 },
             )
+
+
+@contextmanager
+def _exchange_transaction(request: Any) -> Iterator[None]:
+    """For a token-exchange grant (RFC 8693), the transaction its rows are written in (nothing otherwise).
+
+    :func:`~mcp_oauth.authorization_server.token_exchange.actor.bind_exchange` locks the subject
+    token's row in it, so a revocation of the subject token (which deletes that row, then revokes
+    what was exchanged for it) runs wholly before the exchange, which then finds no subject token,
+    or wholly after it, and revokes the new token too. SQLite has no row locks: the transaction
+    takes the write lock first.
+    """
+    if request.grant_type != TOKEN_EXCHANGE_GRANT_TYPE:
+        yield
+        return
+    with transaction.atomic(using=router.db_for_write(get_access_token_model())):
+        take_write_lock()
+        yield
 
 
 def _parties_exist(request) -> bool:

@@ -60,3 +60,24 @@ def test_a_revocation_during_the_exchange_leaves_no_live_token(logged_in, public
     assert "access_token" not in response.json()
     assert get_access_token_model().objects.count() == before - 1  # the subject token, revoked; nothing new
     assert not TokenActor.objects.exists()
+
+
+def test_a_refresh_token_reused_revokes_what_its_family_s_access_token_was_exchanged_for(
+    logged_in, public_app, settings
+):
+    """RFC 9700 §4.14.2: a refresh token replayed outside the grace revokes its family; the tokens
+    exchanged from the family's live access token go with it (the replay means theft)."""
+    settings.MCP_OAUTH = {**settings.MCP_OAUTH, "ADAPTER": allowing_adapter(), "REFRESH_TOKEN_GRACE_SECONDS": 0}
+    first = subject_pair(logged_in, public_app)
+
+    def refresh(token: str):
+        data = {"grant_type": "refresh_token", "refresh_token": token, "client_id": public_app.client_id}
+        return logged_in.post("/oauth/token", data)
+
+    second = refresh(first["refresh_token"])
+    assert second.status_code == 200, second.content
+    exchanged = exchange(logged_in, public_app, second.json()["access_token"], resource=None, scope="mcp")
+    assert exchanged.status_code == 200, exchanged.content
+    assert refresh(first["refresh_token"]).json()["error"] == "invalid_grant"  # the replay
+    assert not live(second.json()["access_token"])  # the family, revoked
+    assert not live(exchanged.json()["access_token"])

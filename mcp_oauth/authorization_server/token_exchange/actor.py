@@ -11,44 +11,24 @@ endpoint, RFC 7009).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from django.db import router, transaction
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 from oauthlib.oauth2.rfc6749 import errors
 
 from mcp_oauth.authorization_server.token_exchange.decision import TOKEN_EXCHANGE_GRANT_TYPE
-from mcp_oauth.authorization_server.tokens.rotation import take_write_lock
 from mcp_oauth.models import TokenActor
 from mcp_oauth.resource_server.cache import token_checksum
 
-__all__ = ["bind_exchange", "exchange_transaction", "prune_token_actors", "revoke_exchanged"]
-
-
-@contextmanager
-def exchange_transaction(request: Any) -> Iterator[None]:
-    """For a token-exchange grant, the transaction its rows are written in (nothing otherwise).
-
-    :func:`bind_exchange` locks the subject token's row in it, so a revocation of the subject token
-    (which deletes that row, then revokes what was exchanged for it: :func:`revoke_exchanged`) runs
-    wholly before the exchange, which then finds no subject token, or wholly after it, and revokes
-    the new token too. SQLite has no row locks: the transaction takes the write lock first.
-    """
-    if request.grant_type != TOKEN_EXCHANGE_GRANT_TYPE:
-        yield
-        return
-    with transaction.atomic(using=router.db_for_write(get_access_token_model())):
-        take_write_lock()
-        yield
+__all__ = ["bind_exchange", "prune_token_actors", "revoke_exchanged"]
 
 
 def bind_exchange(token: dict[str, Any], request: Any) -> None:
     """For a token-exchange grant: cap ``token["expires_in"]`` and write the actor row (see the module).
-    Call it in :func:`exchange_transaction`.
+    Call it in the transaction that locks the subject token (the request validator's
+    ``exchange_transaction``: a revocation of the subject token runs wholly before or after it).
 
     :raises oauthlib.oauth2.rfc6749.errors.InvalidGrantError: the subject token expired or was
         revoked meanwhile.
