@@ -12,6 +12,7 @@ that labels the connection.
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 from rest_framework import filters, serializers, viewsets
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import BasePermission, IsAuthenticated
 
@@ -78,6 +79,21 @@ class NotePagination(PageNumberPagination):
     max_page_size = 100
 
 
+class NoteSearch(filters.SearchFilter):
+    """DRF's search (``?search=``), its text at most :attr:`max_length` characters: longer is 400
+    (each word becomes a ``LIKE`` pattern; SQLite refuses one past 50,000 bytes)."""
+
+    max_length = 200
+
+    def get_search_terms(self, request) -> list[str]:
+        text = request.query_params.get(self.search_param, "")
+        if len(text) > self.max_length:
+            raise ValidationError(
+                {self.search_param: [f"Ensure this field has no more than {self.max_length} characters."]}
+            )
+        return super().get_search_terms(request)
+
+
 class NoteViewSet(viewsets.ModelViewSet):
     """Your notes: a title and a text, private to you.
 
@@ -90,7 +106,7 @@ class NoteViewSet(viewsets.ModelViewSet):
     authentication_classes = [MCPBearerAuthentication]
     permission_classes = [IsAuthenticated, IsNoteOwner]
     pagination_class = NotePagination
-    filter_backends = [filters.SearchFilter]
+    filter_backends = [NoteSearch]
     search_fields = ["title", "body"]
     mcp_resource = API_PATH
 

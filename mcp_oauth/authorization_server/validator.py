@@ -32,6 +32,8 @@ import functools
 import hashlib
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -463,11 +465,12 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
             try:
                 # The organization's rows, scopes and lifetimes, then DPoP (RFC 9449 §5): before any token row.
                 resources = functools.cache(lambda: self._resolved_resources(request))  # resolved once
-                bind_organization(token, request, resources)
-                bind_exchange(token, request)  # RFC 8693: no longer than the subject token; its act
-                bind_grant(token, request, resources)
-                jwt_access.mint(token, request, resources)  # RFC 9068, for a resource that opted in
-                result = super().save_bearer_token(token, request, *args, **kwargs)
+                with _exchange_transaction(request):  # the subject token locked: no revocation between
+                    bind_organization(token, request, resources)
+                    bind_exchange(token, request)  # RFC 8693: no longer than the subject token; its act
+                    bind_grant(token, request, resources)
+                    jwt_access.mint(token, request, resources)  # RFC 9068, for a resource that opted in
+                    result = super().save_bearer_token(token, request, *args, **kwargs)
             except IntegrityError:
                 if _parties_exist(request):
                     raise
@@ -539,6 +542,24 @@ class MCPOAuth2Validator(RefreshRotationMixin, CIMDValidatorMixin, OAuth2Validat
                     **({"exchanged_tokens": exchanged} if exchanged else {}),
                 },
             )
+
+
+@contextmanager
+def _exchange_transaction(request: Any) -> Iterator[None]:
+    """For a token-exchange grant (RFC 8693), the transaction its rows are written in (nothing otherwise).
+
+    :func:`~mcp_oauth.authorization_server.token_exchange.actor.bind_exchange` locks the subject
+    token's row in it, so a revocation of the subject token (which deletes that row, then revokes
+    what was exchanged for it) runs wholly before the exchange, which then finds no subject token,
+    or wholly after it, and revokes the new token too. SQLite has no row locks: the transaction
+    takes the write lock first.
+    """
+    if request.grant_type != TOKEN_EXCHANGE_GRANT_TYPE:
+        yield
+        return
+    with transaction.atomic(using=router.db_for_write(get_access_token_model())):
+        take_write_lock()
+        yield
 
 
 def _parties_exist(request) -> bool:

@@ -91,3 +91,22 @@ def test_a_singular_private_key_jwt_without_keys_cannot_sneak_past_a_list(client
     stored = ClientMetadataDocument.objects.get(client_id=client_id).document
     assert stored["token_endpoint_auth_method"] == "none"
     assert token_request(client, _stub(client_id), code, verifier).status_code == 200
+
+
+@pytest.mark.parametrize("jwks", [{"keys": []}, {"keys": [{}]}], ids=["empty key set", "a key without kty"])
+def test_private_key_jwt_with_an_empty_key_set_falls_to_none(client, user, resource, cimd_env, jwks):
+    """A JWK set with no usable key publishes no key: the list's next method (``none``) is chosen,
+    never a confidential client that can never authenticate."""
+    client_id = cimd_env.publish("/emptykeys.json", jwks=jwks, **{MEMBER: ["private_key_jwt", "none"]})
+    client.force_login(user)
+    code, verifier, _ = get_code(client, _stub(client_id))
+    application = get_application_model().objects.get(client_id=client_id)
+    assert application.client_type == "public"
+    assert ClientMetadataDocument.objects.get(client_id=client_id).document["token_endpoint_auth_method"] == "none"
+    assert token_request(client, _stub(client_id), code, verifier).status_code == 200
+
+
+def test_a_list_of_private_key_jwt_alone_with_an_empty_key_set_is_refused(client, user, resource, cimd_env):
+    client_id = cimd_env.publish("/onlyempty.json", jwks={"keys": []}, **{MEMBER: ["private_key_jwt"]})
+    client.force_login(user)
+    _assert_refused(_authorize(client, client_id), client_id, b"None of the")

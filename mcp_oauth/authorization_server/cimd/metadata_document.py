@@ -318,8 +318,13 @@ def negotiate_auth_method(document: dict[str, Any]) -> str:
 
 
 def _has_client_keys(document: dict[str, Any]) -> bool:
-    """Whether the document registers keys for ``private_key_jwt``: ``jwks`` or an https ``jwks_uri``."""
-    return bool(document.get("jwks")) or _https_url(document.get("jwks_uri"))
+    """Whether the document registers keys for ``private_key_jwt``: ``jwks`` holding a key (an object
+    with a ``kty``, RFC 7517 §4.1; an empty set publishes none) or an https ``jwks_uri``."""
+    jwks = document.get("jwks")
+    keys = jwks.get("keys") if isinstance(jwks, dict) else None
+    if isinstance(keys, list) and any(isinstance(key, dict) and isinstance(key.get("kty"), str) for key in keys):
+        return True
+    return _https_url(document.get("jwks_uri"))
 
 
 def _shared_secret(method: str, member: str) -> InvalidDocument:

@@ -27,12 +27,17 @@ __all__ = ["bind_exchange", "prune_token_actors", "revoke_exchanged"]
 
 def bind_exchange(token: dict[str, Any], request: Any) -> None:
     """For a token-exchange grant: cap ``token["expires_in"]`` and write the actor row (see the module).
+    Call it in the transaction that locks the subject token (the request validator's
+    ``exchange_transaction``: a revocation of the subject token runs wholly before or after it).
 
-    :raises oauthlib.oauth2.rfc6749.errors.InvalidGrantError: the subject token expired meanwhile.
+    :raises oauthlib.oauth2.rfc6749.errors.InvalidGrantError: the subject token expired or was
+        revoked meanwhile.
     """
     if request.grant_type != TOKEN_EXCHANGE_GRANT_TYPE:
         return
     subject = request._mcp_exchange_subject
+    if not get_access_token_model().objects.select_for_update().filter(pk=subject.pk).exists():
+        raise errors.InvalidGrantError(description="The subject token was revoked.", request=request)
     now = timezone.now()
     remaining = int((subject.expires - now).total_seconds())
     if remaining < 1:
@@ -47,13 +52,11 @@ def bind_exchange(token: dict[str, Any], request: Any) -> None:
     )
 
 
-#: Most generations of exchanges followed from one revoked token (a chain: A exchanged for B, B for C, ...).
-MAX_CHAIN = 10
-
-
 def revoke_exchanged(checksums: list[str]) -> int:
     """Revoke (delete, as RFC 7009 §2.1 does) the access tokens exchanged for the tokens whose
-    checksums are ``checksums``, and those exchanged for them, :data:`MAX_CHAIN` generations deep.
+    checksums are ``checksums``, and those exchanged for them, the whole chain (A exchanged for B, B
+    for C, ...: each generation is one query; a chain is as long as the exchanges a client made, and
+    a token seen once is not followed again).
     Their cache entries are invalidated by the ``AccessToken`` deletion signal. Call it in the
     revoking transaction.
 
@@ -63,9 +66,7 @@ def revoke_exchanged(checksums: list[str]) -> int:
     seen = set(checksums)
     frontier = [checksum for checksum in checksums if checksum]
     revoked = 0
-    for _ in range(MAX_CHAIN):
-        if not frontier:
-            break
+    while frontier:
         children = [
             checksum
             for checksum in TokenActor.objects.filter(subject_token_checksum__in=frontier).values_list(

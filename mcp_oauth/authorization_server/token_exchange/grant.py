@@ -29,6 +29,7 @@ carries ``subject_token_id`` and ``act``.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -67,8 +68,23 @@ _SINGLE = (
 )
 
 
+#: Characters RFC 6749 §5.2 allows in ``error_description`` (%x20-21 / %x23-5B / %x5D-7E), and its longest form here.
+_DESCRIPTION_CHARACTERS = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e]")
+MAX_DESCRIPTION = 200
+
+
+def _description(text: str) -> str:
+    """``text`` as an ``error_description``: a character outside RFC 6749 §5.2's set (a quote, a
+    backslash, a control or non-ASCII character, as a client's value may hold) is ``?``; cut at
+    :data:`MAX_DESCRIPTION` characters."""
+    text = _DESCRIPTION_CHARACTERS.sub("?", text)
+    return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 3] + "..."
+
+
 def _refusal(request: Any, error: str, description: str) -> errors.OAuth2Error:
-    """The OAuth error ``error`` (an RFC 6749 §5.2 / RFC 8693 §2.2.2 code), audited."""
+    """The OAuth error ``error`` (an RFC 6749 §5.2 / RFC 8693 §2.2.2 code), audited; ``description``
+    made an RFC 6749 §5.2 ``error_description`` (:func:`_description`)."""
+    description = _description(description)
     client = getattr(request, "client", None)
     record(
         AuditEvent.Kind.TOKEN_EXCHANGE_REFUSED,

@@ -54,6 +54,7 @@ from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from mcp_oauth.audit import record
+from mcp_oauth.authorization_server.token_exchange.actor import revoke_exchanged
 from mcp_oauth.authorization_server.tokens import rotation_statement
 from mcp_oauth.authorization_server.tokens.rotation_sql import (
     _claim_rotation,
@@ -171,7 +172,8 @@ def revoke_family(token_family) -> None:
     They are locked oldest first (the order a grace request takes them in): a rotation or a
     grace request in flight in the family holds one of them until it commits, so the family is
     revoked after it, the pair it issued included. Without the locks that pair, inserted after
-    the revocation read the family, would stay live.
+    the revocation read the family, would stay live. The tokens exchanged from the family's live
+    access tokens (RFC 8693) are revoked with it (:func:`~mcp_oauth.authorization_server.token_exchange.actor.revoke_exchanged`).
     """
     RefreshToken = get_refresh_token_model()
     with transaction.atomic(using=router.db_for_write(RefreshToken)):
@@ -182,7 +184,15 @@ def revoke_family(token_family) -> None:
             .order_by("created_at", "pk")
             .values_list("pk", flat=True)
         )
+        subjects = [
+            checksum
+            for checksum in RefreshToken.objects.filter(token_family=token_family).values_list(
+                "access_token__token_checksum", flat=True
+            )
+            if checksum
+        ]
         RefreshToken.revoke_family(token_family)
+        revoke_exchanged(subjects)
 
 
 if TYPE_CHECKING:

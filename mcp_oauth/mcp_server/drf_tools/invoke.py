@@ -15,12 +15,15 @@ view's permissions and throttles as they are, its response turned into a ``CallT
   and message (``structuredContent``: ``{"status": 400, "errors": [{"field", "message"}]}``, nested
   fields dotted: ``author.name``, ``items.0.title``), so the model can correct its arguments; any other
   status -> ``isError: true`` whose text is the response's ``detail`` word for word (the HTTP API's
-  403 and 404 messages), ``structuredContent`` ``{"status", "detail", "code"}``.
+  403 and 404 messages), ``structuredContent`` ``{"status", "detail", "code"}``. A string with a lone
+  surrogate (valid JSON, ``"\\ud800"``, but no UTF-8 text) is refused as a 400 naming the argument
+  before the view runs, with DRF's own message (the HTTP API refuses it the same way).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -46,6 +49,7 @@ FORWARDED_META = ("REMOTE_ADDR", "HTTP_X_FORWARDED_FOR", "HTTP_USER_AGENT", "HTT
 MAX_ERRORS = 20
 _METHODS_WITH_QUERY = frozenset({"get", "delete", "head", "options"})
 _factory = RequestFactory()
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ToolPrincipalAuthentication(BaseAuthentication):
@@ -126,8 +130,28 @@ def _query_value(value: Any) -> Any:
     return value if isinstance(value, str) else json.dumps(value) if isinstance(value, dict) else str(value)
 
 
+def surrogate_errors(value: Any, prefix: str = "") -> Iterator[dict[str, str]]:
+    """``{"field", "message"}`` for each string in ``value`` (keys included) holding a lone surrogate
+    (a JSON string may escape one; it has no UTF-8 form, so no request or row can carry it)."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        if found is not None:
+            yield {"field": prefix, "message": f"Surrogate characters are not allowed: U+{ord(found.group()):X}."}
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            yield from surrogate_errors(key, name) if isinstance(key, str) else iter(())
+            yield from surrogate_errors(item, name)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from surrogate_errors(item, f"{prefix}.{index}" if prefix else str(index))
+
+
 def run_endpoint(ctx: ToolContext, endpoint: Endpoint, arguments: Mapping[str, Any]) -> types.CallToolResult:
     """Run the view (sync: the caller is in a worker thread) and convert its response."""
+    errors = list(surrogate_errors(arguments))[:MAX_ERRORS]
+    if errors:
+        return _invalid_arguments(endpoint.tool_name, errors)
     request, kwargs = build_request(ctx, endpoint, arguments)
     response = endpoint.view(request, **kwargs)
     return to_result(endpoint.tool_name, response)
@@ -184,6 +208,16 @@ def _status_line(status: int) -> str:
         return str(status)
 
 
+def _invalid_arguments(tool_name: str, errors: list[dict[str, str]]) -> types.CallToolResult:
+    """The 400 result: ``isError``, each field named, ``{"status": 400, "errors": [...]}``."""
+    listed = "; ".join(f"{e['field'] or '(arguments)'}: {e['message']}" for e in errors)
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"Invalid arguments for tool {tool_name!r}: {listed}")],
+        structured_content={"status": 400, "errors": errors},
+        is_error=True,
+    )
+
+
 def to_result(tool_name: str, response: Any) -> types.CallToolResult:
     """The view's ``Response`` as a ``CallToolResult`` (see the module docstring)."""
     status = int(response.status_code)
@@ -198,13 +232,7 @@ def to_result(tool_name: str, response: Any) -> types.CallToolResult:
         text = json.dumps(structured, ensure_ascii=False)
         return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
     if status == 400 and jsonable is not None:
-        errors = list(flatten_errors(jsonable))[:MAX_ERRORS]
-        listed = "; ".join(f"{e['field'] or '(arguments)'}: {e['message']}" for e in errors)
-        return types.CallToolResult(
-            content=[types.TextContent(text=f"Invalid arguments for tool {tool_name!r}: {listed}")],
-            structured_content={"status": 400, "errors": errors},
-            is_error=True,
-        )
+        return _invalid_arguments(tool_name, list(flatten_errors(jsonable))[:MAX_ERRORS])
     detail = data.get("detail") if isinstance(data, Mapping) else None
     if detail is not None:
         text = str(detail)
