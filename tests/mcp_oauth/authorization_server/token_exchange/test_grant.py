@@ -304,14 +304,3 @@ def test_an_exchange_for_a_jwt_resource_is_a_jwt_with_act_and_its_actor_row(logg
     assert revoked.status_code == 200
     assert not get_access_token_model().objects.filter(token_checksum=token_checksum(value)).exists()
     assert api_profile(logged_in, value).status_code == 401
-
-
-def test_a_jwt_access_tokens_actor_comes_from_its_claims_without_a_query(db, django_assert_num_queries):
-    from mcp_oauth.resource_server.actors import token_actor
-    from mcp_oauth.resource_server.jwt_tokens import JWTAccessToken
-    from mcp_oauth.shared.access_jwt import AccessTokenClaims
-
-    claims = {"aud": API_URI, "exp": 2**31, "sub": "7", "client_id": "c", "act": {"sub": "c"}}
-    verified = AccessTokenClaims(claims={**claims, "scope": "profile"}, kid="k")
-    with django_assert_num_queries(0):
-        assert token_actor(JWTAccessToken(verified, "0" * 64, application=None)) == {"sub": "c"}
