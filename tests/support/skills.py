@@ -120,3 +120,12 @@ class Modern:
         body = json.loads(response.content)
         body["_status"] = response.status_code
         return body
+
+
+#: The reference site's own skill folder (``project/mcp_skills/release-notes``, an installed app's).
+PROJECT_SKILL = Path(__file__).resolve().parents[2] / "project" / "mcp_skills" / "release-notes"
+
+
+def by_uri(skills: list[dict]) -> dict[str, dict]:
+    """A ``skills/list`` result's entries by their ``uri``."""
+    return {entry["uri"]: entry for entry in skills}

@@ -72,3 +72,8 @@ def exchange(client, app, token: str, *, headers: dict | None = None, **params: 
     data.update(params)
     data = {k: v for k, v in data.items() if v is not None}
     return client.post("/oauth/token", data, **(headers or {}))
+
+
+def api_profile(client, token: str, scheme: str = "Bearer", **headers):
+    """GET the reference site's ``/api/profile`` with ``token``."""
+    return client.get("/api/profile", HTTP_AUTHORIZATION=f"{scheme} {token}", **headers)

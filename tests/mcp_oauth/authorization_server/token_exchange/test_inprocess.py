@@ -11,7 +11,6 @@ from django.test import RequestFactory
 from oauth2_provider.models import get_access_token_model
 
 from mcp_oauth.authorization_server.token_exchange.inprocess import exchange_token, inprocess_client
-from mcp_oauth.mcp_server.transport import token_exchange as slot
 from mcp_oauth.mcp_server.transport.context import ToolContext
 from mcp_oauth.mcp_server.transport.token_exchange import ExchangedToken, TokenExchangeError
 from mcp_oauth.models import AuditEvent, TokenActor
@@ -142,17 +141,6 @@ def test_tool_context_helper(logged_in, public_app):
     with pytest.raises(TokenExchangeError) as raised:
         asyncio.run(bare.exchange_token(resource=API_URI))
     assert raised.value.error == "invalid_request"
-
-
-def test_without_an_installed_exchanger(logged_in, public_app):
-    installed = slot.exchanger()
-    slot.set_exchanger(None)
-    try:
-        with pytest.raises(TokenExchangeError) as raised:
-            slot.exchanger()
-        assert raised.value.error == "unsupported_grant_type"
-    finally:
-        slot.set_exchanger(installed)
 
 
 def test_connected_apps_revoke_kills_exchanged_tokens(logged_in, public_app):

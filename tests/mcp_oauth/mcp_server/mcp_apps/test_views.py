@@ -1,14 +1,13 @@
-"""The declaration side of MCP Apps: :class:`AppView` checks (URI, CSP origins), ``visibility``,
-the ``ui://`` resource registered once per view, and the template tags (``{% load mcp_app %}``)."""
+"""The declaration side of MCP Apps: :class:`AppView` checks (URI, CSP origins), ``visibility``, ``ui``
+values of a tool, the CSP system check. The view's resource: test_resources.py; the template tags
+(``{% load mcp_app %}``): tests/mcp_oauth/templatetags/test_mcp_app.py."""
 
 from __future__ import annotations
 
 import pytest
-from django.template import Context, Template, TemplateSyntaxError
 
 from mcp_oauth.mcp_server.checks import check_apps_csp
 from mcp_oauth.mcp_server.mcp_apps import AppView, client_supports_apps
-from mcp_oauth.mcp_server.mcp_apps.resources import AppResource, app_views
 from mcp_oauth.mcp_server.registry.resources import ResourceRegistry
 from mcp_oauth.mcp_server.tools import ToolRegistry
 
@@ -78,21 +77,6 @@ def _registries():
     return ToolRegistry("t", resources=resources), resources
 
 
-def test_tools_sharing_a_view_share_its_resource_and_app_only_tools_hide_from_plain_clients():
-    tools, resources = _registries()
-    view = AppView("notes/app.html", csp={"connectDomains": ["https://api.test"]})
-    tools.register(lambda: "x", name="show", ui=view)
-    tools.register(lambda: "y", name="refresh", ui="notes/app.html", visibility=["app"])
-    assert [item.uri for item in resources.resources()] == ["ui://notes/app"]
-    assert isinstance(resources.get_resource("ui://notes/app"), AppResource)
-    assert app_views(resources) == [view]
-
-    refresh = tools.get("refresh")
-    assert refresh.listed_definition({}) is None
-    assert refresh.listed_definition(APPS).meta == {"ui": {"resourceUri": "ui://notes/app", "visibility": ["app"]}}
-    assert tools.get("show").listed_definition({}).meta is None
-
-
 def test_a_tools_own_meta_is_kept_beside_ui():
     tools, _ = _registries()
     tools.register(lambda: "x", name="show", ui="notes/app.html", meta={"com.example/x": 1})
@@ -101,16 +85,6 @@ def test_a_tools_own_meta_is_kept_beside_ui():
         "ui": {"resourceUri": "ui://notes/app"},
     }
     assert tools.get("show").listed_definition({}).meta == {"com.example/x": 1}
-
-
-def test_a_view_uri_taken_by_another_template_or_resource_is_refused():
-    tools, resources = _registries()
-    tools.register(lambda: "x", name="a", ui="notes/app.html")
-    with pytest.raises(ValueError, match="already registered"):
-        tools.register(lambda: "x", name="b", ui={"template": "other/page.html", "uri": "ui://notes/app"})
-    resources.register_resource(lambda: "hi", "ui://plain/page")
-    with pytest.raises(ValueError, match="already registered"):
-        tools.register(lambda: "x", name="c", ui={"template": "plain/page.html"})
 
 
 @pytest.mark.parametrize("visibility", [[], ["agent"], ["model", "user"]])
@@ -125,43 +99,6 @@ def test_ui_must_describe_a_view(ui):
     tools, _ = _registries()
     with pytest.raises(ValueError):
         tools.register(lambda: "x", name="t", ui=ui)
-
-
-def render(source: str, **context) -> str:
-    return Template("{% load mcp_app %}" + source).render(Context(context))
-
-
-def test_static_css_and_js_are_inlined():
-    css = render('{% mcp_app_static "project/notes_app.css" %}')
-    assert css.startswith("<style>/* The notes view") and css.endswith("</style>")
-
-
-def test_inlined_javascript_cannot_end_its_script_element(tmp_path, settings):
-    (tmp_path / "evil.js").write_text('var s = "</script><img src=x>"; var t = "</SCRIPT>";')
-    (tmp_path / "evil.css").write_text("a{}</style><script>x()</script>")
-    settings.STATICFILES_DIRS = [str(tmp_path)]
-    out = render('{% mcp_app_static "evil.js" %}')
-    assert out == '<script>var s = "<\\/script><img src=x>"; var t = "<\\/SCRIPT>";</script>'
-    with pytest.raises(TemplateSyntaxError, match="</style"):
-        render('{% mcp_app_static "evil.css" %}')
-
-
-@pytest.mark.parametrize("path", ["project/missing.css", "../settings.py", "project/notes_app.txt"])
-def test_other_static_paths_are_refused(path):
-    with pytest.raises(TemplateSyntaxError):
-        render("{% mcp_app_static path %}", path=path)
-
-
-def test_data_uri(tmp_path, settings):
-    (tmp_path / "dot.png").write_bytes(b"\x89PNG")
-    settings.STATICFILES_DIRS = [str(tmp_path)]
-    assert render('{% mcp_app_data_uri "dot.png" %}') == "data:image/png;base64,iVBORw=="
-
-
-def test_the_bridge_escapes_its_app_info():
-    out = render('{% mcp_app_bridge name=name version="2" %}', name='"><script>x()</script>')
-    assert out.startswith('<script data-app-name="&quot;&gt;&lt;script&gt;x()&lt;/script&gt;" data-app-version="2">')
-    assert '"ui/initialize"' in out and '"ui/notifications/initialized"' in out and '"tools/call"' in out
 
 
 @pytest.mark.parametrize(
