@@ -1,7 +1,7 @@
 """``mcp_oauth.authorization_server.token_exchange.actor``: the exchanged token's lifetime capped by its
 subject token's (RFC 8693 §2.2.1), its ``TokenActor`` row (``act`` nested along a chain, §4.1), the
-tokens exchanged for a revoked one revoked with it (RFC 7009), a chain followed ``MAX_CHAIN``
-generations deep, expired rows pruned."""
+tokens exchanged for a revoked one revoked with it (RFC 7009), the whole chain followed, expired
+rows pruned."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import timedelta
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
-from mcp_oauth.authorization_server.token_exchange.actor import MAX_CHAIN, prune_token_actors, revoke_exchanged
+from mcp_oauth.authorization_server.token_exchange.actor import prune_token_actors, revoke_exchanged
 from mcp_oauth.models import AuditEvent, TokenActor
 from mcp_oauth.resource_server.cache import token_checksum
 from tests.support.token_exchange_helpers import (
@@ -100,17 +100,17 @@ def _exchanged(user, app, value: str, subject) -> None:
     )
 
 
-def test_revoke_exchanged_follows_the_chain_and_stops_at_max_chain(user, public_app):
+def test_revoke_exchanged_follows_the_whole_chain(user, public_app):
     root = _token(user, public_app, "root-token")
     parent = root.token_checksum
-    for generation in range(MAX_CHAIN + 2):
+    for generation in range(13):
         value = f"generation-{generation}"
         _exchanged(user, public_app, value, parent)
         parent = token_checksum(value)
     unrelated = _token(user, public_app, "unrelated")
-    assert revoke_exchanged([root.token_checksum]) == MAX_CHAIN
+    assert revoke_exchanged([root.token_checksum]) == 13
     alive = set(get_access_token_model().objects.values_list("token", flat=True))
-    assert alive == {"root-token", f"generation-{MAX_CHAIN}", f"generation-{MAX_CHAIN + 1}", unrelated.token}
+    assert alive == {"root-token", unrelated.token}
 
 
 def test_revoke_exchanged_revokes_each_token_once_and_ignores_empty_checksums(user, public_app):
