@@ -56,7 +56,6 @@ stale or revoked sends it to the synchronous functions above (one thread hop, th
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import logging
 import threading
@@ -85,6 +84,7 @@ from mcp_oauth.models import (
 from mcp_oauth.resource_server import organizations
 from mcp_oauth.resource_server.actors import ACTOR_ATTRIBUTE, actor_subquery
 from mcp_oauth.resource_server.decoded import TOMBSTONE, DecodedEntries
+from mcp_oauth.resource_server.registry_freeze import refreeze
 from mcp_oauth.resource_server.revocation import bump_stamp, entry_is_current, is_local, on_change, tag, watch
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.overload import UNAVAILABLE_ERRORS
@@ -104,7 +104,6 @@ __all__ = [
     "bump_resource_generation",
     "organization_by_pk",
     "organization_from_generation",
-    "refreeze",
     "forget_application_tokens",
     "forget_token",
     "forget_user_tokens",
@@ -381,31 +380,6 @@ def forget_application_tokens(application_pk: Any) -> None:
 
 
 # --- protected resources ---------------------------------------------------------------------
-
-
-#: From how many resources :func:`refreeze` freezes a loaded registry (below, its rows are too few
-#: to matter to a full collection, and a reload costs no collection).
-REFREEZE_MIN_RESOURCES = 1000
-
-
-def refreeze(resources: int) -> None:
-    """When this process froze its start-up objects (``gc.freeze()``, as ``project/asgi.py`` does)
-    and the registry just loaded holds ``resources`` >= :data:`REFREEZE_MIN_RESOURCES`, put it with
-    them: otherwise every full collection walks its rows again (10,000 organizations: ~70,000
-    objects, a full collection ~7x as long as without them).
-
-    ``gc.unfreeze()``, a full ``gc.collect()`` and ``gc.freeze()`` again, so that what is frozen is
-    what is reachable now: a registry replaced by a reload is freed (its rows hold no cycles, so
-    reference counting frees them even while frozen), and any cyclic garbage frozen by the previous
-    reload (objects of requests then in flight) is collected here. Frozen garbage is thus bounded
-    by what was alive at the last reload, not by the number of reloads. Costs one full collection
-    over every object of the process per reload (a resource or organization saved; ``project/asgi.py``
-    gives ~120 ms for ~130,000 objects on a small machine); nothing when the process froze nothing
-    (tests, ``runserver``) or the registry is small."""
-    if resources >= REFREEZE_MIN_RESOURCES and gc.get_freeze_count():
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
 
 
 class _ResourceRegistry:

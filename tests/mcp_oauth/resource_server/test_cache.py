@@ -140,39 +140,6 @@ def test_resource_registry_answers_without_a_query_and_reloads_on_a_new_generati
         resource_by_uri(resource.uri)
 
 
-def test_a_process_that_froze_its_start_up_objects_freezes_each_large_registry_and_frees_the_replaced_one(
-    resource, monkeypatch
-):
-    import gc
-    import weakref
-
-    from mcp_oauth.resource_server import cache as token_cache
-
-    def tracked(obj) -> bool:  # in a collected generation (frozen objects are in none)
-        return any(o is obj for o in gc.get_objects())
-
-    gc.freeze()  # what project/asgi.py does once the application is built
-    try:
-        bump_resource_generation()
-        small = resource_by_uri(resource.uri)
-        assert tracked(small)  # fewer resources than REFREEZE_MIN_RESOURCES: left to the collector
-        monkeypatch.setattr(token_cache, "REFREEZE_MIN_RESOURCES", 1)
-        bump_resource_generation()
-        loaded = resource_by_uri(resource.uri)
-        assert loaded is not small
-        assert not tracked(loaded)  # frozen with the start-up objects: no full collection walks it
-        frozen = gc.get_freeze_count()
-        replaced = weakref.ref(loaded)
-        del loaded
-        bump_resource_generation()
-        again = resource_by_uri(resource.uri)
-        assert not tracked(again)
-        assert replaced() is None  # the replaced registry's rows were freed, frozen or not
-        assert gc.get_freeze_count() <= frozen + 100  # reloads do not pile up frozen objects
-    finally:
-        gc.unfreeze()
-
-
 def test_a_flushed_cache_makes_the_registry_reload(resource):
     resource_by_uri(resource.uri)
     ProtectedResource.objects.filter(pk=resource.pk).update(name="renamed")

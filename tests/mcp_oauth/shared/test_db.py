@@ -103,12 +103,22 @@ def test_refresh_tokens_generations_and_links_are_stored_as_the_orm_stores_them(
 
     parent = RefreshGeneration.objects.create(token_family=family, scope="mcp")
     orm_generation = RefreshGeneration.objects.create(
-        token_family=family, parent=parent, scope="mcp tools", created_at=FIXED, rotated_at=FIXED
+        token_family=family,
+        parent=parent,
+        scope="mcp tools",
+        created_at=FIXED,
+        rotated_at=FIXED,
+        session_started_at=FIXED,
     )
     other_parent = db.insert(RefreshGeneration(token_family=family, scope="mcp"))
     cheap_generation = db.insert(
         RefreshGeneration(
-            token_family=family, parent=other_parent, scope="mcp tools", created_at=FIXED, rotated_at=FIXED
+            token_family=family,
+            parent=other_parent,
+            scope="mcp tools",
+            created_at=FIXED,
+            rotated_at=FIXED,
+            session_started_at=FIXED,
         )
     )
     assert isinstance(cheap_generation.pk, uuid.UUID)
