@@ -316,6 +316,7 @@ try {
 } catch (error) {
   report.errors.push(String(error?.stack ?? error));
 } finally {
-  console.log(JSON.stringify(report));
-  process.exit(0);
+  // Exit once the report is written: a report past the pipe's 64 KiB (a long soak's calls) was cut
+  // by an exit right after console.log.
+  process.stdout.write(JSON.stringify(report) + "\n", () => process.exit(0));
 }
