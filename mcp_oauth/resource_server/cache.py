@@ -61,7 +61,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
@@ -101,6 +101,7 @@ __all__ = [
     "resource_from_generation",
     "token_from_entry",
     "tombstone",
+    "announce_generation",
     "bump_resource_generation",
     "organization_by_pk",
     "organization_from_generation",
@@ -521,19 +522,27 @@ def organization_from_generation(pk: Any, generation: Any) -> Organization | Non
     return _registry.peek_organization(pk, generation)
 
 
-def bump_resource_generation() -> None:
-    """Make every worker reload its resource registry (now and after the transaction commits)."""
+def announce_generation(key: str, clear: Callable[[], None], what: str) -> None:
+    """Make every worker reload what the shared generation ``key`` stands for: ``clear`` this
+    process's copy and write a new generation, now and after the transaction commits (a reader
+    between the two reloads the rows of before the commit, then again); bump the revocation
+    stamp for process-local caches. A cache outage is logged (``what`` names the change)."""
 
     def bump() -> None:
-        _registry.clear()
+        clear()
         try:
-            _cache().set(RESOURCE_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
+            _cache().set(key, uuid.uuid4().hex, timeout=None)
         except _CACHE_ERRORS as exc:
-            logger.error("cache unavailable: could not announce a resource change: %s", exc)
+            logger.error("cache unavailable: could not announce %s: %s", what, exc)
 
     bump()
     transaction.on_commit(bump)
     bump_stamp(config=True)
+
+
+def bump_resource_generation() -> None:
+    """Make every worker reload its resource registry (now and after the transaction commits)."""
+    announce_generation(RESOURCE_GENERATION_KEY, _registry.clear, "a resource change")
 
 
 on_change(_registry.clear)

@@ -35,8 +35,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from mcp_oauth.models import AccessTokenSigningKey
-from mcp_oauth.resource_server.cache import CACHE_ERRORS
-from mcp_oauth.resource_server.revocation import bump_stamp, is_local, on_change, watch
+from mcp_oauth.resource_server.cache import CACHE_ERRORS, announce_generation
+from mcp_oauth.resource_server.revocation import is_local, on_change, watch
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.access_jwt import KeySet
 
@@ -183,17 +183,7 @@ def key_ring_for_generation(generation: Any) -> KeyRing | None:
 
 def bump_keys_generation() -> None:
     """Make every process reload its key ring (now and after the transaction commits)."""
-
-    def bump() -> None:
-        _registry.clear()
-        try:
-            _cache().set(KEYS_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
-        except _CACHE_ERRORS as exc:
-            logger.error("cache unavailable: could not announce a signing-key change: %s", exc)
-
-    bump()
-    transaction.on_commit(bump)
-    bump_stamp(config=True)
+    announce_generation(KEYS_GENERATION_KEY, _registry.clear, "a signing-key change")
 
 
 def generation_and_denied(checksum: str) -> tuple[Any, bool | None]:

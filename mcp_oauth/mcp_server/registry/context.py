@@ -101,6 +101,22 @@ class RequestContext:
         )
 
     @classmethod
+    def for_call(cls, call: Any, **extra: Any) -> RequestContext:
+        """The context of the MCP request ``call`` (the transport's ``Call``: its principal, HTTP
+        request, session, protocol version, method, era and client capabilities); ``extra`` as
+        :meth:`for_principal` (``input_round``, ``requester``)."""
+        return cls.for_principal(
+            call.principal,
+            request=call.http_request,
+            session=call.session,
+            protocol_version=call.protocol_version,
+            method=call.method,
+            era=call.era,
+            client_capabilities=call.client_capabilities,
+            **extra,
+        )
+
+    @classmethod
     def for_session(cls, session: McpSession) -> RequestContext:
         """The context used to decide whether a notification may reach ``session``'s user.
 

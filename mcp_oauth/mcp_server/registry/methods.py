@@ -68,17 +68,7 @@ def table_handler(method: str):
             input_round, binding = open_round(call, str(call.params.get(INPUT_METHODS[method])), arguments or {})
         elif method in INPUT_METHODS and call.sink is not None and call.session is not None:
             requester = _live_requester(call)
-        ctx = RequestContext.for_principal(
-            call.principal,
-            request=call.http_request,
-            session=call.session,
-            protocol_version=call.protocol_version,
-            method=call.method,
-            era=call.era,
-            client_capabilities=call.client_capabilities,
-            input_round=input_round,
-            requester=requester,
-        )
+        ctx = RequestContext.for_call(call, input_round=input_round, requester=requester)
         try:
             return await handle(method, ctx, call.params)
         except InputRequired as needed:

@@ -65,15 +65,7 @@ def entry(skill: ServedSkill) -> dict[str, Any]:
 
 
 def _context(call: Call) -> RequestContext:
-    return RequestContext.for_principal(
-        call.principal,
-        request=call.http_request,
-        session=call.session,
-        protocol_version=call.protocol_version,
-        method=call.method,
-        era=call.era,
-        client_capabilities=call.client_capabilities,
-    )
+    return RequestContext.for_call(call)
 
 
 def _string_param(call: Call, name: str, required: bool = True) -> str | None:
