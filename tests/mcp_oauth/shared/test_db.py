@@ -398,8 +398,16 @@ def test_the_one_statement_rotation_writes_what_the_seven_statements_write(logge
     )
     same_rows(get_access_token_model(), s_access.pk, o_access.pk, differ=("token_checksum", "source_refresh_token_id"))
     same_rows(RefreshToken, s_refresh.pk, o_refresh.pk, differ=("token_checksum", "access_token_id", "token_family"))
-    # created_at: a default the frozen clock does not reach (default=timezone.now)
-    same_rows(RefreshGeneration, s_generation.pk, o_generation.pk, differ=("token_family", "parent_id", "created_at"))
+    # created_at: a default the frozen clock does not reach (default=timezone.now); session_started_at:
+    # each family's own, carried from the generation rotated away (the two pairs started apart)
+    same_rows(
+        RefreshGeneration,
+        s_generation.pk,
+        o_generation.pk,
+        differ=("token_family", "parent_id", "created_at", "session_started_at"),
+    )
+    assert s_generation.session_started_at == s_generation.parent.session_started_at
+    assert o_generation.session_started_at == o_generation.parent.session_started_at
     same_rows(RefreshTokenGeneration, s_member.pk, o_member.pk, differ=("generation_id",))
     assert (o_refresh.access_token_id, o_member.pk, o_access.source_refresh_token_id) == (
         o_access.pk,
