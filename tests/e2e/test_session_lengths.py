@@ -18,6 +18,7 @@ import time
 
 import httpx2
 import pytest
+from django.db import connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from oauth2_provider.models import get_access_token_model
@@ -63,9 +64,22 @@ async def timed_calls(live, provider, mode: str, pauses: list[float], before_cal
         async with Client(streamable_http_client(live.mcp_url, http_client=http), mode=mode) as client:
             results.append(await client.call_tool("whoami", {}))
             for pause in pauses:
-                await asyncio.sleep(await asyncio.to_thread(pause) if callable(pause) else pause)
+                await asyncio.sleep(await asyncio.to_thread(_closing(pause)) if callable(pause) else pause)
                 results.append(await client.call_tool("whoami", {}))
     return results
+
+
+def _closing(function):
+    """``function`` giving its thread's database connection back to the pool when done (a worker
+    thread's connection is otherwise never returned: the test process's pool runs dry)."""
+
+    def run():
+        try:
+            return function()
+        finally:
+            connection.close()
+
+    return run
 
 
 def token_calls(live, status: int | None = None, grant: str | None = None) -> list:

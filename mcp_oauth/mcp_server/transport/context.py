@@ -193,7 +193,10 @@ class ToolContext:
         if not subject_token.strip():
             raise TokenExchangeError("invalid_request", "The call carries no access token.")
         function = exchanger()
-        return await sync_to_async(function, thread_sensitive=False)(subject_token.strip(), resource, scope)
+        # released: the worker thread gives its database connection back to the pool afterwards
+        return await sync_to_async(wakeup.released(function), thread_sensitive=False)(
+            subject_token.strip(), resource, scope
+        )
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
