@@ -71,6 +71,23 @@ def _audit_trail_rows_stay_in_their_test():
     cleaner.join(30)
 
 
+@pytest.fixture
+def no_committed_trail_rows():
+    """Before a test that reads every tool-call row (exports, retention): what the audit trail's
+    writer committed for an earlier test (a live server's call written after that test's own
+    cleanup) is written now and deleted, on a connection of its own. PostgreSQL only, as above."""
+    from django.db import connection
+
+    from mcp_oauth.observability.audit_trail import writer
+
+    if connection.vendor == "postgresql":
+        writer.flush()
+        cleaner = threading.Thread(target=_delete_committed_trail_rows, name="audit-trail-test-cleanup")
+        cleaner.start()
+        cleaner.join(30)
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _skills_flag_stays_in_its_test():
     """The "any skill in the database?" answer is cached (mcp_oauth.mcp_server.skills.catalog); a

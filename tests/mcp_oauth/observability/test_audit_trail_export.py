@@ -17,7 +17,7 @@ from mcp_oauth import retention
 from mcp_oauth.models import ToolCallRecord
 from mcp_oauth.observability.audit_trail_export import COLUMNS
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_committed_trail_rows")]
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -14,7 +14,7 @@ from tests.mcp_oauth.observability.test_audit_trail_export import (  # noqa: F40
     rows,
 )
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_committed_trail_rows")]
 
 
 def test_export_csv_quotes_and_filters(rows, tmp_path):
