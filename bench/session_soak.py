@@ -106,26 +106,11 @@ async def python_client(base: str, args: argparse.Namespace, username: str, pass
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.auth import OAuthClientMetadata
 
-    from tests.support.live import HeadlessBrowser, free_port
+    from tests.support.live import HeadlessBrowser, MemoryStorage, free_port
 
     stats = new_stats(f"python-sdk ({args.python_mode})")
     browser = HeadlessBrowser(base, username, password)
     pending: dict[str, str] = {}
-
-    class Storage:
-        tokens = client_info = None
-
-        async def get_tokens(self):
-            return self.tokens
-
-        async def set_tokens(self, tokens):
-            self.tokens = tokens
-
-        async def get_client_info(self):
-            return self.client_info
-
-        async def set_client_info(self, client_info):
-            self.client_info = client_info
 
     async def redirect_handler(url: str) -> None:
         pending["url"] = url
@@ -144,7 +129,7 @@ async def python_client(base: str, args: argparse.Namespace, username: str, pass
             response_types=["code"],
             token_endpoint_auth_method="none",
         ),
-        storage=Storage(),
+        storage=MemoryStorage(),
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
     )

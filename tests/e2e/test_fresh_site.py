@@ -33,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
 from tests.support.browser import ChromiumUser, chromium_path, loopback, open_chromium, same_origin_posts  # noqa: F401 - fixture
-from tests.support.live import HeadlessBrowser, free_port
+from tests.support.live import HeadlessBrowser, MemoryStorage, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -248,21 +248,6 @@ async def sdk_call(base_url: str, user, redirect_uri: str) -> dict[str, dict]:
     ``resources/list`` and ``docs://hello``, ``prompts/list`` and ``code_review``. ``{mode: what it saw}``."""
     pending: dict[str, str] = {}
 
-    class Storage:
-        tokens = client_info = None
-
-        async def get_tokens(self):
-            return self.tokens
-
-        async def set_tokens(self, tokens):
-            self.tokens = tokens
-
-        async def get_client_info(self):
-            return self.client_info
-
-        async def set_client_info(self, info):
-            self.client_info = info
-
     async def redirect_handler(url: str) -> None:
         pending["url"] = url
 
@@ -280,7 +265,7 @@ async def sdk_call(base_url: str, user, redirect_uri: str) -> dict[str, dict]:
             response_types=["code"],
             token_endpoint_auth_method="none",
         ),
-        storage=Storage(),
+        storage=MemoryStorage(),
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
     )

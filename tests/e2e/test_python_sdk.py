@@ -22,32 +22,12 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from oauth2_provider.models import get_access_token_model, get_application_model
 
 from mcp_oauth.resource_server.default_resource import ensure_default_resource
-from tests.support.live import HeadlessBrowser, forms_of, free_port, run_asgi_server
+from tests.support.live import HeadlessBrowser, MemoryStorage, forms_of, free_port, run_asgi_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 USERNAME, PASSWORD = "demo", "demo-password-e2e"
 REDIRECT_URI = "http://127.0.0.1:{port}/callback"
-
-
-@dataclass
-class MemoryStorage:
-    """The SDK's ``TokenStorage`` protocol, in memory."""
-
-    tokens: object = None
-    client_info: object = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client_info
-
-    async def set_client_info(self, client_info):
-        self.client_info = client_info
 
 
 @dataclass

@@ -19,6 +19,26 @@ import httpx2
 import uvicorn
 
 
+@dataclass
+class MemoryStorage:
+    """The MCP SDK's ``TokenStorage`` protocol, in memory."""
+
+    tokens: object = None
+    client_info: object = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client_info
+
+    async def set_client_info(self, client_info):
+        self.client_info = client_info
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
