@@ -11,47 +11,21 @@ import secrets
 
 import httpx2
 import pytest
-from django.test import Client as DjangoClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from oauth2_provider.models import get_application_model
 
 from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.dpop_helpers import DPoPAuth, DPoPKey
 from tests.support.live import free_port, run_asgi_server
-from tests.support.oauth_helpers import REDIRECT_URI, get_code
+from tests.support.oauth_helpers import live_code_tokens
 from tests.support.topology import REDIS_URL, database_url, require_postgres_and_redis, start_uvicorn
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def _dpop_tokens(base: str, key: DPoPKey, user) -> dict:
-    """Authorization code from the consent flow (Django's test client, same database), exchanged at
-    the live token endpoint with a DPoP proof."""
-    Application = get_application_model()
-    app = Application.objects.create(
-        name="dpop e2e",
-        client_type=Application.CLIENT_PUBLIC,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris=REDIRECT_URI,
-    )
-    browser = DjangoClient(HTTP_HOST=base.split("//", 1)[1])
-    browser.force_login(user)
-    code, verifier, _ = get_code(browser, app)
-    token_url = base + "/oauth/token"
-    response = httpx2.post(
-        token_url,
-        data={
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": REDIRECT_URI,
-            "client_id": app.client_id,
-            "code_verifier": verifier,
-        },
-        headers={"DPoP": key.proof("POST", token_url)},
-    )
-    assert response.status_code == 200, response.text
-    body = response.json()
+    """Authorization code from the consent flow, exchanged at the live token endpoint with a DPoP proof."""
+    body, _ = live_code_tokens(base, user, key, name="dpop e2e")
     assert body["token_type"] == "DPoP"
     return body
 

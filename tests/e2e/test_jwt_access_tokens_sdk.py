@@ -13,16 +13,14 @@ from collections.abc import Generator
 
 import httpx2
 import pytest
-from django.test import Client as DjangoClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from oauth2_provider.models import get_application_model
 
 from mcp_oauth.authorization_server.tokens import signing_keys
 from mcp_oauth.resource_server.default_resource import ensure_default_resource
 from tests.support.dpop_helpers import DPoPAuth, DPoPKey
 from tests.support.live import free_port, run_asgi_server
-from tests.support.oauth_helpers import REDIRECT_URI, get_code
+from tests.support.oauth_helpers import live_code_tokens
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -62,30 +60,7 @@ def live(settings, django_user_model):
 
 
 def _tokens(base: str, user, key: DPoPKey | None = None) -> tuple[dict, object]:
-    Application = get_application_model()
-    app = Application.objects.create(
-        name="jwt e2e",
-        client_type=Application.CLIENT_PUBLIC,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris=REDIRECT_URI,
-    )
-    browser = DjangoClient(HTTP_HOST=base.split("//", 1)[1])
-    browser.force_login(user)
-    code, verifier, _ = get_code(browser, app)
-    token_url = base + "/oauth/token"
-    response = httpx2.post(
-        token_url,
-        data={
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": REDIRECT_URI,
-            "client_id": app.client_id,
-            "code_verifier": verifier,
-        },
-        headers={"DPoP": key.proof("POST", token_url)} if key else {},
-    )
-    assert response.status_code == 200, response.text
-    return response.json(), app
+    return live_code_tokens(base, user, key, name="jwt e2e")
 
 
 async def _sdk_calls(mcp_url: str, auth: httpx2.Auth, mode: str) -> list:

@@ -110,3 +110,38 @@ def bearer_status(client, access_token: str) -> int:
 def bearer_works(client, access_token: str) -> bool:
     """Whether the resource server accepts ``access_token``."""
     return bearer_status(client, access_token) != 401
+
+
+def live_code_tokens(base: str, user, key=None, name: str = "e2e client") -> tuple[dict, object]:
+    """A new public client's token response from the live server at ``base``: the authorization
+    code from the consent flow (Django's test client as ``user``, same database), exchanged at the
+    live token endpoint, with a DPoP proof of ``key`` (a ``tests.support.dpop_helpers.DPoPKey``)
+    when given. Returns ``(token response, application)``."""
+    import httpx2
+    from django.test import Client as DjangoClient
+    from oauth2_provider.models import get_application_model
+
+    Application = get_application_model()
+    app = Application.objects.create(
+        name=name,
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris=REDIRECT_URI,
+    )
+    browser = DjangoClient(HTTP_HOST=base.split("//", 1)[1])
+    browser.force_login(user)
+    code, verifier, _ = get_code(browser, app)
+    token_url = base + "/oauth/token"
+    response = httpx2.post(
+        token_url,
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": REDIRECT_URI,
+            "client_id": app.client_id,
+            "code_verifier": verifier,
+        },
+        headers={"DPoP": key.proof("POST", token_url)} if key else {},
+    )
+    assert response.status_code == 200, response.text
+    return response.json(), app
