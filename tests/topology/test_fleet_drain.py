@@ -195,9 +195,13 @@ def test_a_host_marked_down_and_reloaded_first_gets_no_call_after_its_drain(flee
     assert upstream_errors(balancer) == []
     assert [a for a in load.failures() if a.status != 0] == []  # no 502, no other error status
     # nginx closing an idle keep-alive connection as a request arrives on it: the client reads EOF
-    # (RemoteProtocolError) or, when the close meets the unread request, a reset (ReadError).
-    assert {a.detail for a in load.failures()} <= {
+    # (RemoteProtocolError) or, when the close meets the unread request, a reset (ReadError); a
+    # client that reconnects to nginx in the instant of the reload may find no connection made
+    # (ConnectError: nothing was sent; met in a run of 126,146 calls over 10 reloads at load average 20).
+    failures = [(a.detail, round(a.at - a.sent, 3)) for a in load.failures()]
+    assert {detail for detail, _ in failures} <= {
         "RemoteProtocolError: Server disconnected without sending a response.",
         "ReadError: ",
-    }
-    assert len(load.failures()) <= len(load.answers) // 1000, len(load.failures())
+        "ConnectError: All connection attempts failed",
+    }, failures
+    assert len(failures) <= len(load.answers) // 1000, failures
