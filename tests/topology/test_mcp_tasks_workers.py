@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -284,19 +284,24 @@ def test_a_frozen_worker_that_resumes_after_its_task_was_given_away_writes_nothi
             os.killpg(frozen.pid, signal.SIGSTOP)
             try:
                 with celery_worker(env, "thawed", concurrency=1):
-                    # tasks/get heals the overdue task: it goes to the live worker
+                    # tasks/get heals the overdue task: it goes to the live worker (which starts
+                    # now, beside a loaded suite: the same generous bound)
                     assert wait_for(
                         lambda: (
                             request(url, token, "tasks/get", {"taskId": task_id}).json()["result"]["status"]
                             and McpTask.objects.get(task_id=task_id).attempts == 2
                         ),
-                        timeout=30,
+                        timeout=120,
                     )
                     os.killpg(frozen.pid, signal.SIGCONT)
                     final = poll(url, token, task_id, timeout=60)
-                    time.sleep(3)  # the resumed run has finished its sleep and tried to go on
+                    # a warm shutdown waits for the resumed run to finish: whatever it would write is
+                    # written before the assertions (a fixed sleep could end first on a loaded machine)
+                    frozen.send_signal(signal.SIGTERM)
+                    frozen.wait(timeout=120)
             finally:
-                os.killpg(frozen.pid, signal.SIGCONT)
+                with suppress(ProcessLookupError):
+                    os.killpg(frozen.pid, signal.SIGCONT)
     finally:
         stop(server)
     assert final["status"] == "completed", final
@@ -306,7 +311,9 @@ def test_a_frozen_worker_that_resumes_after_its_task_was_given_away_writes_nothi
     ends = [line for line in lines if line[0] == "end"]
     # by attempt, not by line order: the worker may be frozen after taking the lease and before its
     # tool logged its start, so the first run's line can come after the second's (or never, when the
-    # run learns of the lost lease before the tool begins)
+    # run learns of the lost lease before the tool begins). Each run logs the attempt its own claim
+    # wrote: two starts of attempt 2 are two runs of the second attempt (a resumed run that took the
+    # new holder's lease from the row: the bug this caught), never a slow machine
     assert sorted(s[2] for s in starts) in (["1", "2"], ["2"]), lines
     assert len({s[3] for s in starts}) == 1  # one idempotency key for every attempt
     # the resumed first run learns it lost the lease: cancelled at its next await by the heartbeat

@@ -136,7 +136,8 @@ class Outcome:
 
 def claim(pk: int) -> tuple[McpTask, str] | None:
     """Take task ``pk`` for this executor: ``(row, lease)``, or None when there is nothing to run
-    (gone, terminal, waiting for input, held by another executor, or cancelled before it started)."""
+    (gone, terminal, waiting for input, held by another executor, cancelled before it started, or
+    given to another executor between this claim and its start)."""
     now = timezone.now()
     with transaction.atomic():
         task = McpTask.objects.select_for_update().filter(pk=pk).first()
@@ -150,16 +151,23 @@ def claim(pk: int) -> tuple[McpTask, str] | None:
             never_started = task
             transaction.on_commit(lambda: finished(never_started))
             return None
-        task.lease = secrets.token_hex(16)
+        lease = task.lease = secrets.token_hex(16)
         task.heartbeat_at = now
         task.started_at = task.started_at or now
         task.attempts += 1
         task.status_message = "The task is running."
         task.updated_at = now
         task.save(update_fields=["lease", "heartbeat_at", "started_at", "attempts", "status_message", "updated_at"])
-    task = McpTask.objects.select_related("user", "application", "resource", "organization").get(pk=pk)
+    # Read back with its owner after the commit: this process may have been stopped in between
+    # (SIGSTOP, descheduled) for longer than the lease and the task given to another run. The run
+    # holds the lease written above, never the row's: one that took the row's lease held the new
+    # run's (its writes unfenced) and ran the tool a second time, as the new run's attempt.
+    task = McpTask.objects.select_related("user", "application", "resource", "organization").filter(pk=pk).first()
+    if task is None or task.lease != lease:
+        logger.warning("task %s: given to another run before this one started", pk)
+        return None
     publish_task(task)
-    return task, task.lease
+    return task, lease
 
 
 def run_task(pk: int, dispatch: Callable[[int], None]) -> str:

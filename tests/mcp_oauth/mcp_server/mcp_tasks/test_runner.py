@@ -14,6 +14,7 @@ import traceback
 
 import pytest
 from cryptography.fernet import Fernet
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -226,13 +227,53 @@ def test_a_run_that_lost_its_lease_is_cancelled_and_fenced(client, token):
     told (``lease_lost``, ``cancelled``), cancelled, and neither its status message nor its outcome is
     written over the new holder's."""
     task_id = start(client, token, "fenced")["taskId"]
-    assert _wait(lambda: McpTask.objects.get(task_id=task_id).lease != "")
+    # the tool has started, so its run holds the lease it claimed; replacing the lease between the
+    # claim and the start gives the task away before it runs (the test below)
+    assert _wait(lambda: SEEN["runs"] == [("fenced", 1)], timeout=30.0), _state(task_id)
     McpTask.objects.filter(task_id=task_id).update(lease="another-run", status_message="the other run's message")
     assert _wait(lambda: SEEN["cancelled"] != [], timeout=30.0), _state(task_id)
     assert SEEN["cancelled"] == [("fenced", True, True, False)]
     time.sleep(0.3)  # the old run's _store has returned by now
     row = McpTask.objects.get(task_id=task_id)
     assert (row.status, row.lease, row.status_message) == ("working", "another-run", "the other run's message")
+    assert row.result is None and row.error is None
+
+
+def test_a_run_whose_task_is_given_away_right_after_its_claim_keeps_its_own_lease(resource, user, public_app):
+    """A worker stopped (SIGSTOP, a descheduled process) between committing its claim and reading
+    the row back loses the task to the reconciler and another run: when it goes on, it must hold
+    the lease it wrote, not take the new holder's lease and attempt number from the row (it then
+    ran the tool a second time as "attempt 2", with ``holds_lease()`` True and its outcome
+    stored). It starts nothing, stores nothing, and the new holder's row is left as it is."""
+    task = McpTask.objects.create(
+        tool_name="compute",
+        arguments={"seconds": 0.5, "label": "given-away"},
+        user=user,
+        application=public_app,
+        resource=resource,
+        scopes="mcp",
+        protocol_version=V,
+        client_capabilities=TASK_CAPS,
+        queued_at=timezone.now(),
+    )
+    given_away = []
+
+    def give_away_after_the_claim(execute, sql, params, many, context):
+        claim_written = "UPDATE" in sql and '"lease"' in sql and connection.in_atomic_block
+        if claim_written and not given_away:
+            given_away.append(False)
+        elif given_away == [False] and not connection.in_atomic_block:  # the claim has committed
+            given_away[0] = True  # the reconciler took the lease back; another run claimed it
+            McpTask.objects.filter(pk=task.pk).update(lease="another-run", attempts=2, heartbeat_at=timezone.now())
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(give_away_after_the_claim):
+        outcome = jobs.runner.run_task(task.pk, lambda pk: None)
+    assert given_away == [True]
+    assert outcome in ("skipped", "lost")
+    assert SEEN["runs"] == []
+    row = McpTask.objects.get(pk=task.pk)
+    assert (row.status, row.lease, row.attempts) == ("working", "another-run", 2)
     assert row.result is None and row.error is None
 
 
