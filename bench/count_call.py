@@ -11,7 +11,19 @@ cases run ``--jobs`` at a time, each job on a database of its own (``<DATABASE_U
 created when missing): a run's fixtures change its bench user, which invalidates every cached
 token of that user, and would send a concurrent run's calls to the database.
 
-    .venv/bin/python bench/count_call.py [--source /tmp/base] [--n1 160] [--n2 800] [--jobs 2] [--concurrency 16]
+    .venv/bin/python bench/count_call.py [--source /tmp/base] [--n1 160] [--n2 800] [--jobs 2] [--concurrency 16] [--observed]
+
+``--observed``: every tree with tracing (every request sampled, exported over OTLP/HTTP to a sink this
+script runs on loopback, outside the counted process), the Prometheus metrics (multiprocess mode,
+a fresh ``PROMETHEUS_MULTIPROC_DIR`` per run) and the tool-call audit trail all on, as
+``bench/observed_asgi.py`` configures the site; without it the audit trail is off too
+(``MCP_TOOL_CALL_AUDIT=0``, as ``bench/observability_overhead.py``'s ``ours``): all off. The
+batching intervals are stretched by callgrind's slowdown (about 50x), so that a batch holds as many
+spans or rows as at full speed, where a worker serves hundreds of calls a second: a span batch is
+full (512) before ``OTEL_BSP_SCHEDULE_DELAY``, an audit batch holds ~100 rows
+(``TOOL_CALL_AUDIT_FLUSH_MILLISECONDS`` 10 s instead of 200 ms); with the real intervals a run
+under callgrind writes a batch every few calls and counts the per-batch work ~50 times over. The
+periodic metric export (once a minute) is left out (``OTEL_METRIC_EXPORT_INTERVAL``: one hour).
 
 ``--embedded``: the embedded shape instead (``make run``: SQLite, no Redis; the token cache is
 each process's ``LocMemCache``); ``--settings JSON``: Django settings for this tree's runs (see
@@ -21,13 +33,16 @@ each process's ``LocMemCache``); ``--settings JSON``: Django settings for this t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import queue
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -56,6 +71,24 @@ def embedded_database(n: int) -> str:
     return f"sqlite:///{path}"
 
 
+def observed_env() -> dict[str, str]:
+    """The environment of an all-on run (see ``--observed``), with the OTLP/HTTP sink started here:
+    the spans are really encoded and sent, and decoded in this process, not the counted one."""
+    from bench.tracing_overhead import Sink
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+        "OTEL_SERVICE_NAME": "mcp-oauth-bench",
+        "OTEL_BSP_SCHEDULE_DELAY": "250000",
+        "OTEL_METRIC_EXPORT_INTERVAL": "3600000",
+        "MCP_METRICS": "1",
+        "MCP_TOOL_CALL_AUDIT": "1",
+        "BENCH_SETTINGS": json.dumps({"MCP_OAUTH": {"TOOL_CALL_AUDIT_FLUSH_MILLISECONDS": 10_000}}),
+    }
+
+
 def count(
     source: Path,
     modern: bool,
@@ -66,6 +99,10 @@ def count(
 ) -> int:
     """Instructions callgrind collected for one run of ``calls`` calls served by ``source``."""
     with tempfile.TemporaryDirectory() as folder:
+        observed = extra_env is not None and extra_env.get("MCP_METRICS") == "1"
+        if observed:  # each run its own metrics files
+            os.mkdir(f"{folder}/metrics")
+            extra_env = {**extra_env, "PROMETHEUS_MULTIPROC_DIR": f"{folder}/metrics"}
         argv = [
             "valgrind",
             "--tool=callgrind",
@@ -107,6 +144,9 @@ def main() -> None:
         "--embedded", action="store_true", help="the embedded shape: SQLite, no Redis (the token cache is LocMem)"
     )
     parser.add_argument("--settings", default="", help="BENCH_SETTINGS (JSON) for this tree's runs only")
+    parser.add_argument(
+        "--observed", action="store_true", help="tracing (OTLP/HTTP to a loopback sink), metrics and audit trail on"
+    )
     args = parser.parse_args()
     sources = [ROOT] + [Path(s).resolve() for s in args.source]
     cases = [(source, modern, n) for source in sources for modern in (False, True) for n in (args.n1, args.n2)]
@@ -114,10 +154,16 @@ def main() -> None:
     for n in range(args.jobs):
         databases.put(embedded_database(n) if args.embedded else job_database(n))
     shape_env = {"REDIS_URL": "", "CELERY_BROKER_URL": "", "MCP_WAKEUP_URL": ""} if args.embedded else {}
+    shape_env.update(observed_env() if args.observed else {"MCP_TOOL_CALL_AUDIT": "0"})
 
     def one(case: tuple[Path, bool, int]) -> int:
         database_url = databases.get()
-        extra = {**shape_env, **({"BENCH_SETTINGS": args.settings} if case[0] == ROOT and args.settings else {})}
+        extra = dict(shape_env)
+        if case[0] == ROOT and args.settings:  # merged with --observed's
+            mine = json.loads(args.settings)
+            theirs = json.loads(extra.get("BENCH_SETTINGS", "{}"))
+            mine["MCP_OAUTH"] = {**theirs.get("MCP_OAUTH", {}), **mine.get("MCP_OAUTH", {})}
+            extra["BENCH_SETTINGS"] = json.dumps(mine)
         try:
             return count(*case, database_url=database_url, concurrency=args.concurrency, extra_env=extra)
         finally:
