@@ -16,8 +16,8 @@ token of that user, and would send a concurrent run's calls to the database.
 ``--observed``: every tree with tracing (every request sampled, exported over OTLP/HTTP to a sink this
 script runs on loopback, outside the counted process), the Prometheus metrics (multiprocess mode,
 a fresh ``PROMETHEUS_MULTIPROC_DIR`` per run) and the tool-call audit trail all on, as
-``bench/observed_asgi.py`` configures the site; without it the audit trail is off too
-(``MCP_TOOL_CALL_AUDIT=0``, as ``bench/observability_overhead.py``'s ``ours``): all off. The
+``bench/observed_asgi.py`` configures the site (all off, as ``bench/observability_overhead.py``'s
+``ours``: no ``--observed`` and ``MCP_TOOL_CALL_AUDIT=0`` in the environment). The
 batching intervals are stretched by callgrind's slowdown (about 50x), so that a batch holds as many
 spans or rows as at full speed, where a worker serves hundreds of calls a second: a span batch is
 full (512) before ``OTEL_BSP_SCHEDULE_DELAY``, an audit batch holds ~100 rows
@@ -154,7 +154,8 @@ def main() -> None:
     for n in range(args.jobs):
         databases.put(embedded_database(n) if args.embedded else job_database(n))
     shape_env = {"REDIS_URL": "", "CELERY_BROKER_URL": "", "MCP_WAKEUP_URL": ""} if args.embedded else {}
-    shape_env.update(observed_env() if args.observed else {"MCP_TOOL_CALL_AUDIT": "0"})
+    if args.observed:
+        shape_env.update(observed_env())
 
     def one(case: tuple[Path, bool, int]) -> int:
         database_url = databases.get()
