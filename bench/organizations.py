@@ -249,8 +249,14 @@ def child(calls: int, token: str, callgrind: bool, legacy: bool = False, wire: b
     topology.DATABASE_URL = os.environ["DATABASE_URL"]
     topology.REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11")
     topology.django_setup()
+    from django.db import connection
+
     from project.asgi import application
 
+    # The main thread's connection (migrate, ANALYZE) back to the pool: held, it left one of the
+    # pool's 2 to the requests beside the audit writer's, and a request's first query waited for
+    # the writer to go idle (~200 ms).
+    connection.close()
     log = WireLog().install() if wire else None
     opening: dict = {}
     again: dict = {}
