@@ -31,6 +31,16 @@ instructions; the collections are what the runs without ``--callgrind`` report):
 
     DATABASE_URL=… REDIS_URL=… .venv/bin/python bench/organizations.py --in-process [--calls 4000] [--pairs 3]
     DATABASE_URL=… REDIS_URL=… .venv/bin/python bench/organizations.py --in-process --callgrind --calls 640 --pairs 1
+
+``--legacy`` (with ``--in-process``): 2025-11-25 ``tools/call`` in one session (``initialize``,
+``notifications/initialized``), as the servers' ``ours-1``/``ours-10k`` rows, instead.
+``--wire`` (with ``--in-process``): each process also logs what it sends to PostgreSQL and Redis
+(:mod:`bench.wire_log`: every statement and command, counted and timed): the opening (the first
+requests of the process: registry, token, session), per warm call, and with ``--legacy`` a new
+session in the warm process (each round of the servers opens 16); then ``EXPLAIN (ANALYZE,
+BUFFERS)`` of each statement on both databases::
+
+    DATABASE_URL=… REDIS_URL=… .venv/bin/python bench/organizations.py --in-process --legacy --wire --calls 3200 --pairs 2
 """
 
 from __future__ import annotations
@@ -229,16 +239,29 @@ def build(one: str, many: str) -> str:
     return token
 
 
-def child(calls: int, token: str, callgrind: bool) -> None:
+def child(calls: int, token: str, callgrind: bool, legacy: bool = False, wire: bool = False) -> None:
     """One process of ``--in-process`` (``DATABASE_URL``: its database): ``calls`` calls through
-    ``project.asgi.application``; prints one JSON line."""
+    ``project.asgi.application`` (``legacy``: 2025-11-25 calls in one session; ``wire``: with what
+    they send to PostgreSQL and Redis, :mod:`bench.wire_log`); prints one JSON line."""
     from bench.common import asgi_post
+    from bench.wire_log import WireLog, explain
 
     topology.DATABASE_URL = os.environ["DATABASE_URL"]
     topology.REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/11")
     topology.django_setup()
+    from django.db import connection
+
     from project.asgi import application
 
+    # The main thread's connection (migrate, ANALYZE) back to the pool: held, it left one of the
+    # pool's 2 to the requests beside the audit writer's, and a request's first query waited for
+    # the writer to go idle (~200 ms).
+    connection.close()
+    log = WireLog().install() if wire else None
+    opening: dict = {}
+    again: dict = {}
+    warm: dict = {}
+    steps: dict[str, float] = {}  # ms of the steps of the last session opened
     headers, body = topology.modern_headers(token), topology.modern_call_body
     spent = {0: 0.0, 1: 0.0, 2: 0.0}
     runs = {0: 0, 1: 0, 2: 0}
@@ -254,11 +277,45 @@ def child(calls: int, token: str, callgrind: bool) -> None:
     def control(switch: str) -> None:  # callgrind: count the calls only
         subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True)
 
+    async def open_session() -> dict[str, str]:
+        """A new 2025-11-25 session, as the bench client opens one per connection and round: its headers."""
+        init, started = json.dumps(topology.INIT).encode(), time.perf_counter()
+        status, answer_headers, answer = await asgi_post(
+            application, "/mcp", topology.mcp_headers(token, version=False), init
+        )
+        if status != 200 or "mcp-session-id" not in answer_headers:
+            raise RuntimeError(f"initialize answered {status}: {answer[:300]!r}")
+        opened = topology.mcp_headers(token, answer_headers["mcp-session-id"])
+        steps["initialize"] = 1000 * (time.perf_counter() - started)
+        await asgi_post(application, "/mcp", opened, b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        steps["initialized"] = 1000 * (time.perf_counter() - started) - steps["initialize"]
+        return opened
+
+    async def reopen() -> None:
+        """``--wire --legacy``: a new session in the warm process (each bench round opens 16) and its
+        first call, logged in ``opening["again"]``."""
+        assert log is not None
+        log.on, started = True, time.perf_counter()
+        status, _, answer = await asgi_post(application, "/mcp", await open_session(), topology.call_body(1))
+        log.on = False
+        if status != 200:
+            raise RuntimeError(f"first call of a new session answered {status}: {answer[:300]!r}")
+        again.update(log.take(), ms=1000 * (time.perf_counter() - started), steps=dict(steps))
+
     async def run() -> dict:
+        nonlocal headers, body
+        if log is not None:  # the opening: initialize, initialized and the first call (a new session)
+            log.on = True
+            opened = time.perf_counter()
+        if legacy:  # a 2025-11-25 session, as the bench client opens one per connection
+            headers, body = await open_session(), topology.call_body
         for n in range(200):  # warm: the registry loaded, the token's entry cached and kept decoded
             status, _, answer = await asgi_post(application, "/mcp", headers, body(n))
             if status != 200:
                 raise RuntimeError(f"warm-up call answered {status}: {answer[:300]!r}")
+            if log is not None and n == 0:
+                log.on = False
+                opening.update(log.take(), ms=1000 * (time.perf_counter() - opened))
         per, failed = calls // 16, [0]
 
         async def worker() -> None:
@@ -272,12 +329,20 @@ def child(calls: int, token: str, callgrind: bool) -> None:
             gc.disable()
             control("on")
         gc.callbacks.append(on_gc)
+        if log is not None:
+            log.on = True
         cpu = time.process_time()
         await asyncio.gather(*(worker() for _ in range(16)))
         cpu = time.process_time() - cpu
+        if log is not None:
+            log.on = False
         gc.callbacks.remove(on_gc)
         if callgrind:
             control("off")
+        if log is not None:
+            warm.update(log.take())
+            if legacy:
+                await reopen()
         done = per * 16
         return {
             "cpu_us": 1e6 * cpu / done,
@@ -289,7 +354,23 @@ def child(calls: int, token: str, callgrind: bool) -> None:
             "calls": done,
         }
 
-    print("RESULT " + json.dumps(asyncio.run(run())), flush=True)
+    result = asyncio.run(run())
+    if log is not None:
+        done = result["calls"]
+        plans = explain({**opening["samples"], **again.get("samples", {}), **warm["samples"]})
+
+        def statements(taken: dict, per: int) -> dict:
+            return {
+                sql: {"per_call": count / per, "ms": 1000 * seconds / count, "plan": plans.get(sql, "")}
+                for sql, (count, seconds) in sorted(taken["sql"].items(), key=lambda item: -item[1][0])
+            }
+
+        result["sql"], result["redis"] = statements(warm, done), {c: n / done for c, n in warm["redis"].items()}
+        result["opening"] = {"ms": opening["ms"], "sql": statements(opening, 1), "redis": opening["redis"]}
+        if again:
+            result["again"] = {"ms": again["ms"], "sql": statements(again, 1), "redis": again["redis"]}
+            result["again_steps_ms"] = again["steps"]
+    print("RESULT " + json.dumps(result), flush=True)
 
 
 def in_process(args: argparse.Namespace, one: str, many: str, token: str) -> None:
@@ -298,6 +379,7 @@ def in_process(args: argparse.Namespace, one: str, many: str, token: str) -> Non
     for pair in range(args.pairs):
         for name in (one, many) if pair % 2 == 0 else (many, one):
             argv = [sys.executable, str(Path(__file__).resolve()), "--child", str(args.calls)]
+            argv += ["--legacy"] * args.legacy + ["--wire"] * args.wire
             if args.callgrind:
                 argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null", *argv]
                 argv.append("--callgrind")
@@ -317,12 +399,16 @@ def in_process(args: argparse.Namespace, one: str, many: str, token: str) -> Non
                 found = re.search(r"Collected : (\d+)", run.stderr)
                 result["instructions"] = int(found.group(1)) / result["calls"] if found else float("nan")
             results[name].append(result)
-            print(f"{'10,000' if name == many else '1':>6} organization(s): {json.dumps(result)}", flush=True)
+            brief = {key: value for key, value in result.items() if key not in ("sql", "redis", "opening", "again")}
+            print(f"{'10,000' if name == many else '1':>6} organization(s): {json.dumps(brief)}", flush=True)
 
     def median(name: str, pick) -> float:
         return statistics.median(pick(r) for r in results[name])
 
-    print(f"\n== in process, {args.calls} calls x {args.pairs} pairs of processes (medians)")
+    era = "2025-11-25 session" if args.legacy else "2026-07-28"
+    if args.wire:
+        print_wire(results[one][-1], results[many][-1])
+    print(f"\n== in process, {era} calls, {args.calls} calls x {args.pairs} pairs of processes (medians)")
     rows = [("CPU us/call", lambda r: r["cpu_us"]), ("GC us/call (all)", lambda r: sum(r["gc_us"]))]
     rows += [("GC gen2 us/call", lambda r: r["gc_us"][2]), ("tracked objects", lambda r: r["tracked"])]
     if args.callgrind:
@@ -330,6 +416,44 @@ def in_process(args: argparse.Namespace, one: str, many: str, token: str) -> Non
     for label, pick in rows:
         a, b = median(one, pick), median(many, pick)
         print(f"{label:20} 1 org {a:14,.1f}   10,000 orgs {b:14,.1f}   ratio {b / a if a else float('nan'):.3f} x")
+
+
+def print_wire(one: dict, many: dict) -> None:
+    """``--wire``: the statements and commands of the opening (initialize, initialized and the first
+    call: a new session) and per warm call, 1 organization next to 10,000 (the last process of
+    each), then each statement's plan on both databases."""
+    sections = (
+        (
+            f"the opening ({one['opening']['ms']:.0f} ms / {many['opening']['ms']:.0f} ms)",
+            "",
+            one["opening"],
+            many["opening"],
+        ),
+        ("per warm call", "/call", one, many),
+    )
+    if "again" in one and "again" in many:  # --legacy: a new session in the warm process
+        title = f"a new session in the warm process ({one['again']['ms']:.1f} ms / {many['again']['ms']:.1f} ms)"
+        sections += ((title, "", one["again"], many["again"]),)
+    plans: dict[str, tuple[str, str]] = {}
+    for title, per, a_side, b_side in sections:
+        print(f"\n== {title}: PostgreSQL statements (count{per}, ms per execute incl. round trip; 1 org | 10,000)")
+        statements = list(dict.fromkeys([*a_side["sql"], *b_side["sql"]]))
+        for sql in statements:
+            a, b = a_side["sql"].get(sql, {}), b_side["sql"].get(sql, {})
+            plans.setdefault(sql, (a.get("plan", ""), b.get("plan", "")))
+            print(
+                f"  {a.get('per_call', 0):7.4f} {a.get('ms', 0):7.3f} ms | {b.get('per_call', 0):7.4f} "
+                f"{b.get('ms', 0):7.3f} ms   {sql[:400]}"
+            )
+        if not statements:
+            print("  none")
+        print(f"== {title}: Redis commands (count{per}; 1 org | 10,000)")
+        for command in dict.fromkeys([*a_side["redis"], *b_side["redis"]]):
+            print(f"  {a_side['redis'].get(command, 0):7.4f} | {b_side['redis'].get(command, 0):7.4f}   {command}")
+    for sql, pair in plans.items():
+        for label, plan in zip(("1 org", "10,000 orgs"), pair, strict=True):
+            if plan:
+                print(f"\n-- EXPLAIN ANALYZE on {label}: {sql[:200]}\n{plan}")
 
 
 def main() -> None:
@@ -341,10 +465,14 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=4000, help="--in-process: calls per process")
     parser.add_argument("--pairs", type=int, default=3, help="--in-process: pairs of processes")
     parser.add_argument("--callgrind", action="store_true", help="--in-process: count instructions (valgrind)")
+    parser.add_argument("--legacy", action="store_true", help="--in-process: 2025-11-25 calls in a session")
+    parser.add_argument(
+        "--wire", action="store_true", help="--in-process: list what the calls send to PostgreSQL/Redis"
+    )
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, os.environ["BENCH_ORGS_TOKEN"], args.callgrind)
+        child(args.child, os.environ["BENCH_ORGS_TOKEN"], args.callgrind, args.legacy, args.wire)
         return
     suffix = secrets.token_hex(4)
     one, many = f"bench_orgs_one_{suffix}", f"bench_orgs_many_{suffix}"

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from mcp_oauth.models import Organization, OrganizationClient, OrganizationMembership
 from mcp_oauth.resource_server.authentication import BearerChallenge, authenticate_bearer
 from mcp_oauth.resource_server.cache import bump_resource_generation, resource_by_uri
-from tests.support.organizations import bind, modern, organization, structured
+from tests.support.organizations import bind, initialize, legacy, modern, organization, structured
 
 pytestmark = pytest.mark.django_db
 
@@ -132,6 +132,57 @@ def test_the_principal_is_read_without_a_query_once_cached(resource, user, publi
             again = authenticate_bearer(request, resource_by_uri(uri))
         assert [q["sql"] for q in queries.captured_queries if "revocationstamp" not in q["sql"]] == []
         assert again.organization.pk == acme.pk and again.organization.slug == "acme"
+
+
+def test_a_warm_session_call_sends_no_query_however_many_organizations(
+    resource, user, other_user, public_app, mint_token
+):
+    """Issue 31: a 2025-11-25 ``tools/call`` in a warm session, with many organizations (each with
+    its endpoint, a member and approved clients), reads its token, resource, organization and
+    session from the caches: no query (``bench/organizations.py --in-process --legacy --wire``
+    lists the same on 10,000 organizations)."""
+    from oauth2_provider.models import get_application_model
+
+    from mcp_oauth.models import ProtectedResource
+    from mcp_oauth.resource_server.organization_endpoints import endpoint_uri
+
+    acme = organization("acme", user)
+    others = Organization.objects.bulk_create([Organization(slug=f"org-{n:03d}", name=f"Org {n}") for n in range(300)])
+    ProtectedResource.objects.bulk_create(
+        [
+            ProtectedResource(uri=endpoint_uri(org.slug), name=org.name, scopes=resource.scopes, organization=org)
+            for org in others
+        ]
+    )
+    OrganizationMembership.objects.bulk_create(
+        [OrganizationMembership(organization=org, user=other_user) for org in others]
+    )
+    Application = get_application_model()
+    clients = Application.objects.bulk_create(
+        [
+            Application(name=f"c{n}", client_type="public", authorization_grant_type="authorization-code")
+            for n in range(600)
+        ]
+    )
+    OrganizationClient.objects.bulk_create(
+        [
+            OrganizationClient(
+                organization=others[n // 2], application=client, status=OrganizationClient.Status.APPROVED
+            )
+            for n, client in enumerate(clients)
+        ]
+    )
+    bump_resource_generation()
+    token = mint_token(user, public_app, resource=resource.uri)
+    bind(token, acme)
+    client = Client()
+    session = initialize(client, "/mcp", token)
+    call = {"name": "who", "arguments": {}}
+    assert structured(legacy(client, "/mcp", token, session, "tools/call", call))["organization"] == "acme"
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(3):
+            assert structured(legacy(client, "/mcp", token, session, "tools/call", call))["organization"] == "acme"
+    assert [q["sql"] for q in queries.captured_queries if "revocationstamp" not in q["sql"]] == []
 
 
 def test_a_machine_token_acts_for_an_organization_only_while_it_approves_the_client(resource, service, mint_token):
