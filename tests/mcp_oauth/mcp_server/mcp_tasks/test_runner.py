@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from mcp_oauth.authorization_server.tokens.grants import revoke_user_grants
 from mcp_oauth.checks import check_tasks
-from mcp_oauth.mcp_server.mcp_tasks import jobs
+from mcp_oauth.mcp_server.mcp_tasks import TaskPolicy, jobs
 from mcp_oauth.mcp_server.mcp_tasks.store import EXTENSION
 from mcp_oauth.mcp_server.tools import McpError, ToolContext, ToolError, ToolRegistry
 from mcp_oauth.models import McpTask
@@ -53,6 +53,12 @@ def tool_error() -> str:
 @REGISTRY.tool(task="always")
 def protocol_error() -> str:
     raise McpError(-32603, "broken")
+
+
+@REGISTRY.tool(task=TaskPolicy("optional", encrypt_result=True))
+def secret_result() -> dict:
+    """Its result is kept encrypted (test_store.py reads it back; E093 needs such a tool)."""
+    return {"secret": "s3cr3t"}
 
 
 @REGISTRY.tool(task="optional")
@@ -145,6 +151,21 @@ def poll(client, token, task_id, until=("completed", "failed", "cancelled"), tim
 # --- lifecycle ------------------------------------------------------------------------------
 
 
+def queued(user, application, resource, arguments: dict) -> McpTask:
+    """A queued ``compute`` task of ``user`` through ``application``, not yet dispatched."""
+    return McpTask.objects.create(
+        tool_name="compute",
+        arguments=arguments,
+        user=user,
+        application=application,
+        resource=resource,
+        scopes="mcp",
+        protocol_version=V,
+        client_capabilities=TASK_CAPS,
+        queued_at=timezone.now(),
+    )
+
+
 def test_create_then_poll_to_completed(client, token, user, public_app):
     created_signals, finished_signals = [], []
     task_created.connect(lambda **kw: created_signals.append(kw["task"].task_id), weak=False, dispatch_uid="t1")
@@ -201,17 +222,7 @@ def test_cancel_a_running_task_reaches_the_tool(client, token):
 
 
 def test_a_task_cancelled_before_it_started_never_starts(client, token, resource, user, public_app):
-    task = McpTask.objects.create(
-        tool_name="compute",
-        arguments={"label": "never"},
-        user=user,
-        application=public_app,
-        resource=resource,
-        scopes="mcp",
-        protocol_version=V,
-        client_capabilities=TASK_CAPS,
-        queued_at=timezone.now(),
-    )
+    task = queued(user, public_app, resource, {"label": "never"})
     assert result(post(client, token, "tasks/cancel", {"taskId": task.task_id}))["resultType"] == "complete"
     assert jobs.runner.run_task(task.pk, jobs.dispatch) == "skipped"
     task.refresh_from_db()
@@ -245,17 +256,7 @@ def test_a_run_whose_task_is_given_away_right_after_its_claim_keeps_its_own_leas
     the lease it wrote, not take the new holder's lease and attempt number from the row (it then
     ran the tool a second time as "attempt 2", with ``holds_lease()`` True and its outcome
     stored). It starts nothing, stores nothing, and the new holder's row is left as it is."""
-    task = McpTask.objects.create(
-        tool_name="compute",
-        arguments={"seconds": 0.5, "label": "given-away"},
-        user=user,
-        application=public_app,
-        resource=resource,
-        scopes="mcp",
-        protocol_version=V,
-        client_capabilities=TASK_CAPS,
-        queued_at=timezone.now(),
-    )
+    task = queued(user, public_app, resource, {"seconds": 0.5, "label": "given-away"})
     given_away = []
 
     def give_away_after_the_claim(execute, sql, params, many, context):

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
-from mcp_oauth.mcp_server.mcp_tasks import TaskPolicy, jobs
+from mcp_oauth.mcp_server.mcp_tasks import jobs
 from mcp_oauth.mcp_server.tools import InputRequest, ToolContext
 from mcp_oauth.models import McpTask
 from mcp_oauth.signals import task_finished
@@ -33,11 +33,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 CONFIRM = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
-
-
-@REGISTRY.tool(task=TaskPolicy("optional", encrypt_result=True))
-def secret_result() -> dict:
-    return {"secret": "s3cr3t"}
 
 
 @REGISTRY.tool(task="optional")
