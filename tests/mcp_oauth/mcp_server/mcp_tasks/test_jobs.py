@@ -10,10 +10,9 @@ from django.utils import timezone
 from mcp_oauth.mcp_server.mcp_tasks import jobs
 from mcp_oauth.models import McpTask
 from tests.mcp_oauth.mcp_server.mcp_tasks.test_runner import (
-    TASK_CAPS,
-    V,
     _settings,  # noqa: F401 - fixtures
     _wait,
+    queued,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,15 +22,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_lost_worker_is_retried_or_failed_per_policy(max_retries, expected, resource, user, public_app, settings):
     settings.MCP_OAUTH = {**settings.MCP_OAUTH, "TASKS_EXECUTOR": "thread", "TASKS_LEASE_SECONDS": 1}
     stale = timezone.now() - timedelta(seconds=5)
-    task = McpTask.objects.create(
-        tool_name="compute",
-        arguments={"label": "lost"},
-        user=user,
-        application=public_app,
-        resource=resource,
-        scopes="mcp",
-        protocol_version=V,
-        client_capabilities=TASK_CAPS,
+    task = queued(
+        user,
+        public_app,
+        resource,
+        {"label": "lost"},
+        queued_at=None,
         lease="dead-worker",
         heartbeat_at=stale,
         attempts=1,

@@ -151,8 +151,9 @@ def poll(client, token, task_id, until=("completed", "failed", "cancelled"), tim
 # --- lifecycle ------------------------------------------------------------------------------
 
 
-def queued(user, application, resource, arguments: dict) -> McpTask:
-    """A queued ``compute`` task of ``user`` through ``application``, not yet dispatched."""
+def queued(user, application, resource, arguments: dict, **fields) -> McpTask:
+    """A queued ``compute`` task of ``user`` through ``application``, not yet dispatched; ``fields``
+    set or replace the row's other columns (a lease, a heartbeat, ``queued_at=None``)."""
     return McpTask.objects.create(
         tool_name="compute",
         arguments=arguments,
@@ -162,7 +163,7 @@ def queued(user, application, resource, arguments: dict) -> McpTask:
         scopes="mcp",
         protocol_version=V,
         client_capabilities=TASK_CAPS,
-        queued_at=timezone.now(),
+        **{"queued_at": timezone.now(), **fields},
     )
 
 
