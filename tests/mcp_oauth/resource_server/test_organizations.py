@@ -8,10 +8,12 @@ import pytest
 from django.db import connection
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
+from oauth2_provider.models import get_application_model
 
-from mcp_oauth.models import Organization, OrganizationClient, OrganizationMembership
+from mcp_oauth.models import Organization, OrganizationClient, OrganizationMembership, ProtectedResource
 from mcp_oauth.resource_server.authentication import BearerChallenge, authenticate_bearer
 from mcp_oauth.resource_server.cache import bump_resource_generation, resource_by_uri
+from mcp_oauth.resource_server.organization_endpoints import endpoint_uri
 from tests.support.organizations import bind, initialize, legacy, modern, organization, structured
 
 pytestmark = pytest.mark.django_db
@@ -141,11 +143,6 @@ def test_a_warm_session_call_sends_no_query_however_many_organizations(
     its endpoint, a member and approved clients), reads its token, resource, organization and
     session from the caches: no query (``bench/organizations.py --in-process --legacy --wire``
     lists the same on 10,000 organizations)."""
-    from oauth2_provider.models import get_application_model
-
-    from mcp_oauth.models import ProtectedResource
-    from mcp_oauth.resource_server.organization_endpoints import endpoint_uri
-
     acme = organization("acme", user)
     others = Organization.objects.bulk_create([Organization(slug=f"org-{n:03d}", name=f"Org {n}") for n in range(300)])
     ProtectedResource.objects.bulk_create(
