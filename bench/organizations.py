@@ -13,12 +13,17 @@ registry (10,001 resources there with ``many``), the user's membership kept with
 Servers (1 process each, as ``bench/prod_topology.py --only compare`` starts them): ``ours-1``
 on ``one``, ``ours-10k`` on ``many`` (each its own Redis key prefix), the ``mcp`` SDK server
 (stateful: 2025-11-25 sessions) on ``one``; every server also gets the 2026-07-28 stateless calls
-(``-modern`` rows). Prints req/s, p50/p99, server CPU per call and the ratios against the SDK, then
-how the 10,000-organization ratio compares with the 1-organization one. Not a test: nothing is
-asserted::
+(``-modern`` rows). Prints req/s, p50/p99, server CPU per call, the CPU per call spent elsewhere
+(PostgreSQL, Redis, the load generator, the whole machine) and the ratios against the SDK, then
+how the 10,000-organization ratio compares with the 1-organization one. ``--pairs N``: N fresh
+pairs of our two servers (the SDK server stays), each with all its rounds, and the median of the
+pairs' 10,000 ÷ 1 ratios (two processes of one server differ by up to ~15 % here). The rows of a
+round follow :func:`round_order` (balanced: ``--rounds`` a multiple of 6 puts each row at each
+place once), each after ``--settle`` seconds of rest. ``--control``: the ``ours-10k`` server on
+the 1-organization database too, an A/A run that shows the bench's own bias. Not a test: nothing is asserted::
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/11 \\
-        .venv/bin/python bench/organizations.py [--seconds 5] [--rounds 3] [--connections 16]
+        .venv/bin/python bench/organizations.py [--seconds 4] [--rounds 6] [--pairs 4] [--connections 16]
 
 ``--in-process``: no servers; the same two databases, then ``--pairs`` pairs of processes (one on
 ``one``, one on ``many``, alternating) each driving ``project.asgi.application`` directly with
@@ -70,6 +75,89 @@ from bench.loadgen import Connection, Tally, percentile  # noqa: E402
 ORGANIZATIONS = 10_000
 CLIENTS_PER_ORGANIZATION = 10
 BATCH = 5_000
+
+
+def _ticks(pid: int) -> int:
+    """utime + stime of ``pid`` (clock ticks; 0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def elsewhere() -> dict[str, float]:
+    """CPU seconds so far of what else a call costs on this machine: every PostgreSQL process
+    (backends, WAL writer, checkpointer), Redis, this process (the load generator) and the
+    machine as a whole (busy time of all cores, /proc/stat). A process that ended between two
+    samples drops out of its sum (a backend lives as long as its server's pool connection)."""
+    sums = {"postgres": 0, "redis": 0}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        key = "postgres" if comm == "postgres" else "redis" if comm.startswith("redis") else None
+        if key:
+            sums[key] += _ticks(int(entry.name))
+    busy = sum(
+        int(x) for i, x in enumerate(Path("/proc/stat").read_text().split("\n")[0].split()[1:]) if i not in (3, 4)
+    )
+    tick = os.sysconf("SC_CLK_TCK")
+    return {
+        "postgres": sums["postgres"] / tick,
+        "redis": sums["redis"] / tick,
+        "client": time.process_time(),
+        "machine": busy / tick,
+    }
+
+
+def round_order(names: list[str], round_: int) -> list[str]:
+    """The rows of round ``round_``: rotated by one each round, and every other round with the
+    1-organization and 10,000-organization rows swapped, so that each row follows each other one
+    as often. A row's calls share the machine with what the server of the row before it still
+    does once its calls are answered (the audit writer's last batch, closing connections and
+    sessions); with a fixed cyclic order the ``ours-10k`` row always followed ``ours-1-modern``
+    and the ``ours-1`` row the SDK's: two identical processes on one database measured 0.947x
+    (2025-11-25) and 1.049x (2026-07-28) in that order (4 pairs)."""
+    if round_ % 2:
+        swap = {"ours-1": "ours-10k", "ours-1-modern": "ours-10k-modern"}
+        swap |= {b: a for a, b in swap.items()}
+        names = [swap.get(name, name) for name in names]
+    shift = round_ % len(names)
+    return names[shift:] + names[:shift]
+
+
+def new_total() -> dict:
+    """A row's sums: its calls' tally, server CPU seconds, seconds, bad answers, req/s per round and
+    the CPU elsewhere (:func:`elsewhere`)."""
+    return {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0, "rounds": [], "other": {}}
+
+
+def scale_ratios(totals: dict[str, dict]) -> dict[str, tuple[float, float]]:
+    """Per era, (the 10,000-organization req/s ratio against the SDK ÷ the 1-organization one,
+    the same for CPU per call)."""
+
+    def rps_cpu(name: str) -> tuple[float, float]:
+        total = totals[name]
+        count = len(total["tally"].latencies)
+        return count / total["seconds"], total["cpu"] / count
+
+    out = {}
+    for era, suffix in (("2025-11-25", ""), ("2026-07-28", "-modern")):
+        (one_rps, one_cpu), (many_rps, many_cpu) = rps_cpu(f"ours-1{suffix}"), rps_cpu(f"ours-10k{suffix}")
+        out[era] = (many_rps / one_rps, many_cpu / one_cpu)  # the SDK's figure cancels out
+    return out
+
+
+def pair_summary(totals: dict[str, dict]) -> str:
+    """One pair of processes: each era's 10,000 ÷ 1 ratios."""
+    return "; ".join(
+        f"{era} 10,000 vs 1: req/s {rps:.3f} x, CPU per call {cpu:.3f} x"
+        for era, (rps, cpu) in scale_ratios(totals).items()
+    )
 
 
 def database_url(name: str) -> str:
@@ -461,9 +549,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--settle", type=float, default=0.5, help="seconds of rest before each row (not measured)")
     parser.add_argument("--in-process", action="store_true", help="processes driving the ASGI app, no servers")
     parser.add_argument("--calls", type=int, default=4000, help="--in-process: calls per process")
-    parser.add_argument("--pairs", type=int, default=3, help="--in-process: pairs of processes")
+    parser.add_argument(
+        "--pairs", type=int, default=None, help="pairs of fresh processes of ours (servers: 1; --in-process: 3)"
+    )
     parser.add_argument("--callgrind", action="store_true", help="--in-process: count instructions (valgrind)")
     parser.add_argument("--legacy", action="store_true", help="--in-process: 2025-11-25 calls in a session")
     parser.add_argument(
@@ -471,6 +562,8 @@ def main() -> None:
     )
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.pairs is None:
+        args.pairs = 3 if args.in_process else 1
     if args.child:
         child(args.child, os.environ["BENCH_ORGS_TOKEN"], args.callgrind, args.legacy, args.wire)
         return
@@ -478,34 +571,13 @@ def main() -> None:
     one, many = f"bench_orgs_one_{suffix}", f"bench_orgs_many_{suffix}"
     admin(f'CREATE DATABASE "{one}"')
     servers: dict[str, topology.Server] = {}
+    pairs: list[dict[str, dict]] = []
     try:
         token = build(one, many)
         if args.in_process:
             in_process(args, one, many, token)
             return
 
-        ports = {name: topology.free_port() for name in ("ours-1", "ours-10k", "sdk-stateful")}
-        servers["ours-1"] = topology.gunicorn(
-            "ours-1",
-            1,
-            ports["ours-1"],
-            DATABASE_URL=database_url(one),
-            CACHE_KEY_PREFIX=f"orgs1-{suffix}",
-            DB_POOL_MAX_SIZE="3",
-        )
-        servers["ours-10k"] = topology.gunicorn(
-            "ours-10k",
-            1,
-            ports["ours-10k"],
-            DATABASE_URL=database_url(many),
-            CACHE_KEY_PREFIX=f"orgs10k-{suffix}",
-            DB_POOL_MAX_SIZE="3",
-        )
-        servers["sdk-stateful"] = topology.sdk("sdk-stateful", ports["sdk-stateful"], stateless=False)
-        for server in servers.values():
-            server.wait_ready()
-        for name in ("ours-1", "ours-10k"):
-            print(f"{name}: whoami acts for {asyncio.run(whoami(servers[name].port, token))}")
         rows = {
             "ours-1": ("ours-1", "ours"),
             "ours-1-modern": ("ours-1", "modern"),
@@ -514,23 +586,51 @@ def main() -> None:
             "sdk-stateful": ("sdk-stateful", "sdk-stateful"),
             "sdk-modern": ("sdk-stateful", "modern"),
         }
-        totals = {name: {"tally": Tally(), "cpu": 0.0, "seconds": 0.0, "bad": 0, "rounds": []} for name in rows}
-        for server_name, kind in rows.values():  # warm up: caches, pools, imports, the registry
-            asyncio.run(topology.run_calls(servers[server_name].port, token, kind, 1.0, 4))
-        names = list(rows)
-        for round_ in range(args.rounds):
-            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-                server_name, kind = rows[name]
-                server = servers[server_name]
-                cpu, started = server.cpu(), time.monotonic()
-                tally, bad = asyncio.run(topology.run_calls(server.port, token, kind, args.seconds, args.connections))
-                elapsed = time.monotonic() - started
-                total = totals[name]
-                total["seconds"] += elapsed
-                total["cpu"] += server.cpu() - cpu
-                total["tally"].merge(tally)
-                total["bad"] += bad
-                total["rounds"].append(len(tally.latencies) / elapsed)
+        totals = {name: new_total() for name in rows}
+        servers["sdk-stateful"] = topology.sdk("sdk-stateful", topology.free_port(), stateless=False)
+        servers["sdk-stateful"].wait_ready()
+        for pair in range(args.pairs):  # fresh processes of ours each pair: two of one server differ
+            starts = (("ours-1", one, "orgs1"), ("ours-10k", one if args.control else many, "orgs10k"))
+            for name, database, prefix in starts if pair % 2 == 0 else starts[::-1]:
+                servers[name] = topology.gunicorn(
+                    name,
+                    1,
+                    topology.free_port(),
+                    DATABASE_URL=database_url(database),
+                    CACHE_KEY_PREFIX=f"{prefix}-{suffix}",
+                    DB_POOL_MAX_SIZE="3",
+                )
+            for name in ("ours-1", "ours-10k"):
+                servers[name].wait_ready()
+                if pair == 0:
+                    print(f"{name}: whoami acts for {asyncio.run(whoami(servers[name].port, token))}")
+            pair_totals = {name: new_total() for name in rows}
+            for server_name, kind in rows.values():  # warm up: caches, pools, imports, the registry
+                asyncio.run(topology.run_calls(servers[server_name].port, token, kind, 1.0, 4))
+            for round_ in range(args.rounds):
+                for name in round_order(list(rows), round_):
+                    server_name, kind = rows[name]
+                    server = servers[server_name]
+                    time.sleep(args.settle)  # the previous row's server done with its calls' after-work
+                    cpu, other, started = server.cpu(), elsewhere(), time.monotonic()
+                    tally, bad = asyncio.run(
+                        topology.run_calls(server.port, token, kind, args.seconds, args.connections)
+                    )
+                    elapsed = time.monotonic() - started
+                    after = elsewhere()
+                    for total in (totals[name], pair_totals[name]):
+                        for key, value in after.items():
+                            total["other"][key] = total["other"].get(key, 0.0) + value - other[key]
+                        total["seconds"] += elapsed
+                        total["cpu"] += server.cpu() - cpu
+                        total["tally"].merge(tally)
+                        total["bad"] += bad
+                        total["rounds"].append(len(tally.latencies) / elapsed)
+            pairs.append(pair_totals)
+            if args.pairs > 1:
+                print(f"pair {pair + 1}: " + pair_summary(pair_totals), flush=True)
+            for name in ("ours-1", "ours-10k"):
+                servers.pop(name).stop()
     finally:
         for server in servers.values():
             server.stop()
@@ -556,6 +656,18 @@ def main() -> None:
             + " ".join(f"{rate:.0f}" for rate in total["rounds"])
         )
 
+    print(
+        f"\n{'server':16} CPU us per call elsewhere: {'postgres':>9} {'redis':>7} {'client':>7} "
+        f"{'machine':>8} (all cores; the server's own: above)"
+    )
+    for name, total in totals.items():
+        count = len(total["tally"].latencies) or 1
+        other = {key: 1e6 * value / count for key, value in total["other"].items()}
+        print(
+            f"{name:16} {'':27}{other['postgres']:9.1f} {other['redis']:7.1f} {other['client']:7.1f} "
+            f"{other['machine']:8.1f}"
+        )
+
     def ratio(name: str, ref: str) -> tuple[float, float]:
         (rps, cpu_ms), (ref_rps, ref_cpu) = figures[name], figures[ref]
         paired = sorted(a / b for a, b in zip(totals[name]["rounds"], totals[ref]["rounds"], strict=True))
@@ -573,6 +685,15 @@ def main() -> None:
             f"  10,000 organizations vs 1: the req/s ratio against the SDK is {scaled[0] / single[0]:.3f} x "
             f"({100 * (scaled[0] / single[0] - 1):+.1f} %), CPU per call {scaled[1] / single[1]:.3f} x"
         )
+        if len(pairs) > 1:
+            per_pair = [scale_ratios(totals_)[era] for totals_ in pairs]
+            rps = sorted(r for r, _ in per_pair)
+            cpu = sorted(c for _, c in per_pair)
+            print(
+                f"  over {len(pairs)} pairs of fresh processes: req/s ratio median {statistics.median(rps):.3f} x "
+                f"({', '.join(f'{r:.3f}' for r in rps)}), CPU per call median {statistics.median(cpu):.3f} x "
+                f"({', '.join(f'{c:.3f}' for c in cpu)})"
+            )
 
 
 if __name__ == "__main__":

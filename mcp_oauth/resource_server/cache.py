@@ -3,7 +3,8 @@
 Two caches serve a ``tools/call`` (or any bearer-protected request) without a database query:
 
 * **Protected-resource registry, in process.** :func:`resource_by_uri` answers from a dict of
-  the enabled :class:`~mcp_oauth.models.ProtectedResource` rows, loaded whole on first use.
+  the enabled :class:`~mcp_oauth.models.ProtectedResource` rows: the site-wide ones loaded on
+  first use, an organization's endpoint the first time it is asked for (one query).
   Every worker checks one shared *generation* key (``mcp_oauth:resources:gen`` in
   ``MCP_OAUTH["TOKEN_CACHE"]``) per lookup and reloads when it changed; saving or deleting a
   resource bumps it, so a disabled resource stops being served on every worker at once.
@@ -58,7 +59,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -84,11 +84,10 @@ from mcp_oauth.models import (
 from mcp_oauth.resource_server import organizations
 from mcp_oauth.resource_server.actors import ACTOR_ATTRIBUTE, actor_subquery
 from mcp_oauth.resource_server.decoded import TOMBSTONE, DecodedEntries
-from mcp_oauth.resource_server.registry_freeze import refreeze
+from mcp_oauth.resource_server.resource_registry import ResourceRegistry
 from mcp_oauth.resource_server.revocation import bump_stamp, entry_is_current, is_local, on_change, tag, watch
 from mcp_oauth.settings import mcp_oauth_settings
 from mcp_oauth.shared.overload import UNAVAILABLE_ERRORS
-from mcp_oauth.shared.resource_uris import canonicalize_resource
 
 __all__ = [
     "CACHE_ERRORS",
@@ -383,103 +382,26 @@ def forget_application_tokens(application_pk: Any) -> None:
 # --- protected resources ---------------------------------------------------------------------
 
 
-class _ResourceRegistry:
-    """The enabled resources by canonical URI, reloaded when the shared generation changes."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._generation: Any = object()
-        self._by_uri: dict[str, ProtectedResource] = {}
-        #: Organizations by pk: those of the per-organization resources, and those looked up since.
-        self._organizations: dict[Any, Organization] = {}
-
-    def _load(self, generation: Any) -> None:
-        rows = {row.uri: row for row in ProtectedResource.objects.enabled().select_related("organization")}
-        loaded = {row.organization_id: row.organization for row in rows.values() if row.organization_id is not None}
-        with self._lock:
-            self._by_uri, self._organizations, self._generation = rows, loaded, generation
-        refreeze(len(rows))
-
-    def _current_generation(self) -> Any:
-        if is_local():
-            watch.current()  # a changed stamp clears this registry (on_change below)
-        try:
-            cache = _cache()
+def _current_generation() -> Any:
+    """The shared resource generation (:data:`RESOURCE_GENERATION_KEY`), a new one written when
+    the cache has none; with the cache unreachable a value equal to nothing (the registry reloads)."""
+    if is_local():
+        watch.current()  # a changed stamp clears this registry (on_change below)
+    try:
+        cache = _cache()
+        generation = cache.get(RESOURCE_GENERATION_KEY)
+        if generation is None:
+            # First worker up, or the cache was flushed or restarted: a new generation
+            # makes every worker reload.
+            cache.add(RESOURCE_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
             generation = cache.get(RESOURCE_GENERATION_KEY)
-            if generation is None:
-                # First worker up, or the cache was flushed or restarted: a new generation
-                # makes every worker reload.
-                cache.add(RESOURCE_GENERATION_KEY, uuid.uuid4().hex, timeout=None)
-                generation = cache.get(RESOURCE_GENERATION_KEY)
-            return generation
-        except _CACHE_ERRORS as exc:
-            logger.warning("resource generation unavailable, reloading resources: %s", exc)
-            return object()  # unknown: never equal, so the registry reloads
-
-    def get(self, uri: str) -> ProtectedResource:
-        canonical = canonicalize_resource(uri)
-        generation = self._current_generation()
-        if generation != self._generation:
-            self._load(generation)
-        try:
-            return self._by_uri[canonical]
-        except KeyError:
-            raise ProtectedResource.DoesNotExist(f"no enabled protected resource {canonical!r}") from None
-
-    def default(self) -> ProtectedResource:
-        """The enabled default resource (reloading like :meth:`get`)."""
-        generation = self._current_generation()
-        if generation != self._generation:
-            self._load(generation)
-        defaults = [row for row in self._by_uri.values() if row.is_default]
-        if len(defaults) != 1:
-            return ProtectedResource.objects.default()  # none (DoesNotExist) or, wrongly, several
-        return defaults[0]
-
-    def loaded(self, uri: str) -> ProtectedResource | None:
-        """The resource of ``uri`` as loaded now (no reload, no I/O; None: not loaded or unknown):
-        the views resolve the resource before the token, so it is loaded when a token is."""
-        return self._by_uri.get(uri)
-
-    def organization(self, pk: Any) -> Organization | None:
-        """The organization ``pk`` (active or not) as of the current generation; one query the
-        first time a generation is asked for it. None: no such organization."""
-        generation = self._current_generation()
-        if generation != self._generation:
-            self._load(generation)
-        found = self._organizations.get(pk)
-        if found is None:
-            found = Organization.objects.filter(pk=pk).first()
-            if found is not None:
-                with self._lock:
-                    if self._generation == generation:
-                        self._organizations[pk] = found
-        return found
-
-    def peek_organization(self, pk: Any, generation: Any) -> Organization | None:
-        """The organization ``pk`` when ``generation`` is the one loaded and it is known (else
-        None: call :meth:`organization`)."""
-        if generation is None or generation != self._generation:
-            return None
-        return self._organizations.get(pk)
-
-    def peek(self, uri: str, generation: Any) -> ProtectedResource | None:
-        """The resource when ``generation`` is the one loaded (else None: call :meth:`get`)."""
-        if generation is None or generation != self._generation:
-            return None
-        try:
-            return self._by_uri.get(canonicalize_resource(uri))
-        except ValueError:
-            return None
-
-    def clear(self) -> None:
-        with self._lock:
-            self._generation = object()
-            self._by_uri = {}
-            self._organizations = {}
+        return generation
+    except _CACHE_ERRORS as exc:
+        logger.warning("resource generation unavailable, reloading resources: %s", exc)
+        return object()  # unknown: never equal, so the registry reloads
 
 
-_registry = _ResourceRegistry()
+_registry = ResourceRegistry(_current_generation)
 
 
 def resource_by_uri(uri: str) -> ProtectedResource:
