@@ -549,6 +549,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="an A/A run: the ours-10k server on the 1-organization database too (the bench's own bias)",
+    )
     parser.add_argument("--settle", type=float, default=0.5, help="seconds of rest before each row (not measured)")
     parser.add_argument("--in-process", action="store_true", help="processes driving the ASGI app, no servers")
     parser.add_argument("--calls", type=int, default=4000, help="--in-process: calls per process")
