@@ -30,8 +30,8 @@ def refreeze(resources: int) -> None:
     reference counting frees them even while frozen), and any cyclic garbage frozen by the previous
     reload (objects of requests then in flight) is collected here. Frozen garbage is thus bounded
     by what was alive at the last reload, not by the number of reloads. Costs one full collection
-    over every object of the process per call (``project/asgi.py`` gives ~120 ms for ~130,000 objects
-    on a small machine); nothing when the process froze nothing
+    over every object of the process each time it freezes (``project/asgi.py`` gives ~120 ms for
+    ~130,000 objects on a small machine); nothing when the process froze nothing
     (tests, ``runserver``) or the registry is small."""
     if resources >= REFREEZE_MIN_RESOURCES and gc.get_freeze_count():
         gc.unfreeze()
